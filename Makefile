@@ -1,0 +1,64 @@
+# The Std Dial: build the book, run the tests.
+#
+#   make book         execute every chapter and build the site into _build/html
+#   make test         run the whole test suite (chapter execution included)
+#   make screenshots  PNG of every page of an already built site (needs chromium)
+#   make sync         bring the paired chapters/*.ipynb in step with chapters/*.md
+#   make clean        remove build outputs and caches (keeps .venv)
+#   make distclean    clean, and remove .venv too
+#
+# book and test create .venv and install requirements.txt when needed.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := book
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.stamp
+
+# Single-threaded BLAS/torch (small machines, reproducible timings), no model
+# hub downloads. Tests run with the non-GUI Agg backend. The book must NOT:
+# a kernel started with MPLBACKEND=Agg shows no figure at all (ipykernel picks
+# its inline backend only when MPLBACKEND is unset), so `book` unsets it.
+RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1
+TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
+BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
+
+.PHONY: .venv venv book test screenshots sync clean distclean
+
+.venv: $(STAMP)
+venv: $(STAMP)
+
+# Re-installs whenever requirements.txt or pyproject.toml change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -r requirements.txt
+	touch $(STAMP)
+
+# Sphinx re-reads (and so re-executes) only pages whose source changed unless
+# its doctree cache is gone: remove it with the html so that every build runs
+# every chapter against the current package and no stale page survives.
+book: .venv
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "Built: _build/html/index.html"
+
+test: .venv
+	$(TEST_ENV) $(BIN)/python -m pytest -q
+
+screenshots: .venv
+	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
+	$(BIN)/python -m stddial_book._screenshots --html _build/html --out _build/screenshots
+
+sync: .venv
+	$(BIN)/jupytext --sync chapters/*.md
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV)

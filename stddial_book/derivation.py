@@ -1,0 +1,264 @@
+"""The group-standard-deviation identity, derived in SymPy (chapter 3).
+
+Each result is a :class:`Claim`: a left-hand side built from the definitions (rewards, their
+mean and std, the recipe's advantage, a loss aggregation) and the closed form it should equal.
+``claim.holds()`` asks SymPy to simplify the difference to zero; the chapter asserts it for
+every claim, so the book fails to build if a result ever stops holding, and the tests do too.
+
+Symbols follow the notation table: G (group size), k (correct samples), p̂ = k/G, σ, ḡ₊, ḡ₋,
+p (true solve rate), ε (std epsilon), L_max. References: Shao et al. (2024) for GRPO,
+Liu et al. (2025) for Dr. GRPO, Yu et al. (2025) for DAPO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+__all__ = [
+    "Claim",
+    "G", "k", "phat", "sigma", "p", "eps", "L_max", "r_plus", "r_minus", "gbar_plus", "gbar_minus",
+    "reward_moments",
+    "advantages",
+    "mean_abs_advantage_claim",
+    "group_term_claim",
+    "explicit_group_term_claim",
+    "aggregation_claims",
+    "expected_variance_claim",
+    "expected_variance_sum_claim",
+    "silent_probability_claim",
+    "eps_claim",
+    "dapo_weight_claim",
+    "affine_invariance_claims",
+    "all_claims",
+]
+
+# --- symbols ---------------------------------------------------------------------------------
+G = sp.Symbol("G", positive=True, integer=True)
+k = sp.Symbol("k", nonnegative=True, integer=True)
+phat = sp.Symbol(r"\hat{p}", positive=True)
+p = sp.Symbol("p", positive=True)
+eps = sp.Symbol(r"\varepsilon", positive=True)
+L_max = sp.Symbol(r"L_{\max}", positive=True)
+r_plus = sp.Symbol("r_+", real=True)
+r_minus = sp.Symbol("r_-", real=True)
+gbar_plus = sp.Symbol(r"\bar{g}_+", real=True)
+gbar_minus = sp.Symbol(r"\bar{g}_-", real=True)
+#: σ = sqrt(p̂(1 − p̂)), the population std of 0/1 rewards.
+sigma = sp.sqrt(phat * (1 - phat))
+
+# Positive stand-ins used only to decide whether a difference is zero: p̂ = a/(a + b) keeps
+# p̂ and 1 − p̂ positive, G = n + 1 keeps G − 1 positive, so SymPy may combine square roots.
+_a, _b, _n = sp.symbols("a b n", positive=True)
+_gap = sp.Symbol("Delta", positive=True)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An equation ``lhs = rhs`` that the book derives, with a label and a sentence."""
+
+    label: str
+    statement: str
+    lhs: sp.Expr
+    rhs: sp.Expr
+    assumptions: str = "0 < k < G"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def difference(self) -> sp.Expr:
+        """lhs − rhs, simplified under the assumptions (p̂ and 1 − p̂ positive, G > 1)."""
+        diff = (self.lhs - self.rhs).subs({phat: _a / (_a + _b), G: _n + 1})
+        diff = diff.subs(r_plus, r_minus + _gap)
+        return sp.simplify(sp.radsimp(sp.simplify(diff)))
+
+    def holds(self) -> bool:
+        """True when SymPy proves lhs − rhs = 0."""
+        return self.difference() == 0
+
+    def latex(self) -> str:
+        """The equation as LaTeX, for ``IPython.display.Math``."""
+        return f"{sp.latex(self.lhs)} = {sp.latex(self.rhs)}"
+
+
+def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Expr = sp.Integer(0),
+                   correction: int = 0) -> tuple[sp.Expr, sp.Expr]:
+    """Mean and std of a group of binary rewards with a fraction p̂ correct.
+
+    mean = r₋ + (r₊ − r₋) p̂; population variance = (r₊ − r₋)² p̂(1 − p̂); Bessel's correction
+    multiplies the variance by G/(G − 1).
+    """
+    mean = phat * reward_correct + (1 - phat) * reward_wrong
+    second = phat * reward_correct**2 + (1 - phat) * reward_wrong**2
+    variance = sp.factor(sp.expand(second - mean**2))
+    if correction:
+        variance = variance * G / (G - 1)
+    return mean, sp.sqrt(variance)
+
+
+def advantages(scale_std: bool, correction: int = 0, reward_correct: sp.Expr = sp.Integer(1),
+               reward_wrong: sp.Expr = sp.Integer(0), std_eps: sp.Expr = sp.Integer(0)
+               ) -> tuple[sp.Expr, sp.Expr]:
+    """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings."""
+    mean, std = reward_moments(reward_correct, reward_wrong, correction)
+    a_plus, a_minus = reward_correct - mean, reward_wrong - mean
+    if scale_std:
+        a_plus, a_minus = a_plus / (std + std_eps), a_minus / (std + std_eps)
+    return a_plus, a_minus
+
+
+_VARIANTS = {
+    # label: (description, scale_std, correction, rewards, closed form of the group weight w)
+    "grpo": ("GRPO, population std, 0/1 rewards", True, 0, (1, 0), sigma),
+    "grpo_bessel": ("GRPO, Bessel std, 0/1 rewards", True, 1, (1, 0), sigma * sp.sqrt((G - 1) / G)),
+    "grpo_pm1": ("GRPO, population std, ±1 rewards", True, 0, (1, -1), sigma),
+    "dr_grpo": ("Dr. GRPO, 0/1 rewards", False, 0, (1, 0), sigma**2),
+    "dr_grpo_pm1": ("Dr. GRPO, ±1 rewards", False, 0, (1, -1), 2 * sigma**2),
+}
+#: The variants chapter 3 derives: label → human description.
+VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
+
+
+def _variant(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
+    if label not in _VARIANTS:
+        raise ValueError(f"unknown variant {label!r}; choose one of {sorted(_VARIANTS)}.")
+    description, scale, correction, (hi, lo), weight = _VARIANTS[label]
+    a_plus, a_minus = advantages(scale, correction, sp.Integer(hi), sp.Integer(lo))
+    return description, a_plus, a_minus, weight
+
+
+def mean_abs_advantage_claim(label: str) -> Claim:
+    """mean |A| = p̂ A₊ + (1 − p̂)(−A₋) = 2w (2σ for GRPO, 2σ² for Dr. GRPO, …)."""
+    description, a_plus, a_minus, weight = _variant(label)
+    lhs = phat * a_plus - (1 - phat) * a_minus
+    return Claim(f"mean_abs_{label}", f"{description}: mean |A| = 2w", lhs, 2 * weight)
+
+
+def group_term_claim(label: str) -> Claim:
+    """(1/G) Σᵢ Aᵢ gᵢ = p̂ A₊ ḡ₊ + (1 − p̂) A₋ ḡ₋ = w (ḡ₊ − ḡ₋)."""
+    description, a_plus, a_minus, weight = _variant(label)
+    lhs = phat * a_plus * gbar_plus + (1 - phat) * a_minus * gbar_minus
+    return Claim(f"group_term_{label}", f"{description}: group term = w (ḡ₊ − ḡ₋)", lhs,
+                 weight * (gbar_plus - gbar_minus))
+
+
+def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "grpo") -> Claim:
+    """The group term written out sample by sample, for a concrete G and k.
+
+    With score symbols g₁ … g_G (the first k correct), (1/G) Σᵢ Aᵢ gᵢ must equal
+    w (ḡ₊ − ḡ₋) where ḡ₊ and ḡ₋ are the means of the correct and wrong scores. This checks the
+    bookkeeping the symbolic-p̂ version abstracts away.
+    """
+    if not 0 < num_correct < group_size:
+        raise ValueError(f"need 0 < num_correct < group_size; got k={num_correct}, G={group_size}.")
+    description, a_plus, a_minus, weight = _variant(label)
+    subs = {phat: sp.Rational(num_correct, group_size), G: group_size}
+    scores = sp.symbols(f"g_1:{group_size + 1}", real=True)
+    adv = [a_plus.subs(subs)] * num_correct + [a_minus.subs(subs)] * (group_size - num_correct)
+    lhs = sum(a * g for a, g in zip(adv, scores)) / group_size
+    g_plus = sum(scores[:num_correct]) / num_correct
+    g_minus = sum(scores[num_correct:]) / (group_size - num_correct)
+    return Claim(f"explicit_{label}_G{group_size}_k{num_correct}",
+                 f"{description}, G = {group_size}, k = {num_correct}, sample by sample",
+                 lhs, weight.subs(subs) * (g_plus - g_minus),
+                 assumptions=f"G = {group_size}, k = {num_correct}")
+
+
+def aggregation_claims(group_size: int = 3) -> list[Claim]:
+    """Each loss aggregation's gradient at ratio 1 is −(1/G) Σᵢ Aᵢ gᵢ for its own gᵢ.
+
+    With Sᵢ = Σₜ ∇ log π(oᵢₜ) the summed token scores of sample i and ℓᵢ its length:
+    per-sequence token mean (GRPO) gives gᵢ = Sᵢ/ℓᵢ; sum over tokens / L_max (Dr. GRPO)
+    gives gᵢ = Sᵢ/L_max; sum / all tokens of the step (DAPO) gives gᵢ = Sᵢ/ℓ̄ with ℓ̄ the mean
+    length. So the identity holds for every aggregation, each with its own meaning of g.
+    """
+    n = group_size
+    S = sp.symbols(f"S_1:{n + 1}", real=True)
+    ell = sp.symbols(f"ell_1:{n + 1}", positive=True)
+    A = sp.symbols(f"A_1:{n + 1}", real=True)
+    # −gradient of each aggregated surrogate at ρ = 1: the per-token term is Aᵢ ∇ log π(oᵢₜ).
+    seq_mean = sum(A[i] * S[i] / ell[i] for i in range(n)) / n
+    sum_norm = sum(A[i] * S[i] / L_max for i in range(n)) / n
+    token_mean = sum(A[i] * S[i] for i in range(n)) / sum(ell)
+    ell_bar = sum(ell) / n
+    return [
+        Claim("aggregation_seq_mean_token_mean", "GRPO: gᵢ = Sᵢ / ℓᵢ", seq_mean,
+              sum(A[i] * (S[i] / ell[i]) for i in range(n)) / n, assumptions=f"G = {n}"),
+        Claim("aggregation_seq_mean_token_sum_norm", "Dr. GRPO: gᵢ = Sᵢ / L_max", sum_norm,
+              sum(A[i] * (S[i] / L_max) for i in range(n)) / n, assumptions=f"G = {n}"),
+        Claim("aggregation_token_mean", "DAPO: gᵢ = Sᵢ / ℓ̄ with ℓ̄ the step's mean length",
+              token_mean, sum(A[i] * (S[i] / ell_bar) for i in range(n)) / n, assumptions=f"G = {n}"),
+    ]
+
+
+def expected_variance_claim() -> Claim:
+    """E[σ̂²] = E[k]/G − E[k²]/G² = p(1 − p)(G − 1)/G, from k ~ Binomial(G, p)."""
+    mean_k = G * p
+    second_k = G * p * (1 - p) + (G * p) ** 2
+    lhs = mean_k / G - second_k / G**2
+    return Claim("expected_variance", "E[σ̂² | p, G] from the binomial moments", lhs,
+                 p * (1 - p) * (G - 1) / G, assumptions="k ~ Binomial(G, p)")
+
+
+def expected_variance_sum_claim(group_size: int) -> Claim:
+    """The same expectation as an explicit binomial sum for a concrete G (a polynomial in p)."""
+    n = group_size
+    lhs = sum(sp.binomial(n, j) * p**j * (1 - p) ** (n - j) * sp.Rational(j, n) * (1 - sp.Rational(j, n))
+              for j in range(n + 1))
+    return Claim(f"expected_variance_sum_G{n}", f"E[σ̂²] as a sum over k = 0..{n}", lhs,
+                 p * (1 - p) * sp.Rational(n - 1, n), assumptions=f"G = {n}")
+
+
+def silent_probability_claim() -> Claim:
+    """P(k = 0) + P(k = G) = p^G + (1 − p)^G."""
+    pmf = lambda j: sp.binomial(G, j) * p**j * (1 - p) ** (G - j)  # noqa: E731
+    return Claim("silent_probability", "P(silent | p, G)", pmf(0) + pmf(G), p**G + (1 - p) ** G,
+                 assumptions="k ~ Binomial(G, p)")
+
+
+def eps_claim() -> Claim:
+    """With std + ε in the denominator GRPO's weight is σ²/(σ + ε): σ / w = 1 + ε/σ exactly."""
+    a_plus, _ = advantages(True, 0, sp.Integer(1), sp.Integer(0), eps)
+    weight = phat * a_plus  # A₊ = α(1 − p̂), so w = α p̂(1 − p̂) = p̂ A₊
+    return Claim("eps", "GRPO with std + ε: σ / w − 1 = ε / σ", sigma / weight - 1, eps / sigma)
+
+
+def dapo_weight_claim() -> Claim:
+    """DAPO's effective per-prompt weight: σ divided by the non-silent fraction 1 − f.
+
+    A prompt type with population share π and silence probability s_q is kept with share
+    π(1 − s_q)/(1 − f) in a refilled batch (f the overall silent fraction); per sampled group
+    that is not silent this multiplies GRPO's weight σ by 1/(1 − f).
+    """
+    share, f = sp.symbols(r"\pi f", positive=True)
+    kept_share = share / (1 - f)  # P(type | not silent) / P(not silent | type), per mixed group
+    return Claim("dapo_weight", "DAPO: effective weight per mixed group", kept_share / share * sigma,
+                 sigma / (1 - f), assumptions="0 < k < G, f < 1")
+
+
+def affine_invariance_claims() -> list[Claim]:
+    """GRPO's advantages do not depend on the reward values; Dr. GRPO's scale with r₊ − r₋."""
+    grpo_general = advantages(True, 0, r_plus, r_minus)
+    grpo_01 = advantages(True, 0)
+    dr_general = advantages(False, 0, r_plus, r_minus)
+    dr_01 = advantages(False, 0)
+    return [
+        Claim("affine_grpo_plus", "GRPO: A₊ for rewards (r₊, r₋) equals A₊ for (1, 0)",
+              grpo_general[0], grpo_01[0], assumptions="r₊ > r₋"),
+        Claim("affine_grpo_minus", "GRPO: A₋ for rewards (r₊, r₋) equals A₋ for (1, 0)",
+              grpo_general[1], grpo_01[1], assumptions="r₊ > r₋"),
+        Claim("affine_dr_grpo_plus", "Dr. GRPO: A₊ scales with r₊ − r₋",
+              dr_general[0], (r_plus - r_minus) * dr_01[0], assumptions="r₊ > r₋"),
+    ]
+
+
+def all_claims() -> list[Claim]:
+    """Every result chapter 3 displays, in the chapter's order."""
+    claims: list[Claim] = []
+    for label in _VARIANTS:
+        claims.append(mean_abs_advantage_claim(label))
+        claims.append(group_term_claim(label))
+    claims += affine_invariance_claims()
+    claims += aggregation_claims()
+    claims += [eps_claim(), dapo_weight_claim(), expected_variance_claim(),
+               expected_variance_sum_claim(8), silent_probability_claim()]
+    return claims

@@ -1,0 +1,265 @@
+"""Closed forms of the group-standard-deviation identity (chapters 3 and 5).
+
+For binary rewards a group of G samples with k correct has pass rate p̂ = k/G and population
+standard deviation σ = sqrt(p̂(1 − p̂)). Every group-relative recipe gives the correct samples
+one advantage A₊ = α(1 − p̂) and the wrong ones A₋ = −α p̂, with a recipe-dependent scale α:
+
+* GRPO (Shao et al., 2024) divides by the std: α = 1/σ, so the group's policy-gradient term
+  (1/G) Σᵢ Aᵢ gᵢ equals σ (ḡ₊ − ḡ₋) and mean |A| = 2σ;
+* Dr. GRPO (Liu et al., 2025) drops the division: α = 1, giving σ² (ḡ₊ − ḡ₋) and mean |A| = 2σ²;
+* DAPO (Yu et al., 2025) keeps GRPO's α but discards groups with σ = 0 and refills the batch.
+
+In general the group term is w (ḡ₊ − ḡ₋) with the *update weight* w = α p̂(1 − p̂), and
+mean |A| = 2w for every recipe. A group with σ = 0 is *silent*: w = 0 whatever the recipe.
+
+All functions broadcast over numpy arrays or torch tensors and return the kind they were given.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._arrays import (
+    ArrayLike,
+    check_binary,
+    check_group_size,
+    check_group_size_array,
+    check_unit_interval,
+    like,
+    to_numpy,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .recipes import Recipe
+
+__all__ = [
+    "pass_rate",
+    "group_std",
+    "std_from_pass_rate",
+    "bessel_factor",
+    "update_weight",
+    "mean_abs_advantage",
+    "silent_probability",
+    "expected_group_std",
+    "expected_group_variance",
+    "tries_needed",
+]
+
+
+def pass_rate(rewards: ArrayLike) -> ArrayLike:
+    """The group's empirical pass rate p̂ = k/G of binary ``rewards`` of shape (..., G).
+
+    Chapter 3. Raises ``ValueError`` for rewards that are not 0/1.
+    """
+    arr = to_numpy(rewards, "rewards")
+    check_binary(arr, "rewards")
+    if arr.ndim == 0:
+        raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
+    return like(arr.mean(axis=-1), rewards)
+
+
+def group_std(rewards: ArrayLike, correction: int = 0) -> ArrayLike:
+    """Standard deviation of each group's rewards along the last axis.
+
+    ``correction=0`` (the default) is the population std σ used by the identity; ``correction=1``
+    is Bessel's sample std s = σ·sqrt(G/(G − 1)), what TRL, verl and oat compute. For binary
+    rewards σ = sqrt(p̂(1 − p̂)). Rewards may be any real numbers here (shaped rewards are fine).
+    Chapter 3; the notation follows the book's appendix.
+    """
+    arr = to_numpy(rewards, "rewards")
+    if arr.ndim == 0:
+        raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
+    check_group_size(arr.shape[-1], "the group size (length of the last axis of rewards)")
+    _check_correction(correction)
+    return like(arr.std(axis=-1, ddof=correction), rewards)
+
+
+def bessel_factor(group_size: ArrayLike) -> ArrayLike:
+    """sqrt((G − 1)/G): what Bessel's std multiplies GRPO's weight and mean |A| by (0.935 at G = 8)."""
+    g = check_group_size_array(group_size)
+    if np.any(g < 2):
+        raise ValueError("group_size must be at least 2 for Bessel's correction (it divides by G − 1).")
+    return like(np.sqrt((g - 1.0) / g), group_size)
+
+
+def std_from_pass_rate(
+    pass_rate: ArrayLike, group_size: ArrayLike | None = None, correction: int = 0
+) -> ArrayLike:
+    """σ = sqrt(p̂(1 − p̂)), or Bessel's s = σ·sqrt(G/(G − 1)) when ``correction=1``.
+
+    ``group_size`` is needed only for ``correction=1``. Chapter 3.
+    """
+    p = to_numpy(pass_rate, "pass_rate")
+    check_unit_interval(p, "pass_rate")
+    sigma = np.sqrt(p * (1.0 - p))
+    if _check_correction(correction):
+        sigma = sigma / to_numpy(bessel_factor(_need_group_size(group_size)), "group_size")
+    return like(sigma, pass_rate)
+
+
+def update_weight(
+    pass_rate: ArrayLike,
+    recipe: "Recipe",
+    group_size: ArrayLike | None = None,
+    nonsilent_fraction: ArrayLike | None = None,
+) -> ArrayLike:
+    """The weight w with which a group enters the update: (1/G) Σᵢ Aᵢ gᵢ = w (ḡ₊ − ḡ₋).
+
+    With Δ = reward_correct − reward_wrong, σ the population std and s the std the recipe
+    divides by (σ, or Bessel's σ·sqrt(G/(G − 1))), the closed form is
+
+    * std scaling on (GRPO, DAPO):  w = Δ σ² / (Δ s + eps)  → σ when eps = 0 and s = σ;
+    * std scaling off (Dr. GRPO):   w = Δ σ²                → σ² for 0/1 rewards, 2σ² for ±1.
+
+    Silent groups (σ at or below the recipe's ``silent_tol``) get w = 0. When the recipe uses
+    dynamic sampling (DAPO), silent groups are discarded and the batch is refilled, so each kept
+    group's share of the batch grows by 1/``nonsilent_fraction`` (the fraction of sampled groups
+    that were not silent); pass it to get the effective per-prompt weight. References:
+    Shao et al. (2024), Liu et al. (2025), Yu et al. (2025); chapters 3 and 5.
+    """
+    p = to_numpy(pass_rate, "pass_rate")
+    check_unit_interval(p, "pass_rate")
+    variance = p * (1.0 - p)
+    sigma = np.sqrt(variance)
+    gap = recipe.reward_correct - recipe.reward_wrong
+    if recipe.scale_std:
+        std = sigma
+        if recipe.std_correction:
+            std = sigma / to_numpy(bessel_factor(_need_group_size(group_size)), "group_size")
+        scale = np.divide(1.0, gap * std + recipe.std_eps, out=np.zeros_like(std),
+                          where=(gap * std + recipe.std_eps) > 0)
+    else:
+        scale = np.ones_like(sigma)
+    weight = np.where(abs(gap) * sigma > recipe.silent_tol, gap * variance * scale, 0.0)
+    if recipe.dynamic_sampling and nonsilent_fraction is not None:
+        kept = to_numpy(nonsilent_fraction, "nonsilent_fraction")
+        if np.any((kept <= 0.0) | (kept > 1.0)):
+            raise ValueError(
+                "nonsilent_fraction must lie in (0, 1]; at 0 every sampled group is silent and "
+                "DAPO's refill never fills the batch (cap the number of refill rounds)."
+            )
+        weight = weight / kept
+    return like(weight, pass_rate)
+
+
+def mean_abs_advantage(
+    pass_rate: ArrayLike, recipe: "Recipe", group_size: ArrayLike | None = None
+) -> ArrayLike:
+    """Mean |Aᵢ| over a group with pass rate p̂: exactly twice :func:`update_weight`.
+
+    2σ for GRPO with population std and eps = 0, 2σ·sqrt((G − 1)/G) with Bessel's std, 2σ² for
+    Dr. GRPO with 0/1 rewards. Chapter 3.
+    """
+    return 2.0 * update_weight(pass_rate, recipe, group_size)
+
+
+def silent_probability(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLike:
+    """P(silent | p, G) = p^G + (1 − p)^G: all G samples agree (all right or all wrong).
+
+    Broadcasts over ``solve_rate`` and ``group_size`` (G ≥ 1; G = 1 is always silent).
+    Chapter 5; the source paper's silent-prompt analysis.
+    """
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    g = check_group_size_array(group_size)
+    template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
+    return like(p**g + (1.0 - p) ** g, template)
+
+
+def expected_group_variance(
+    solve_rate: ArrayLike, group_size: ArrayLike, correction: int = 0
+) -> ArrayLike:
+    """E[σ̂² | p, G] = p(1 − p)(G − 1)/G for the population std; p(1 − p) for Bessel's (unbiased).
+
+    Chapter 3 derives it from the first two moments of k ~ Binomial(G, p); chapter 5 plots it.
+    """
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    g = check_group_size_array(group_size)
+    if np.any(g < 2):
+        raise ValueError("group_size must be at least 2: one sample has no spread.")
+    value = p * (1.0 - p) * ((g - 1.0) / g if not _check_correction(correction) else 1.0)
+    template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
+    return like(value, template)
+
+
+def expected_group_std(
+    solve_rate: ArrayLike, group_size: ArrayLike, correction: int = 0
+) -> ArrayLike:
+    """E[σ̂ | p, G] = Σₖ C(G, k) pᵏ (1 − p)^(G−k) sqrt(k/G · (1 − k/G)), an exact binomial sum.
+
+    By Jensen's inequality it lies below sqrt(E[σ̂²]). ``correction=1`` scales by sqrt(G/(G − 1)).
+    Broadcasts over ``solve_rate`` and ``group_size``. Chapter 5.
+    """
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    g = check_group_size_array(group_size)
+    if np.any(g < 2):
+        raise ValueError("group_size must be at least 2: one sample has no spread.")
+    use_bessel = _check_correction(correction)
+    p_b, g_b = np.broadcast_arrays(p, g)
+    out = np.empty(p_b.shape, dtype=np.float64)
+    for size in np.unique(g_b).astype(int):
+        sel = g_b == size
+        k = np.arange(size + 1, dtype=np.float64)
+        log_choose = np.array([math.lgamma(size + 1) - math.lgamma(i + 1) - math.lgamma(size - i + 1)
+                               for i in range(size + 1)])
+        pk = p_b[sel][:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_pmf = (log_choose + _xlogy(k, pk) + _xlogy(size - k, 1.0 - pk))
+        sigma_k = np.sqrt(k / size * (1.0 - k / size))
+        if use_bessel:
+            sigma_k = sigma_k * math.sqrt(size / (size - 1.0))
+        out[sel] = np.exp(log_pmf) @ sigma_k
+    template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
+    return like(out, template)
+
+
+def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
+    """Smallest group size G with P(silent | p, G) = p^G + (1 − p)^G ≤ δ.
+
+    P(silent) falls monotonically in G for 0 < p < 1, so the answer lies between
+    ⌈log δ / log m⌉ and ⌈log(δ/2) / log m⌉ with m = max(p, 1 − p); a vectorised bisection finds it.
+    Prompts with p = 0 or p = 1 are silent at every G: the answer is ``inf``. Chapter 5.
+    """
+    if not (0.0 < float(delta) < 1.0):
+        raise ValueError(f"delta must lie strictly between 0 and 1 (a probability of silence); got {delta}.")
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    flat = p.reshape(-1)
+    out = np.full(flat.shape, np.inf)
+    mixed = (flat > 0.0) & (flat < 1.0)
+    q = flat[mixed]
+    log_m = np.log(np.maximum(q, 1.0 - q))
+    lo = np.maximum(1.0, np.ceil(np.log(delta) / log_m) - 1.0)  # P(silent) > delta at lo (or lo = 1)
+    hi = np.maximum(lo + 1.0, np.ceil(np.log(delta / 2.0) / log_m))  # P(silent) <= delta at hi
+    while np.any(hi - lo > 1):
+        mid = np.floor((lo + hi) / 2.0)
+        ok = q**mid + (1.0 - q) ** mid <= delta
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    out[mixed] = hi
+    return like(out.reshape(p.shape), solve_rate)
+
+
+def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x·log(y) with 0·log(0) = 0."""
+    return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, y)))
+
+
+def _check_correction(correction: int) -> bool:
+    if correction not in (0, 1) or isinstance(correction, bool):
+        raise ValueError(
+            f"correction must be 0 (population std, the identity's σ) or 1 (Bessel's sample std, "
+            f"as TRL, verl and oat use); got {correction!r}."
+        )
+    return correction == 1
+
+
+def _need_group_size(group_size: ArrayLike | None) -> ArrayLike:
+    if group_size is None:
+        raise ValueError("Bessel's correction needs the group size: pass group_size=G.")
+    return group_size

@@ -1,0 +1,69 @@
+"""The book's figures (matplotlib). Each function returns a ``Figure`` and computes what it shows
+from the package, so a figure can never disagree with the code it illustrates."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use(matplotlib.get_backend())  # keep the caller's backend (Agg in the site build)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .identity import update_weight  # noqa: E402
+from .recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages  # noqa: E402
+
+__all__ = ["RECIPE_COLORS", "dial_figure", "mean_abs_advantage_figure"]
+
+#: One colour per preset, used by every figure of the book.
+RECIPE_COLORS = {"GRPO": "#1f77b4", "Dr. GRPO": "#d62728", "DAPO": "#2ca02c"}
+
+
+def dial_figure(group_size: int = 8) -> plt.Figure:
+    """Chapter 1: how strongly each recipe weights a group, as a function of its pass rate.
+
+    Left: the update weight w(p̂) of GRPO (σ), Dr. GRPO (σ²) and DAPO (σ on mixed groups; the
+    silent groups at p̂ = 0 and 1 are discarded and replaced). Right: the same weights for the
+    G + 1 possible groups of size G.
+    """
+    grid = np.linspace(0.0, 1.0, 401)
+    ks = np.arange(group_size + 1)
+    rates = ks / group_size
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    for recipe, style in ((GRPO, "-"), (DR_GRPO, "-"), (DAPO, "--")):
+        color = RECIPE_COLORS[recipe.name]
+        left.plot(grid, update_weight(grid, recipe), style, color=color, label=recipe.name, lw=2)
+    silent = np.array([0.0, 1.0])
+    left.plot(silent, np.zeros(2), "x", color=RECIPE_COLORS["DAPO"], ms=10, mew=2,
+              label="silent: DAPO discards")
+    left.set(xlabel=r"group pass rate $\hat p = k/G$", ylabel=r"update weight $w$",
+             title=r"$\frac{1}{G}\sum_i A_i g_i = w\,(\bar g_+ - \bar g_-)$")
+    left.legend(frameon=False)
+    width = 0.27
+    for offset, recipe in zip((-width, 0.0, width), (GRPO, DR_GRPO, DAPO)):
+        weights = update_weight(rates, recipe)
+        right.bar(ks + offset, weights, width=width, color=RECIPE_COLORS[recipe.name], label=recipe.name)
+    right.set(xlabel=f"correct samples k of G = {group_size}", ylabel="update weight w",
+              title=f"the {group_size + 1} possible groups of {group_size} samples", xticks=ks)
+    for k_silent in (0, group_size):
+        right.annotate("silent", (k_silent, 0.0), xytext=(0, 12), textcoords="offset points",
+                       ha="center", fontsize=9)
+    return fig
+
+
+def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] = (GRPO, DR_GRPO)
+                              ) -> plt.Figure:
+    """Chapter 3: mean |A| measured from :func:`group_advantages` (dots) against 2w (lines)."""
+    ks = np.arange(group_size + 1)
+    grid = np.linspace(0.0, 1.0, 401)
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    for recipe in recipes:
+        color = RECIPE_COLORS.get(recipe.name, None)
+        rewards = (np.arange(group_size)[None, :] < ks[:, None]).astype(float).reshape(-1)
+        measured = np.abs(group_advantages(rewards, group_size, recipe)).reshape(-1, group_size).mean(1)
+        ax.plot(grid, 2 * update_weight(grid, recipe), color=color, lw=2,
+                label=f"{recipe.name}: closed form 2w")
+        ax.plot(ks / group_size, measured, "o", color=color, ms=7, mfc="white", mew=2,
+                label=f"{recipe.name}: group_advantages")
+    ax.set(xlabel=r"$\hat p = k/G$", ylabel=r"mean $|A_i|$", title=f"G = {group_size}")
+    ax.legend(frameon=False, fontsize=9)
+    return fig

@@ -21,6 +21,8 @@ __all__ = [
     "G", "k", "phat", "sigma", "p", "eps", "L_max", "r_plus", "r_minus", "gbar_plus", "gbar_minus",
     "reward_moments",
     "advantages",
+    "variant_advantages",
+    "VARIANTS",
     "mean_abs_advantage_claim",
     "group_term_claim",
     "explicit_group_term_claim",
@@ -118,7 +120,8 @@ _VARIANTS = {
 VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
 
 
-def _variant(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
+def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
+    """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`."""
     if label not in _VARIANTS:
         raise ValueError(f"unknown variant {label!r}; choose one of {sorted(_VARIANTS)}.")
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
@@ -128,14 +131,14 @@ def _variant(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
 
 def mean_abs_advantage_claim(label: str) -> Claim:
     """mean |A| = p̂ A₊ + (1 − p̂)(−A₋) = 2w (2σ for GRPO, 2σ² for Dr. GRPO, …)."""
-    description, a_plus, a_minus, weight = _variant(label)
+    description, a_plus, a_minus, weight = variant_advantages(label)
     lhs = phat * a_plus - (1 - phat) * a_minus
     return Claim(f"mean_abs_{label}", f"{description}: mean |A| = 2w", lhs, 2 * weight)
 
 
 def group_term_claim(label: str) -> Claim:
     """(1/G) Σᵢ Aᵢ gᵢ = p̂ A₊ ḡ₊ + (1 − p̂) A₋ ḡ₋ = w (ḡ₊ − ḡ₋)."""
-    description, a_plus, a_minus, weight = _variant(label)
+    description, a_plus, a_minus, weight = variant_advantages(label)
     lhs = phat * a_plus * gbar_plus + (1 - phat) * a_minus * gbar_minus
     return Claim(f"group_term_{label}", f"{description}: group term = w (ḡ₊ − ḡ₋)", lhs,
                  weight * (gbar_plus - gbar_minus))
@@ -150,7 +153,7 @@ def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "g
     """
     if not 0 < num_correct < group_size:
         raise ValueError(f"need 0 < num_correct < group_size; got k={num_correct}, G={group_size}.")
-    description, a_plus, a_minus, weight = _variant(label)
+    description, a_plus, a_minus, weight = variant_advantages(label)
     subs = {phat: sp.Rational(num_correct, group_size), G: group_size}
     scores = sp.symbols(f"g_1:{group_size + 1}", real=True)
     adv = [a_plus.subs(subs)] * num_correct + [a_minus.subs(subs)] * (group_size - num_correct)

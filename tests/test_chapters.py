@@ -1,0 +1,84 @@
+"""Every chapter of the book executes, and its paired .ipynb is in step with the .md.
+
+Executing a chapter here is the same check the site build makes (a cell error fails), so a
+broken chapter is caught by ``make test`` as well as by ``make book``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_chapters() -> list[Path]:
+    """The notebook chapters listed in _toc.yml (pages with a kernelspec), in order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+    pages = [ROOT / f"{name}.md" for name in files]
+    return [page for page in pages if re.search(r"^kernelspec:", page.read_text(), re.M)]
+
+
+CHAPTERS = toc_chapters()
+
+
+def test_toc_lists_the_chapters() -> None:
+    names = [page.stem for page in CHAPTERS]
+    assert names[:3] == ["01_introduction", "02_group_relative_rl", "03_identity_derivation"]
+    assert all(page.exists() for page in CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_pair_in_sync(chapter: Path) -> None:
+    """The .ipynb Colab opens holds the same cells as the .md the book builds, and no outputs."""
+    paired = chapter.with_suffix(".ipynb")
+    assert paired.exists(), f"{paired.name} is missing: run `make sync`"
+    md = jupytext.read(chapter)
+    nb = nbformat.read(paired, as_version=4)
+    md_cells = [(c.cell_type, c.source.strip()) for c in md.cells]
+    nb_cells = [(c.cell_type, c.source.strip()) for c in nb.cells]
+    assert md_cells == nb_cells, f"{paired.name} differs from {chapter.name}: run `make sync`"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.get("outputs"), f"{paired.name} has stored outputs; clear them"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_first_cell_installs_only_when_missing(chapter: Path) -> None:
+    """The first code cell installs the package from the repository named in _config.yml."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    url = config["repository"]["url"]
+    first = next(c for c in jupytext.read(chapter).cells if c.cell_type == "code")
+    assert "import stddial_book" in first.source and "except ImportError" in first.source
+    assert f'"stddial-book @ git+{url}"' in first.source, "install URL differs from _config.yml"
+    assert not re.search(r"(torch|numpy|transformers)\s*==", first.source)
+
+
+@pytest.mark.chapters
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_executes(chapter: Path, tmp_path: Path) -> None:
+    notebook = jupytext.read(chapter)
+    env_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    os.environ["PATH"] = env_path  # the kernel must be this environment's Python
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(chapter.parent)}})
+    client.execute()
+    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    # every {glue:text}`name` the prose uses was glued by a cell
+    glued = set()
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            glued |= set(out.get("metadata", {}).get("scrapbook", {}).get("name", "").split())
+    used = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", chapter.read_text()))
+    assert used <= glued, f"glue names used but never glued: {sorted(used - glued)}"

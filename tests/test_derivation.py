@@ -1,0 +1,62 @@
+"""The SymPy derivation: every claim holds, the checker can fail, explicit cases for small G."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from stddial_book import DR_GRPO, GRPO, bessel_factor, silent_probability, update_weight
+from stddial_book import derivation as d
+
+
+@pytest.mark.parametrize("claim", d.all_claims(), ids=lambda c: c.label)
+def test_every_claim_holds(claim: d.Claim) -> None:
+    assert claim.holds(), claim.difference()
+
+
+def test_a_wrong_claim_is_rejected() -> None:
+    right = d.group_term_claim("grpo")
+    wrong = d.Claim("wrong", "GRPO weight is sigma squared", right.lhs, right.rhs * d.sigma)
+    assert not wrong.holds()
+    assert not d.Claim("off", "Dr. GRPO with 0/1 is 2 sigma^2", d.mean_abs_advantage_claim("dr_grpo").lhs,
+                       4 * d.sigma**2).holds()
+
+
+@pytest.mark.parametrize("G", range(2, 9))
+def test_explicit_groups(G: int) -> None:
+    for k in range(1, G):
+        for label in d.VARIANTS:
+            assert d.explicit_group_term_claim(G, k, label).holds()
+
+
+def test_explicit_rejects_silent() -> None:
+    with pytest.raises(ValueError, match="0 < num_correct < group_size"):
+        d.explicit_group_term_claim(4, 0)
+    with pytest.raises(ValueError, match="unknown variant"):
+        d.variant_advantages("ppo")
+
+
+def test_symbolic_weights_match_numeric_closed_forms() -> None:
+    """The SymPy weights and stddial_book.identity agree at numeric points."""
+    for p in (0.125, 0.3, 0.5, 0.9):
+        for G in (2, 8, 33):
+            subs = {d.phat: p, d.G: G}
+            for label, recipe in (("grpo", GRPO), ("dr_grpo", DR_GRPO),
+                                  ("grpo_bessel", GRPO.replace(std_correction=1))):
+                weight = float(d.variant_advantages(label)[3].subs(subs))
+                assert weight == pytest.approx(update_weight(p, recipe, G), rel=1e-13)
+    assert float(sp.sqrt(sp.Rational(7, 8))) == pytest.approx(bessel_factor(8))
+    expr = d.silent_probability_claim().rhs
+    assert float(expr.subs({d.p: 0.2, d.G: 5})) == pytest.approx(silent_probability(0.2, 5))
+
+
+def test_expected_variance_sum_for_several_g() -> None:
+    for G in (2, 3, 5, 12):
+        assert d.expected_variance_sum_claim(G).holds()
+
+
+def test_latex_renders() -> None:
+    text = d.group_term_claim("grpo").latex()
+    assert r"\bar{g}_+" in text and "=" in text
+    assert np.isfinite(float(d.eps_claim().rhs.subs({d.eps: 0.1, d.phat: 0.5})))

@@ -1,0 +1,148 @@
+"""Closed forms of stddial_book.identity against direct computation and exact small cases."""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stddial_book import (
+    DAPO, DR_GRPO, GRPO, bessel_factor, expected_group_std, expected_group_variance, group_std,
+    mean_abs_advantage, pass_rate, silent_probability, std_from_pass_rate, tries_needed,
+    update_weight,
+)
+
+
+def test_group_std_population_and_bessel() -> None:
+    rewards = np.array([[1, 0, 0, 1], [1, 1, 1, 0]], dtype=float)
+    np.testing.assert_allclose(group_std(rewards), [0.5, math.sqrt(3) / 4], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(group_std(rewards, correction=1), rewards.std(axis=1, ddof=1))
+
+
+def test_group_std_keeps_torch() -> None:
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float32)
+    out = group_std(rewards)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    assert out.item() == pytest.approx(math.sqrt(0.25 * 0.75))
+
+
+def test_std_from_pass_rate_matches_rewards() -> None:
+    for G in range(2, 20):
+        for k in range(G + 1):
+            rewards = (np.arange(G) < k).astype(float)
+            assert std_from_pass_rate(k / G) == pytest.approx(group_std(rewards), abs=1e-15)
+            assert std_from_pass_rate(k / G, G, correction=1) == pytest.approx(
+                group_std(rewards, correction=1), abs=1e-14)
+
+
+def test_pass_rate() -> None:
+    assert pass_rate([1, 0, 1, 1]) == 0.75
+    out = pass_rate(torch.tensor([[1, 0], [1, 1]]))
+    assert isinstance(out, torch.Tensor) and out.tolist() == [0.5, 1.0]
+
+
+def test_update_weights_are_sigma_and_sigma_squared() -> None:
+    p = np.linspace(0, 1, 33)
+    sigma = np.sqrt(p * (1 - p))
+    np.testing.assert_allclose(update_weight(p, GRPO), sigma, atol=1e-15)
+    np.testing.assert_allclose(update_weight(p, DR_GRPO), sigma**2, atol=1e-15)
+    np.testing.assert_allclose(update_weight(p, DAPO), sigma, atol=1e-15)  # ±1 rewards cancel
+    np.testing.assert_allclose(update_weight(p, DR_GRPO.replace(reward_wrong=-1.0)), 2 * sigma**2)
+    np.testing.assert_allclose(mean_abs_advantage(p, GRPO), 2 * sigma, atol=1e-15)
+
+
+def test_update_weight_bessel_eps_and_refill() -> None:
+    G, p = 8, 3 / 8
+    sigma = math.sqrt(p * (1 - p))
+    bessel = GRPO.replace(std_correction=1)
+    assert update_weight(p, bessel, G) == pytest.approx(sigma * math.sqrt(7 / 8), rel=1e-14)
+    assert bessel_factor(8) == pytest.approx(0.9354, abs=1e-4)
+    eps = 1e-3
+    w = update_weight(p, GRPO.replace(std_eps=eps))
+    assert sigma / w - 1 == pytest.approx(eps / sigma, rel=1e-12)
+    assert update_weight(p, DAPO, nonsilent_fraction=0.5) == pytest.approx(2 * sigma, rel=1e-14)
+    # refill only applies to recipes with dynamic sampling
+    assert update_weight(p, GRPO, nonsilent_fraction=0.5) == pytest.approx(sigma, rel=1e-14)
+    assert update_weight([0.0, 1.0], DAPO, nonsilent_fraction=0.5).tolist() == [0.0, 0.0]
+
+
+def test_silent_probability_exact_and_against_enumeration() -> None:
+    assert silent_probability(0.5, 8) == 2 / 256
+    assert silent_probability(0.0, 3) == 1.0 and silent_probability(1.0, 3) == 1.0
+    assert silent_probability(0.3, 1) == pytest.approx(1.0)
+    p, G = 0.3, 5
+    direct = sum(math.prod(p if c else 1 - p for c in outcome)
+                 for outcome in product([0, 1], repeat=G) if len(set(outcome)) == 1)
+    assert silent_probability(p, G) == pytest.approx(direct, rel=1e-14)
+    grid = silent_probability(np.array([0.1, 0.5]), np.array([[2], [4]]))
+    assert grid.shape == (2, 2)
+
+
+def test_expected_group_std_and_variance_by_enumeration() -> None:
+    for p in (0.0, 0.1, 0.37, 0.5, 1.0):
+        for G in (2, 3, 6):
+            stds, variances, probs = [], [], []
+            for outcome in product([0, 1], repeat=G):
+                probs.append(math.prod(p if c else 1 - p for c in outcome))
+                stds.append(np.std(outcome))
+                variances.append(np.var(outcome))
+            assert expected_group_std(p, G) == pytest.approx(np.dot(probs, stds), abs=1e-14)
+            assert expected_group_variance(p, G) == pytest.approx(np.dot(probs, variances), abs=1e-14)
+            bessel = np.dot(probs, np.array(stds) * math.sqrt(G / (G - 1)))
+            assert expected_group_std(p, G, correction=1) == pytest.approx(bessel, abs=1e-14)
+    assert expected_group_variance(0.3, 8, correction=1) == pytest.approx(0.21)
+
+
+def test_expected_group_std_large_g_and_jensen() -> None:
+    p = np.linspace(0.01, 0.99, 50)
+    e_std = expected_group_std(p, 512)
+    assert np.all(e_std <= np.sqrt(expected_group_variance(p, 512)) + 1e-15)
+    mid = (p >= 0.1) & (p <= 0.9)  # where G p(1 − p) is large, σ̂ concentrates at σ
+    np.testing.assert_allclose(e_std[mid], np.sqrt(p * (1 - p))[mid], rtol=0.01)
+    assert np.all(e_std[~mid] < np.sqrt(p * (1 - p))[~mid])
+
+
+def test_tries_needed_is_smallest_g() -> None:
+    p = np.array([0.5, 0.1, 0.01, 0.9, 0.999, 0.0, 1.0])
+    for delta in (0.5, 0.05, 1e-3):
+        out = tries_needed(p, delta)
+        assert np.isinf(out[-2:]).all()
+        for q, G in zip(p[:-2], out[:-2]):
+            G = int(G)
+            assert silent_probability(q, G) <= delta
+            assert G == 1 or silent_probability(q, G - 1) > delta
+    assert tries_needed(0.5, 0.05) == 6  # 2 * 0.5**6 = 0.031 <= 0.05 < 2 * 0.5**5
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-6, 1 - 1e-6), st.floats(1e-6, 0.99))
+def test_tries_needed_property(p: float, delta: float) -> None:
+    G = int(tries_needed(p, delta))
+    assert silent_probability(p, G) <= delta
+    assert G == 1 or silent_probability(p, G - 1) > delta
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: group_std([1.0, float("nan"), 0.0]), "NaN"),
+    (lambda: group_std([]), "empty"),
+    (lambda: group_std([1.0]), "at least 2"),
+    (lambda: group_std([[1.0, 0.0]], correction=2), "correction"),
+    (lambda: pass_rate([1, 0, 0.5]), "binary"),
+    (lambda: std_from_pass_rate(1.5), r"\[0, 1\]"),
+    (lambda: std_from_pass_rate(0.5, correction=1), "group_size=G"),
+    (lambda: silent_probability(0.5, 0), "positive integers"),
+    (lambda: silent_probability(0.5, 2.5), "positive integers"),
+    (lambda: expected_group_std(0.5, 1), "at least 2"),
+    (lambda: tries_needed(0.5, 1.0), "strictly between 0 and 1"),
+    (lambda: update_weight(0.5, DAPO, nonsilent_fraction=0.0), "nonsilent_fraction"),
+    (lambda: update_weight(0.5, GRPO.replace(std_correction=1)), "group_size=G"),
+    (lambda: bessel_factor(1), "at least 2"),
+])
+def test_bad_input_raises_clear_value_error(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()

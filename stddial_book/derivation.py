@@ -81,6 +81,10 @@ class Claim:
         """The equation as LaTeX, for ``IPython.display.Math``."""
         return f"{sp.latex(self.lhs)} = {sp.latex(self.rhs)}"
 
+    def latex_aligned(self) -> str:
+        """The equation on two lines (left side, then ``= right side``), for narrow pages."""
+        return rf"\begin{{aligned}} & {sp.latex(self.lhs)} \\ &= {sp.latex(self.rhs)} \end{{aligned}}"
+
 
 def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Expr = sp.Integer(0),
                    correction: int = 0) -> tuple[sp.Expr, sp.Expr]:

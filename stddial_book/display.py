@@ -18,6 +18,8 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     Falls back to printing ``name = value`` when myst-nb is not installed (Colab, Jupyter).
     Returns ``value`` so a cell can glue and use a number in one line.
     """
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        value = value.item()  # numpy/torch scalars: format specs in the prose need a Python number
     try:
         from myst_nb import glue as _myst_glue
     except ImportError:
@@ -46,4 +48,4 @@ def show_claim(claim: Any, check: bool = True) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(f"*{claim.statement}* (proved by SymPy under {claim.assumptions}):"))
-    show_equation(claim.latex())
+    show_equation(claim.latex_aligned())

@@ -3,14 +3,11 @@ from the package, so a figure can never disagree with the code it illustrates.""
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use(matplotlib.get_backend())  # keep the caller's backend (Agg in the site build)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from .identity import update_weight  # noqa: E402
-from .recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages  # noqa: E402
+from .identity import update_weight
+from .recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages
 
 __all__ = ["RECIPE_COLORS", "dial_figure", "mean_abs_advantage_figure"]
 

@@ -91,7 +91,7 @@ def test_grpo_affine_invariant_dr_grpo_not(Gk: tuple[int, int], shift: float, sc
                                group_advantages(rewards, G, EXACT_GRPO), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(group_advantages(moved, G, DR_GRPO),
                                scale * group_advantages(rewards, G, DR_GRPO), rtol=1e-9, atol=1e-9)
-    if not math.isclose(scale, 1.0, rel_tol=1e-6):
+    if not math.isclose(scale, 1.0, rel_tol=1e-3):
         assert not np.allclose(group_advantages(moved, G, DR_GRPO), group_advantages(rewards, G, DR_GRPO))
 
 

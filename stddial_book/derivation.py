@@ -54,6 +54,7 @@ sigma = sp.sqrt(phat * (1 - phat))
 # p̂ and 1 − p̂ positive, G = n + 1 keeps G − 1 positive, so SymPy may combine square roots.
 _a, _b, _n = sp.symbols("a b n", positive=True)
 _gap = sp.Symbol("Delta", positive=True)
+_sigma_symbol = sp.Symbol(r"\sigma", positive=True)  # display only
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,18 @@ class Claim:
         """True when SymPy proves lhs − rhs = 0."""
         return self.difference() == 0
 
+    def rhs_in_sigma(self) -> sp.Expr:
+        """The closed form with sqrt(p̂)·sqrt(1 − p̂) written as the symbol σ, for display."""
+        return self.rhs.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), _sigma_symbol)
+
     def latex(self) -> str:
-        """The equation as LaTeX, for ``IPython.display.Math``."""
-        return f"{sp.latex(self.lhs)} = {sp.latex(self.rhs)}"
+        """The equation as LaTeX (the closed form in terms of σ), for ``IPython.display.Math``."""
+        return f"{sp.latex(self.lhs)} = {sp.latex(self.rhs_in_sigma())}"
 
     def latex_aligned(self) -> str:
         """The equation on two lines (left side, then ``= right side``), for narrow pages."""
-        return rf"\begin{{aligned}} & {sp.latex(self.lhs)} \\ &= {sp.latex(self.rhs)} \end{{aligned}}"
+        return (rf"\begin{{aligned}} & {sp.latex(self.lhs)} \\ "
+                rf"&= {sp.latex(self.rhs_in_sigma())} \end{{aligned}}")
 
 
 def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Expr = sp.Integer(0),

@@ -12,11 +12,11 @@ from typing import Any
 __all__ = ["glue", "show_claim", "show_equation"]
 
 
-def glue(name: str, value: Any, display: bool = False) -> Any:
+def glue(name: str, value: Any, display: bool = False) -> None:
     """Record ``value`` under ``name`` for ``{glue:text}`name:format``` in the chapter's prose.
 
-    Falls back to printing ``name = value`` when myst-nb is not installed (Colab, Jupyter).
-    Returns ``value`` so a cell can glue and use a number in one line.
+    Falls back to printing ``name = value`` when myst-nb is not installed (Colab, Jupyter) and
+    ``display`` is true. Returns nothing, so a cell that ends with a glue shows no stray value.
     """
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()  # numpy/torch scalars: format specs in the prose need a Python number
@@ -25,9 +25,8 @@ def glue(name: str, value: Any, display: bool = False) -> Any:
     except ImportError:
         if display:
             print(f"{name} = {value}")
-        return value
+        return
     _myst_glue(name, value, display=display)
-    return value
 
 
 def show_equation(latex: str) -> None:

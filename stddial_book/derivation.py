@@ -176,30 +176,35 @@ def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "g
                  assumptions=f"G = {group_size}, k = {num_correct}")
 
 
-def aggregation_claims(group_size: int = 3) -> list[Claim]:
+def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     """Each loss aggregation's gradient at ratio 1 is −(1/G) Σᵢ Aᵢ gᵢ for its own gᵢ.
 
-    With Sᵢ = Σₜ ∇ log π(oᵢₜ) the summed token scores of sample i and ℓᵢ its length:
-    per-sequence token mean (GRPO) gives gᵢ = Sᵢ/ℓᵢ; sum over tokens / L_max (Dr. GRPO)
-    gives gᵢ = Sᵢ/L_max; sum / all tokens of the step (DAPO) gives gᵢ = Sᵢ/ℓ̄ with ℓ̄ the mean
-    length. So the identity holds for every aggregation, each with its own meaning of g.
+    The group's samples have the given ``lengths``; token t of sample i has score symbol
+    s_{i,t} = ∇ log π(o_{i,t}) and the batch is padded to L_max = max(lengths) + 1 with a mask,
+    as the training code stores it. The left sides aggregate the per-token terms Aᵢ s_{i,t}
+    exactly as each recipe does; the right sides are (1/G) Σᵢ Aᵢ gᵢ with Sᵢ = Σₜ s_{i,t} and
+    gᵢ = Sᵢ/ℓᵢ (GRPO, per-sequence token mean), gᵢ = Sᵢ/L_max (Dr. GRPO, the constant cap) and
+    gᵢ = Sᵢ/ℓ̄ (DAPO, token mean over the step, ℓ̄ the mean length).
     """
-    n = group_size
-    S = sp.symbols(f"S_1:{n + 1}", real=True)
-    ell = sp.symbols(f"ell_1:{n + 1}", positive=True)
+    n = len(lengths)
+    width = max(lengths) + 1  # one padding column at least, to show the mask at work
     A = sp.symbols(f"A_1:{n + 1}", real=True)
-    # −gradient of each aggregated surrogate at ρ = 1: the per-token term is Aᵢ ∇ log π(oᵢₜ).
-    seq_mean = sum(A[i] * S[i] / ell[i] for i in range(n)) / n
-    sum_norm = sum(A[i] * S[i] / L_max for i in range(n)) / n
-    token_mean = sum(A[i] * S[i] for i in range(n)) / sum(ell)
-    ell_bar = sum(ell) / n
+    s = [[sp.Symbol(f"s_{{{i + 1},{t + 1}}}", real=True) for t in range(width)] for i in range(n)]
+    mask = [[1 if t < lengths[i] else 0 for t in range(width)] for i in range(n)]
+    term = [[mask[i][t] * A[i] * s[i][t] for t in range(width)] for i in range(n)]
+    S = [sum(s[i][: lengths[i]]) for i in range(n)]
+    ell_bar = sp.Rational(sum(lengths), n)
+    seq_mean = sum(sum(term[i]) / sum(mask[i]) for i in range(n)) / n
+    sum_norm = sum(sum(term[i]) / L_max for i in range(n)) / n
+    token_mean = sum(sum(row) for row in term) / sum(sum(row) for row in mask)
+    where = f"lengths {tuple(lengths)}, padded to {width} with a mask"
     return [
         Claim("aggregation_seq_mean_token_mean", "GRPO: gᵢ = Sᵢ / ℓᵢ", seq_mean,
-              sum(A[i] * (S[i] / ell[i]) for i in range(n)) / n, assumptions=f"G = {n}"),
+              sum(A[i] * S[i] / lengths[i] for i in range(n)) / n, assumptions=where),
         Claim("aggregation_seq_mean_token_sum_norm", "Dr. GRPO: gᵢ = Sᵢ / L_max", sum_norm,
-              sum(A[i] * (S[i] / L_max) for i in range(n)) / n, assumptions=f"G = {n}"),
+              sum(A[i] * S[i] / L_max for i in range(n)) / n, assumptions=where),
         Claim("aggregation_token_mean", "DAPO: gᵢ = Sᵢ / ℓ̄ with ℓ̄ the step's mean length",
-              token_mean, sum(A[i] * (S[i] / ell_bar) for i in range(n)) / n, assumptions=f"G = {n}"),
+              token_mean, sum(A[i] * S[i] / ell_bar for i in range(n)) / n, assumptions=where),
     ]
 
 

@@ -60,3 +60,15 @@ def test_latex_renders() -> None:
     text = d.group_term_claim("grpo").latex()
     assert r"\bar{g}_+" in text and "=" in text
     assert np.isfinite(float(d.eps_claim().rhs.subs({d.eps: 0.1, d.phat: 0.5})))
+
+
+def test_aggregations_are_not_interchangeable() -> None:
+    """Pairing one aggregation's loss with another's gᵢ fails: the length normaliser matters."""
+    claims = d.aggregation_claims((2, 3, 1))
+    for i, left in enumerate(claims):
+        for j, right in enumerate(claims):
+            if i != j:
+                assert not d.Claim("mix", "mix", left.lhs, right.rhs).holds()
+    # with equal lengths, GRPO's per-sequence mean and DAPO's token mean coincide
+    equal = d.aggregation_claims((3, 3, 3))
+    assert d.Claim("eq", "eq", equal[0].lhs, equal[2].rhs).holds()

@@ -1,0 +1,163 @@
+"""The testbed's model: a character tokenizer and a tiny Llama-style transformer (chapter 7).
+
+* :func:`make_tokenizer` builds a character-level vocabulary for the addition task as a
+  ``tokenizers`` WordLevel model wrapped in ``transformers.PreTrainedTokenizerFast``, so it
+  saves, loads and batches like any hub tokenizer; :class:`CharCodec` is the plain dict
+  lookup the sampling loop uses (much faster than a tokenizer call per step).
+* :func:`tiny_model` builds a randomly initialised ``LlamaForCausalLM`` from a config
+  (about 1.05M parameters at the defaults: hidden 128, 4 layers, 4 heads, ff 512, tied
+  embeddings).
+* :func:`save` / :func:`load` write and read both with safetensors.
+* :func:`load_hub_model` loads a hub model by name for readers who scale up; offline (as on the
+  book's build machines) it fails at once with a message instead of retrying for a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Sequence
+
+from .tasks import EOS
+
+__all__ = ["PAD", "VOCAB", "CharCodec", "make_tokenizer", "tiny_model", "save", "load",
+           "load_hub_model"]
+
+PAD = "<pad>"
+#: Token strings in id order: padding, end of sequence, then every character the task uses.
+VOCAB: tuple[str, ...] = (PAD, EOS, *"0123456789+=")
+
+
+class CharCodec:
+    """Text ⇄ ids for the task's alphabet with a dict lookup (the hot-loop twin of the tokenizer)."""
+
+    def __init__(self, vocab: Sequence[str] = VOCAB) -> None:
+        self.vocab = tuple(vocab)
+        self.ids = {token: i for i, token in enumerate(self.vocab)}
+        self.pad_id = self.ids[PAD]
+        self.eos_id = self.ids[EOS]
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``; ``<eos>`` and ``<pad>`` are single tokens, every other character one."""
+        out: list[int] = []
+        i = 0
+        while i < len(text):
+            for special in (EOS, PAD):
+                if text.startswith(special, i):
+                    out.append(self.ids[special])
+                    i += len(special)
+                    break
+            else:
+                if text[i] not in self.ids:
+                    raise ValueError(
+                        f"character {text[i]!r} is not in the task's vocabulary {self.vocab[2:]}; "
+                        "prompts must be made by stddial_book.tasks."
+                    )
+                out.append(self.ids[text[i]])
+                i += 1
+        return out
+
+    def decode(self, ids: Sequence[int], stop_at_eos: bool = True) -> str:
+        """Text of ``ids`` (padding dropped); stops after the first EOS when ``stop_at_eos``."""
+        pieces: list[str] = []
+        for i in ids:
+            token = self.vocab[int(i)]
+            if token == PAD:
+                continue
+            pieces.append(token)
+            if stop_at_eos and token == EOS:
+                break
+        return "".join(pieces)
+
+
+def make_tokenizer(vocab: Sequence[str] = VOCAB):
+    """The character vocabulary as a ``PreTrainedTokenizerFast`` (WordLevel, one token a char)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = "|".join(t.replace("<", r"\<").replace(">", r"\>") for t in (EOS, PAD))
+    core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token=PAD))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(f"{specials}|."), behavior="isolated")
+    core.decoder = decoders.Fuse()  # characters join without spaces
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=PAD,
+                                   padding_side="left")
+
+
+def tiny_model(vocab_size: int = len(VOCAB), hidden_size: int = 128, num_layers: int = 4,
+               num_heads: int = 4, intermediate_size: int = 512, max_positions: int = 64,
+               seed: int = 0, dtype=None):
+    """A randomly initialised Llama-style causal LM with tied embeddings, reproducible by seed."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if hidden_size % num_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads}).")
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, num_key_value_heads=num_heads,
+        intermediate_size=intermediate_size, max_position_embeddings=max_positions,
+        tie_word_embeddings=True, pad_token_id=VOCAB.index(PAD), eos_token_id=VOCAB.index(EOS),
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    if dtype is not None:
+        model = model.to(dtype)
+    return model
+
+
+def save(model, tokenizer, directory: str | os.PathLike) -> Path:
+    """Write the model (safetensors) and the tokenizer to ``directory``; returns the path."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def load(directory: str | os.PathLike):
+    """Read back what :func:`save` wrote: ``(model, tokenizer)``."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    path = Path(directory)
+    if not (path / "model.safetensors").exists():
+        raise ValueError(f"{path} holds no model.safetensors; save a model there with stddial_book.model.save.")
+    return (AutoModelForCausalLM.from_pretrained(path, local_files_only=True),
+            PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True))
+
+
+def load_hub_model(name: str, timeout_s: float = 3.0, **kwargs):
+    """``(model, tokenizer)`` for a hub model name or a local directory.
+
+    A local directory, or a model already in the Hugging Face cache, loads without a network.
+    Otherwise, with ``HF_HUB_OFFLINE=1`` or when huggingface.co cannot be reached within
+    ``timeout_s`` seconds, this raises ``RuntimeError`` at once, saying how to proceed offline.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if Path(name).is_dir():
+        return (AutoModelForCausalLM.from_pretrained(name, local_files_only=True, **kwargs),
+                AutoTokenizer.from_pretrained(name, local_files_only=True))
+    try:
+        return (AutoModelForCausalLM.from_pretrained(name, local_files_only=True, **kwargs),
+                AutoTokenizer.from_pretrained(name, local_files_only=True))
+    except (OSError, ValueError):
+        pass  # not cached: a download is needed
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline or not _hub_reachable(timeout_s):
+        reason = "HF_HUB_OFFLINE is set" if offline else "huggingface.co cannot be reached"
+        raise RuntimeError(
+            f"cannot load {name!r}: it is not in the local cache and {reason}. Download it on a "
+            "machine with internet (huggingface-cli download NAME --local-dir DIR), copy DIR here "
+            "and pass its path, or use the book's own model: stddial_book.model.tiny_model()."
+        )
+    return (AutoModelForCausalLM.from_pretrained(name, **kwargs), AutoTokenizer.from_pretrained(name))
+
+
+def _hub_reachable(timeout_s: float) -> bool:
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

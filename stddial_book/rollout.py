@@ -1,0 +1,116 @@
+"""Batched sampling with a KV cache, and log-probs of given completions (chapters 4 and 7).
+
+:func:`sample` draws one completion per prompt row at pure temperature sampling (no top-k, no
+top-p: every token keeps its probability, as the policy-gradient estimator assumes), reusing
+the key/value cache so each step feeds one token per row. It returns token ids, the per-token
+log-probs under the sampling policy, the completion mask (EOS included, padding out) and a
+truncation flag for rows that hit ``max_new_tokens`` without EOS.
+
+:func:`completion_logprobs` recomputes the same log-probs (and per-token entropies) with one
+forward pass over prompt + completion; the training loss uses it, and the tests check that the
+two agree.
+
+Prompts may be left-padded (``prompt_mask`` false on padding); positions are then counted from
+each row's first real token, as ``model.generate`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Rollout", "sample", "completion_logprobs"]
+
+
+@dataclass
+class Rollout:
+    """A batch of sampled completions, padded to the longest one."""
+
+    prompt_ids: torch.Tensor      # (B, P)
+    prompt_mask: torch.Tensor     # (B, P) bool, false on left padding
+    completion_ids: torch.Tensor  # (B, T) padded with pad_id after EOS
+    logprobs: torch.Tensor        # (B, T) log π_old of each sampled token, 0 on padding
+    mask: torch.Tensor            # (B, T) bool, completion tokens with EOS
+    truncated: torch.Tensor       # (B,) bool, no EOS within max_new_tokens
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.mask.sum(dim=1)
+
+
+def _upcast(logits: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits to float32 for the softmax; float32/float64 stay as they are."""
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+@torch.no_grad()
+def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pad_id: int,
+           prompt_mask: torch.Tensor | None = None, temperature: float = 1.0,
+           generator: torch.Generator | None = None) -> Rollout:
+    """Sample completions for a batch of prompts with the KV cache; see the module docstring."""
+    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must have shape (batch, length) with both > 0; got {tuple(prompt_ids.shape)}.")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens}.")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 (use greedy decoding separately); got {temperature}.")
+    device = prompt_ids.device
+    if prompt_mask is None:
+        prompt_mask = torch.ones_like(prompt_ids, dtype=torch.bool)
+    prompt_mask = prompt_mask.to(torch.bool)
+    batch = prompt_ids.shape[0]
+    attention = prompt_mask.long()
+    out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=_positions(prompt_mask),
+                use_cache=True)
+    cache, logits = out.past_key_values, out.logits[:, -1, :]
+    position = _positions(prompt_mask)[:, -1]
+    tokens, logps, alive_steps = [], [], []
+    alive = torch.ones(batch, dtype=torch.bool, device=device)
+    for _ in range(max_new_tokens):
+        log_probs = torch.log_softmax(_upcast(logits) / temperature, dim=-1)
+        nxt = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(1)
+        nxt = torch.where(alive, nxt, torch.full_like(nxt, pad_id))
+        tokens.append(nxt)
+        logps.append(torch.where(alive, log_probs.gather(1, nxt[:, None]).squeeze(1), 0.0))
+        alive_steps.append(alive.clone())
+        alive = alive & (nxt != eos_id)
+        if not bool(alive.any()):
+            break
+        position = position + 1
+        attention = torch.cat([attention, torch.ones(batch, 1, dtype=attention.dtype, device=device)], dim=1)
+        out = model(input_ids=nxt[:, None], attention_mask=attention, position_ids=position[:, None],
+                    past_key_values=cache, use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1, :]
+    return Rollout(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
+                   completion_ids=torch.stack(tokens, dim=1), logprobs=torch.stack(logps, dim=1),
+                   mask=torch.stack(alive_steps, dim=1), truncated=alive.clone())
+
+
+def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                        completion_ids: torch.Tensor, mask: torch.Tensor,
+                        with_entropy: bool = False):
+    """Per-token log π(completion token) from one forward pass over prompt + completion.
+
+    Returns ``logprobs`` of shape (B, T) (zero where ``mask`` is false), and with
+    ``with_entropy`` also the per-token entropies of the same distributions, so the loss and its
+    entropy metric need no second pass. Gradients flow unless called under ``torch.no_grad()``.
+    """
+    if completion_ids.shape != mask.shape or prompt_ids.shape != prompt_mask.shape:
+        raise ValueError("completion_ids and mask (and prompt_ids and prompt_mask) must share a shape.")
+    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    full_mask = torch.cat([prompt_mask.to(torch.bool), mask.to(torch.bool)], dim=1)
+    logits = model(input_ids=ids, attention_mask=full_mask.long(),
+                   position_ids=_positions(full_mask)).logits
+    prompt_len = prompt_ids.shape[1]
+    log_probs = torch.log_softmax(_upcast(logits[:, prompt_len - 1:-1, :]), dim=-1)
+    chosen = log_probs.gather(2, completion_ids[:, :, None]).squeeze(2)
+    chosen = torch.where(mask.to(torch.bool), chosen, torch.zeros_like(chosen))
+    if not with_entropy:
+        return chosen
+    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+    return chosen, torch.where(mask.to(torch.bool), entropy, torch.zeros_like(entropy))

@@ -48,7 +48,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
-@torch.no_grad()
+@torch.no_grad()  # not inference_mode: its tensors could not index a later autograd pass
 def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pad_id: int,
            prompt_mask: torch.Tensor | None = None, temperature: float = 1.0,
            generator: torch.Generator | None = None) -> Rollout:
@@ -64,9 +64,13 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
         prompt_mask = torch.ones_like(prompt_ids, dtype=torch.bool)
     prompt_mask = prompt_mask.to(torch.bool)
     batch = prompt_ids.shape[0]
-    attention = prompt_mask.long()
-    out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=_positions(prompt_mask),
-                use_cache=True)
+    padded = not bool(prompt_mask.all())
+    # Without padding the model derives positions and the causal mask itself, which is cheaper
+    # than building a mask each step; with left padding both are passed explicitly.
+    attention = prompt_mask.long() if padded else None
+    out = model(input_ids=prompt_ids, attention_mask=attention,
+                position_ids=_positions(prompt_mask) if padded else None, use_cache=True,
+                logits_to_keep=1)
     cache, logits = out.past_key_values, out.logits[:, -1, :]
     position = _positions(prompt_mask)[:, -1]
     tokens, logps, alive_steps = [], [], []
@@ -82,9 +86,11 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
         if not bool(alive.any()):
             break
         position = position + 1
-        attention = torch.cat([attention, torch.ones(batch, 1, dtype=attention.dtype, device=device)], dim=1)
-        out = model(input_ids=nxt[:, None], attention_mask=attention, position_ids=position[:, None],
-                    past_key_values=cache, use_cache=True)
+        if padded:
+            attention = torch.cat([attention, torch.ones(batch, 1, dtype=attention.dtype, device=device)], dim=1)
+        out = model(input_ids=nxt[:, None], attention_mask=attention,
+                    position_ids=position[:, None] if padded else None, past_key_values=cache,
+                    use_cache=True)
         cache, logits = out.past_key_values, out.logits[:, -1, :]
     return Rollout(prompt_ids=prompt_ids, prompt_mask=prompt_mask,
                    completion_ids=torch.stack(tokens, dim=1), logprobs=torch.stack(logps, dim=1),

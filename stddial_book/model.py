@@ -104,7 +104,29 @@ def tiny_model(vocab_size: int = len(VOCAB), hidden_size: int = 128, num_layers:
     model = LlamaForCausalLM(config)
     if dtype is not None:
         model = model.to(dtype)
+    if dtype == torch.float64:
+        _rmsnorm_in_own_dtype(model)
     return model
+
+
+def _rmsnorm_in_own_dtype(model) -> None:
+    """Make every RMSNorm compute in the model's dtype.
+
+    transformers' Llama RMSNorm computes in float32 whatever the input (a guard for float16);
+    for a float64 model that is a downcast, and its rounding (about 1e-7) then shows up in
+    gradients. Chapter 4 checks an identity to 1e-10, so a float64 model keeps float64 here.
+    """
+    import types
+
+    def forward(self, hidden_states):
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+    import torch
+
+    for module in model.modules():
+        if type(module).__name__.endswith("RMSNorm"):
+            module.forward = types.MethodType(forward, module)
 
 
 def save(model, tokenizer, directory: str | os.PathLike) -> Path:

@@ -64,3 +64,27 @@ def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] =
     ax.set(xlabel=r"$\hat p = k/G$", ylabel=r"mean $|A_i|$", title=f"G = {group_size}")
     ax.legend(frameon=False, fontsize=9)
     return fig
+
+
+def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt.Figure:
+    """Chapter 4: relative error of the identity on real gradients, per group, log scale."""
+    fig, ax = plt.subplots(figsize=(7, 3.4), constrained_layout=True)
+    width = 0.8 / len(errors)
+    x = np.arange(len(ks))
+    for i, (label, values) in enumerate(errors.items()):
+        ax.bar(x + (i - (len(errors) - 1) / 2) * width, values, width=width, label=label)
+    ax.set_yscale("log")
+    ax.set(xticks=x, xticklabels=[f"k={k}" for k in ks], ylabel="relative error",
+           title="autograd gradient of the loss vs w (ḡ₊ − ḡ₋), one group of G = 8 each")
+    ax.legend(frameon=False, fontsize=8, loc="center right")
+    return fig
+
+
+def clip_scatter_figure(group_std: np.ndarray, before: np.ndarray, after: np.ndarray) -> plt.Figure:
+    """Chapter 4: each group's update norm against its σ, at ratio 1 and after the policy moved."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True, sharey=False)
+    for ax, norms, title in ((axes[0], before, "ratio 1 (first step)"),
+                             (axes[1], after, "after the policy moved (clip binds)")):
+        ax.plot(group_std, norms, "o", color=RECIPE_COLORS["GRPO"], alpha=0.8)
+        ax.set(xlabel=r"group std $\sigma$", ylabel="‖group gradient‖", title=title)
+    return fig

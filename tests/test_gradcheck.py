@@ -1,0 +1,70 @@
+"""The identity on real autograd gradients of a small float64 transformer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from stddial_book import DAPO, DR_GRPO, GRPO
+from stddial_book.gradcheck import build_group, group_gradient_norms, identity_check, move_policy, pearson
+from stddial_book.model import tiny_model
+from stddial_book.tasks import make_problem
+
+EXACT = GRPO.replace(kl_coef=0.0)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    group = build_group(model, make_problem(57, 68, 2), 6, 2, 6, gen)
+    return model, group
+
+
+def test_group_is_mixed_and_verified(setup) -> None:
+    _, group = setup
+    assert group.rewards.tolist().count(1.0) == 2 and len(group.rewards) == 6
+
+
+@pytest.mark.parametrize("recipe", [EXACT, DR_GRPO, DAPO, EXACT.replace(std_correction=1)])
+def test_identity_holds_to_float64_rounding(setup, recipe) -> None:
+    model, group = setup
+    assert identity_check(model, group, recipe, 6)["rel_error"] < 1e-10
+
+
+def test_eps_shrinks_by_exactly_one_plus_eps_over_sigma(setup) -> None:
+    model, group = setup
+    out = identity_check(model, group, EXACT.replace(std_eps=0.05), 6, reference=EXACT)
+    assert 1 / out["norm_ratio"] - 1 == pytest.approx(0.05 / out["group_std"], rel=1e-9)
+
+
+def test_wrong_normaliser_breaks_dr_grpo(setup) -> None:
+    model, group = setup
+    wrong = DR_GRPO.replace(loss_aggregation="seq-mean-token-mean")
+    assert identity_check(model, group, wrong, 6, reference=DR_GRPO)["rel_error"] > 0.01
+
+
+def test_silent_group_refused(setup) -> None:
+    model, group = setup
+    silent = group.rows(list(range(6)))
+    silent.rewards = np.zeros(6)
+    with pytest.raises(ValueError, match="0 < k < G"):
+        identity_check(model, silent, EXACT, 6)
+
+
+def test_clip_binds_after_the_policy_moves() -> None:
+    model = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(1)
+    groups = [build_group(model, make_problem(10 + i, 20 + i, 2), 4, 1 + i % 3, 5, gen) for i in range(4)]
+    before, clipped0 = group_gradient_norms(model, groups, EXACT, 5)
+    assert clipped0 == 0.0 and np.all(before > 0)
+    old = move_policy(model, groups, EXACT, 5, steps=4, lr=1e-2)
+    _, clipped = group_gradient_norms(model, groups, EXACT, 5, old)
+    assert clipped > 0.0
+
+
+def test_pearson() -> None:
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same length"):
+        pearson([1, 2], [1, 2])

@@ -76,7 +76,7 @@ def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt
     ax.set_yscale("log")
     ax.set(xticks=x, xticklabels=[f"k={k}" for k in ks], ylabel="relative error",
            title="autograd gradient of the loss vs w (ḡ₊ − ḡ₋), one group of G = 8 each")
-    ax.legend(frameon=False, fontsize=8, loc="center right")
+    ax.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(errors))
     return fig
 
 

@@ -5,8 +5,13 @@ The helper package of the book. Modules, one topic each:
 * :mod:`stddial_book.identity`: closed forms (σ, update weights, silent probability, tries needed);
 * :mod:`stddial_book.recipes`: :class:`Recipe`, the presets and :func:`group_advantages`;
 * :mod:`stddial_book.derivation`: the SymPy derivation chapter 3 displays;
+* :mod:`stddial_book.losses`: the clipped surrogate, the three loss aggregations, the k3 KL;
+* :mod:`stddial_book.tasks`: the addition task with its difficulty dial and verifier;
+* :mod:`stddial_book.model`: the character tokenizer and the tiny Llama-style model;
+* :mod:`stddial_book.rollout`: KV-cache sampling and one-pass completion log-probs;
+* :mod:`stddial_book.gradcheck`: the identity on real autograd gradients (chapter 4);
 * :mod:`stddial_book.profiles`: the ``quick`` (CPU) and ``full`` (GPU) run profiles;
-* :mod:`stddial_book.plots`: the book's figures.
+* :mod:`stddial_book.plots`, :mod:`stddial_book.display`: the book's figures and notebook helpers.
 """
 
 from .identity import (

@@ -83,3 +83,38 @@ def test_bad_input(kwargs, message) -> None:
     args = {"max_new_tokens": 3, **kwargs}
     with pytest.raises(ValueError, match=message):
         sample(small_model(torch.float32), prompts(["1+2="]), eos_id=1, pad_id=0, **args)
+
+
+def eos_prone_model():
+    """A small float64 model whose EOS logit is raised, so rows finish early and leave the batch."""
+    model = small_model()
+    with torch.no_grad():
+        model.model.embed_tokens.weight[CODEC.eos_id] *= 4.0
+    return model
+
+
+def test_groups_share_the_prompt_and_finished_rows_leave() -> None:
+    model = eos_prone_model()
+    ids = prompts(["12+34=", "99+01=", "50+50="])
+    out = sample(model, ids, 8, CODEC.eos_id, CODEC.pad_id, num_samples=4,
+                 generator=torch.Generator().manual_seed(3))
+    assert out.completion_ids.shape[0] == 12
+    assert torch.equal(out.prompt_ids, ids.repeat_interleave(4, dim=0))  # groups contiguous
+    lengths = out.lengths
+    assert lengths.min() < lengths.max()  # rows finished at different steps
+    recomputed = completion_logprobs(model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask)
+    torch.testing.assert_close(recomputed, out.logprobs, atol=1e-9, rtol=1e-9)
+    for row, n, trunc in zip(out.completion_ids, lengths, out.truncated):
+        assert bool(trunc) == (row[int(n) - 1] != CODEC.eos_id)
+        assert torch.all(row[int(n):] == CODEC.pad_id)
+
+
+def test_left_padded_groups_with_early_finish() -> None:
+    model = eos_prone_model()
+    short, long = CODEC.encode("1+2="), CODEC.encode("12+34=")
+    padded = torch.tensor([[CODEC.pad_id] * 2 + short, long])
+    pmask = torch.tensor([[False, False] + [True] * 4, [True] * 6])
+    out = sample(model, padded, 6, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask, num_samples=5,
+                 generator=torch.Generator().manual_seed(4))
+    recomputed = completion_logprobs(model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask)
+    torch.testing.assert_close(recomputed, out.logprobs, atol=1e-9, rtol=1e-9)

@@ -21,8 +21,8 @@ from typing import Sequence
 
 from .tasks import EOS
 
-__all__ = ["PAD", "VOCAB", "CharCodec", "make_tokenizer", "tiny_model", "save", "load",
-           "load_hub_model"]
+__all__ = ["PAD", "VOCAB", "CharCodec", "make_tokenizer", "tiny_model", "model_for_profile", "save",
+           "load", "load_hub_model"]
 
 PAD = "<pad>"
 #: Token strings in id order: padding, end of sequence, then every character the task uses.
@@ -107,6 +107,11 @@ def tiny_model(vocab_size: int = len(VOCAB), hidden_size: int = 128, num_layers:
     if dtype == torch.float64:
         _rmsnorm_in_own_dtype(model)
     return model
+
+
+def model_for_profile(profile, seed: int = 0, dtype=None):
+    """The testbed model at the size a :class:`stddial_book.profiles.Profile` names."""
+    return tiny_model(seed=seed, dtype=dtype, **profile.model)
 
 
 def _rmsnorm_in_own_dtype(model) -> None:

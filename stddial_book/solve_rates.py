@@ -1,0 +1,348 @@
+"""Per-prompt solve counts and the silent-fraction analysis of real data (chapters 5 and 6).
+
+A solve-count table holds, for each prompt, k successes out of n sampled rollouts
+(:class:`SolveCounts`). All curves are computed on its k-histogram (:class:`KHistogram`), so a
+table of 251k prompts costs no more than one of 65 distinct k values.
+
+Two models turn a prompt's stored counts into the chance that a fresh group of G is silent:
+
+* **Bernoulli**: the prompt's solve rate is p = k/n and P(silent) = p^G + (1 − p)^G;
+* **hypergeometric**: the group is G of the n stored rollouts drawn without replacement, and
+  P(silent) = [C(k, G) + C(n − k, G)] / C(n, G) (exact for the stored samples, needs G ≤ n).
+
+Loaders: Big-Math (Albalak et al., 2025; ``llama8b_solve_rate`` of 64 Llama-3.1-8B samples) from
+the hub or a local parquet of the same schema; the DeepScaleR difficulty files of the AdaRFT
+authors (k of 128 Qwen2.5-Math-7B samples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .identity import update_weight
+from .recipes import Recipe
+
+__all__ = [
+    "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
+    "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
+    "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
+    "load_committed_histograms", "DEEPSCALER_SOURCE",
+]
+
+#: Where the DeepScaleR difficulty files come from (see the provenance JSON beside the tables).
+DEEPSCALER_SOURCE = {
+    "repository": "https://github.com/uscnlp-lime/verl",
+    "commit": "bf2dd7e675b4dca3c0de972544ddd9e7929c8dd9",
+    "path": "verl/data/deepscaler_<name>_train.parquet",
+    "paper": "Shi et al., 2025, Efficient Reinforcement Finetuning via Adaptive Curriculum Learning (arXiv 2504.05520)",
+    "meaning": "k = 128 * (1 - difficulty/100) successes of 128 Qwen2.5-Math-7B samples",
+}
+TABLE_NAME = "deepscaler_k_histograms"
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "solve_rates"
+
+BIG_MATH_REPO = "SynthLabsAI/Big-Math-RL-Verified"
+BIG_MATH_COLUMN = "llama8b_solve_rate"
+BIG_MATH_ROLLOUTS = 64
+DEEPSCALER_ROLLOUTS = 128
+
+
+@dataclass(frozen=True)
+class KHistogram:
+    """How many prompts had k = 0..n successes out of n rollouts."""
+
+    num_rollouts: int
+    counts: np.ndarray  # shape (n + 1,), integer
+
+    def __post_init__(self) -> None:
+        counts = np.asarray(self.counts)
+        if counts.shape != (self.num_rollouts + 1,):
+            raise ValueError(f"counts must have n + 1 = {self.num_rollouts + 1} entries; got {counts.shape}.")
+        if np.any(counts < 0):
+            raise ValueError("counts must be non-negative.")
+
+    @property
+    def num_prompts(self) -> int:
+        return int(np.sum(self.counts))
+
+    @property
+    def solve_rates(self) -> np.ndarray:
+        """p = k/n for k = 0..n."""
+        return np.arange(self.num_rollouts + 1) / self.num_rollouts
+
+
+@dataclass
+class SolveCounts:
+    """k successes out of ``num_rollouts`` per prompt, with optional label columns."""
+
+    name: str
+    num_correct: np.ndarray
+    num_rollouts: int
+    labels: dict[str, np.ndarray] = field(default_factory=dict)
+    num_missing: int = 0  # rows dropped because their solve rate was null
+
+    def __post_init__(self) -> None:
+        k = np.asarray(self.num_correct)
+        if k.ndim != 1:
+            raise ValueError("num_correct must be one-dimensional (one count per prompt).")
+        if k.size and (k.min() < 0 or k.max() > self.num_rollouts):
+            raise ValueError(f"num_correct must lie in [0, {self.num_rollouts}].")
+        self.num_correct = k.astype(np.int64)
+        for key, values in self.labels.items():
+            if len(values) != len(k):
+                raise ValueError(f"label column {key!r} has {len(values)} values for {len(k)} prompts.")
+
+    def histogram(self, where: np.ndarray | None = None) -> KHistogram:
+        """The k-histogram of all prompts, or of those selected by a boolean mask."""
+        k = self.num_correct if where is None else self.num_correct[where]
+        return KHistogram(self.num_rollouts, np.bincount(k, minlength=self.num_rollouts + 1))
+
+    def histograms_by(self, label: str) -> dict[str, KHistogram]:
+        """One k-histogram per value of a label column (e.g. source or domain)."""
+        if label not in self.labels:
+            raise ValueError(f"no label column {label!r}; available: {sorted(self.labels)}.")
+        values = self.labels[label]
+        return {str(v): self.histogram(values == v) for v in np.unique(values)}
+
+
+# --- curves ------------------------------------------------------------------------------------
+
+def _silent_given_k(n: int, group_sizes: np.ndarray, model: str) -> np.ndarray:
+    """(len(G), n + 1): P(silent | k, G) under the chosen model."""
+    k = np.arange(n + 1, dtype=np.float64)[None, :]
+    g = np.asarray(group_sizes, dtype=np.float64)[:, None]
+    if model == "bernoulli":
+        p = k / n
+        return p**g + (1.0 - p) ** g
+    if model == "hypergeometric":
+        if np.any(g > n):
+            raise ValueError(f"the hypergeometric model draws G of the n = {n} stored rollouts: need G <= {n}.")
+        lg = np.vectorize(math.lgamma)
+        log_c = lambda a, b: lg(a + 1) - lg(b + 1) - lg(a - b + 1)  # noqa: E731
+        with np.errstate(invalid="ignore"):
+            all_right = np.where(k >= g, np.exp(log_c(np.maximum(k, g), g) - log_c(n, g)), 0.0)
+            all_wrong = np.where(n - k >= g, np.exp(log_c(np.maximum(n - k, g), g) - log_c(n, g)), 0.0)
+        return all_right + all_wrong
+    raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {model!r}.")
+
+
+def silent_fraction(hist: KHistogram, group_sizes: Sequence[int] | int, model: str = "bernoulli") -> np.ndarray:
+    """Expected fraction of silent groups at each G, over the prompts of ``hist``."""
+    g = np.atleast_1d(np.asarray(group_sizes))
+    if np.any(g < 1) or np.any(g != np.round(g)):
+        raise ValueError("group sizes must be positive integers.")
+    if hist.num_prompts == 0:
+        raise ValueError("the histogram holds no prompts.")
+    per_k = _silent_given_k(hist.num_rollouts, g, model)
+    return per_k @ hist.counts / hist.num_prompts
+
+
+def dapo_oversampling(hist: KHistogram, group_sizes: Sequence[int] | int, model: str = "bernoulli") -> np.ndarray:
+    """DAPO's expected groups sampled per group kept: 1 / (1 − silent fraction)."""
+    kept = 1.0 - silent_fraction(hist, group_sizes, model)
+    with np.errstate(divide="ignore"):
+        return np.where(kept > 0, 1.0 / np.where(kept > 0, kept, 1.0), np.inf)
+
+
+def expected_update_mass(hist: KHistogram, group_size: int, recipe: Recipe) -> np.ndarray:
+    """Expected update weight per prompt with k = 0..n stored successes, for groups of G.
+
+    E[w(p̂)] with p̂ = j/G and j ~ Binomial(G, k/n), w from :func:`stddial_book.identity.update_weight`;
+    for a recipe with dynamic sampling the weights are divided by the non-silent fraction of the
+    whole table (the refill). Multiply by ``hist.counts`` for the mass each k receives.
+    """
+    n = hist.num_rollouts
+    j = np.arange(group_size + 1)
+    p = np.arange(n + 1)[:, None] / n
+    log_c = np.array([math.lgamma(group_size + 1) - math.lgamma(i + 1) - math.lgamma(group_size - i + 1) for i in j])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pmf = log_c + np.where(j == 0, 0.0, j * np.log(np.where(p > 0, p, 1.0)))
+        log_pmf = log_pmf + np.where(j == group_size, 0.0, (group_size - j) * np.log(np.where(p < 1, 1 - p, 1.0)))
+    pmf = np.exp(log_pmf)
+    pmf = np.where((p == 0) & (j > 0), 0.0, pmf)
+    pmf = np.where((p == 1) & (j < group_size), 0.0, pmf)
+    weights = update_weight(j / group_size, recipe, group_size)
+    mass = pmf @ weights
+    if recipe.dynamic_sampling:
+        kept = 1.0 - float(silent_fraction(hist, group_size)[0])
+        if kept <= 0:
+            raise ValueError("every group is silent: DAPO's refill would never fill a batch.")
+        mass = mass / kept
+    return mass
+
+
+# --- loaders -----------------------------------------------------------------------------------
+
+def _read_parquet(path: str | os.PathLike, columns: list[str] | None = None):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=columns)
+
+
+def load_big_math(source: str | os.PathLike | None = None) -> SolveCounts:
+    """Big-Math's per-problem solve counts: k = round(64 · llama8b_solve_rate).
+
+    ``source`` is a local parquet file of the dataset's schema (columns ``llama8b_solve_rate``,
+    and ``source`` and ``domain`` when present); with ``None`` the dataset is fetched from the
+    hub, which fails at once offline with a message naming the local alternative. Rows whose
+    solve rate is null are counted in ``num_missing`` and excluded.
+    """
+    if source is None:
+        source = _download_big_math()
+    table = _read_parquet(source)
+    if BIG_MATH_COLUMN not in table.column_names:
+        raise ValueError(
+            f"{source} has no {BIG_MATH_COLUMN!r} column (it has {table.column_names}); pass a "
+            f"parquet file of {BIG_MATH_REPO}'s schema."
+        )
+    rates = table.column(BIG_MATH_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+    missing = np.isnan(rates)
+    rates = rates[~missing]
+    if np.any((rates < 0) | (rates > 1)):
+        raise ValueError(f"{BIG_MATH_COLUMN} must lie in [0, 1]; found values outside.")
+    k = np.round(rates * BIG_MATH_ROLLOUTS).astype(np.int64)
+    labels = {name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)[~missing]
+              for name in ("source", "domain") if name in table.column_names}
+    return SolveCounts("Big-Math", k, BIG_MATH_ROLLOUTS, labels, num_missing=int(missing.sum()))
+
+
+def _download_big_math() -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    from .model import _hub_reachable
+
+    if offline or not _hub_reachable(3.0):
+        reason = "HF_HUB_OFFLINE is set" if offline else "huggingface.co cannot be reached"
+        raise RuntimeError(
+            f"cannot fetch {BIG_MATH_REPO}: {reason}. Pass a local parquet file of its schema to "
+            "load_big_math(path), or use the committed DeepScaleR tables "
+            "(stddial_book.solve_rates.load_committed_histograms)."
+        )
+    from huggingface_hub import HfApi, hf_hub_download
+
+    files = [f for f in HfApi().list_repo_files(BIG_MATH_REPO, repo_type="dataset") if f.endswith(".parquet")]
+    if len(files) != 1:
+        raise RuntimeError(f"expected one parquet file in {BIG_MATH_REPO}; found {files}.")
+    return hf_hub_download(BIG_MATH_REPO, files[0], repo_type="dataset")
+
+
+def _deepscaler_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
+    table = _read_parquet(path)
+    if "extra_info" not in table.column_names or "prompt" not in table.column_names:
+        raise ValueError(
+            f"{path} lacks the 'prompt' and 'extra_info' columns of the DeepScaleR difficulty files "
+            f"(it has {table.column_names})."
+        )
+    rows = table.select(["prompt", "extra_info"]).to_pylist()
+    try:
+        difficulty = np.array([r["extra_info"]["difficulty"] for r in rows], dtype=np.float64)
+        texts = [r["prompt"][0]["content"] for r in rows]
+    except (KeyError, TypeError, IndexError) as err:
+        raise ValueError(f"{path}: extra_info.difficulty or the prompt text is missing ({err}).") from None
+    k = DEEPSCALER_ROLLOUTS * (1.0 - difficulty / 100.0)
+    if np.any(np.abs(k - np.round(k)) > 1e-6) or np.any((k < -1e-6) | (k > DEEPSCALER_ROLLOUTS + 1e-6)):
+        raise ValueError(f"{path}: difficulty is not 100·(1 − k/128) for an integer k in [0, 128].")
+    return texts, np.round(k).astype(np.int64)
+
+
+def load_deepscaler(path: str | os.PathLike) -> SolveCounts:
+    """One DeepScaleR difficulty file: k = 128 · (1 − difficulty/100), one row per row of the file."""
+    texts, k = _deepscaler_rows(path)
+    return SolveCounts(Path(path).stem, k, DEEPSCALER_ROLLOUTS)
+
+
+def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts, int]:
+    """Unique problems (by text) across files, first occurrence kept in the given file order.
+
+    Returns the table and the number of problem texts that appear with more than one k (the
+    source dataset holds duplicate problems, measured separately).
+    """
+    seen: dict[str, int] = {}
+    conflicting: set[str] = set()
+    for path in paths:
+        texts, k = _deepscaler_rows(path)
+        for text, value in zip(texts, k.tolist()):
+            if text in seen:
+                if seen[text] != value:
+                    conflicting.add(text)
+            else:
+                seen[text] = value
+    return (SolveCounts("deepscaler_union", np.array(list(seen.values()), dtype=np.int64), DEEPSCALER_ROLLOUTS),
+            len(conflicting))
+
+
+def sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file (provenance of the derived tables)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> Path:
+    """Write the k-histogram of each DeepScaleR file and of their union, with provenance.
+
+    Output: ``<out_dir>/deepscaler_k_histograms.csv`` (columns table, k, count) and
+    ``deepscaler_k_histograms.provenance.json`` (source repository, commit, each file's sha256,
+    the command that made them). The raw parquet files are not copied.
+    """
+    shared = Path(shared_dir)
+    files = sorted(shared.glob("deepscaler_*_train.parquet"))
+    if not files:
+        raise ValueError(f"no deepscaler_*_train.parquet files in {shared}.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {f.stem: load_deepscaler(f) for f in files}
+    union, conflicting = union_of_deepscaler(files)
+    tables["union"] = union
+    lines = ["table,k,count"]
+    for name, table in tables.items():
+        for k, count in enumerate(table.histogram().counts.tolist()):
+            lines.append(f"{name},{k},{count}")
+    (out / f"{TABLE_NAME}.csv").write_text("\n".join(lines) + "\n")
+    provenance = {
+        "source": DEEPSCALER_SOURCE,
+        "files": {f.name: {"sha256": sha256(f), "rows": int(len(tables[f.stem].num_correct))} for f in files},
+        "union": {"unique_problems": int(len(union.num_correct)), "texts_with_several_k": conflicting,
+                  "rule": "unique problem texts; first occurrence kept, files in name order"},
+        "made_by": "python -m stddial_book.solve_rates build-tables --shared <dir with the parquet files>",
+        "caveat": "difficulty subsets built by the AdaRFT authors, not a random sample of DeepScaleR",
+    }
+    (out / f"{TABLE_NAME}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return out / f"{TABLE_NAME}.csv"
+
+
+def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> dict[str, KHistogram]:
+    """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128)."""
+    path = Path(data_dir) / f"{TABLE_NAME}.csv"
+    if not path.exists():
+        raise ValueError(f"{path} is missing; it ships with the repository (data/solve_rates/).")
+    rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line]
+    out: dict[str, list[int]] = {}
+    for name, k, count in rows:
+        out.setdefault(name, [0] * (DEEPSCALER_ROLLOUTS + 1))[int(k)] = int(count)
+    return {name: KHistogram(DEEPSCALER_ROLLOUTS, np.array(c)) for name, c in out.items()}
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m stddial_book.solve_rates",
+                                     description="Build the committed solve-rate tables.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-tables", help="k-histograms of the DeepScaleR difficulty files")
+    build.add_argument("--shared", required=True, help="folder holding deepscaler_*_train.parquet")
+    build.add_argument("--out", default=str(DEFAULT_DATA_DIR), help="where the tables go")
+    args = parser.parse_args(argv)
+    print(build_deepscaler_tables(args.shared, args.out))
+
+
+if __name__ == "__main__":
+    _main()

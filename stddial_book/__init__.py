@@ -18,6 +18,7 @@ from .identity import (
     bessel_factor,
     expected_group_std,
     expected_group_variance,
+    expected_update_weight,
     group_std,
     mean_abs_advantage,
     pass_rate,
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DAPO", "DR_GRPO", "GRPO", "PRESETS", "Recipe", "get_recipe", "group_advantages",
-    "bessel_factor", "expected_group_std", "expected_group_variance", "group_std",
+    "bessel_factor", "expected_group_std", "expected_group_variance", "expected_update_weight", "group_std",
     "mean_abs_advantage", "pass_rate", "silent_probability", "std_from_pass_rate",
     "tries_needed", "update_weight", "__version__",
 ]

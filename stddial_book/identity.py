@@ -46,6 +46,7 @@ __all__ = [
     "expected_group_std",
     "expected_group_variance",
     "tries_needed",
+    "expected_update_weight",
 ]
 
 
@@ -216,6 +217,26 @@ def expected_group_std(
         out[sel] = np.exp(log_pmf) @ sigma_k
     template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
     return like(out, template)
+
+
+def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: "Recipe") -> ArrayLike:
+    """E[w(p̂) | p, G] = Σⱼ C(G, j) pʲ (1 − p)^(G−j) w(j/G): a prompt's expected update weight.
+
+    The expectation is over the group's outcome j ~ Binomial(G, p); silent outcomes contribute 0.
+    No refill factor is applied here (DAPO's depends on the whole prompt population; see
+    :func:`stddial_book.solve_rates.expected_update_mass`). Chapter 5.
+    """
+    size = check_group_size(group_size)
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    j = np.arange(size + 1, dtype=np.float64)
+    log_choose = np.array([math.lgamma(size + 1) - math.lgamma(i + 1) - math.lgamma(size - i + 1)
+                           for i in range(size + 1)])
+    flat = p.reshape(-1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pmf = np.exp(log_choose + _xlogy(j, flat) + _xlogy(size - j, 1.0 - flat))
+    weights = to_numpy(update_weight(j / size, recipe, size), "weights")
+    return like((pmf @ weights).reshape(p.shape), solve_rate)
 
 
 def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:

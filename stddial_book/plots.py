@@ -88,3 +88,63 @@ def clip_scatter_figure(group_std: np.ndarray, before: np.ndarray, after: np.nda
         ax.plot(group_std, norms, "o", color=RECIPE_COLORS["GRPO"], alpha=0.8)
         ax.set(xlabel=r"group std $\sigma$", ylabel="‖group gradient‖", title=title)
     return fig
+
+
+def silent_prompts_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
+    """Chapter 5: P(silent | p, G), E[σ̂ | p, G], expected update weight per recipe, tries needed."""
+    from .identity import expected_group_std, expected_update_weight, silent_probability, tries_needed
+
+    p = np.linspace(0.0, 1.0, 401)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), constrained_layout=True)
+    ax = axes[0, 0]
+    for g in group_sizes:
+        ax.plot(p, silent_probability(p, g), label=f"G = {g}")
+    ax.set(xlabel="solve rate p", ylabel="P(silent)", title=r"$P(\mathrm{silent}) = p^G + (1-p)^G$")
+    ax.legend(frameon=False, fontsize=8)
+    ax = axes[0, 1]
+    for g in group_sizes:
+        ax.plot(p, expected_group_std(p, g), label=f"G = {g}")
+    ax.plot(p, np.sqrt(p * (1 - p)), "k--", lw=1, label=r"$\sqrt{p(1-p)}$")
+    ax.set(xlabel="solve rate p", ylabel=r"$E[\hat\sigma]$", title="expected group std")
+    ax.legend(frameon=False, fontsize=8)
+    ax = axes[1, 0]
+    g = 8
+    for recipe in (GRPO, DR_GRPO):
+        ax.plot(p, expected_update_weight(p, g, recipe), color=RECIPE_COLORS[recipe.name], lw=2, label=recipe.name)
+    ax.set(xlabel="solve rate p", ylabel="E[w]", title=f"expected update weight per prompt, G = {g}")
+    ax.legend(frameon=False, fontsize=8)
+    ax = axes[1, 1]
+    inner = np.linspace(0.005, 0.995, 397)
+    ax.semilogy(inner, tries_needed(inner, delta), color="k")
+    ax.set(xlabel="solve rate p", ylabel="smallest G", title=f"group size with P(silent) ≤ {delta}")
+    return fig
+
+
+def silent_fraction_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
+                           reference: tuple[int, float] | None = None) -> plt.Figure:
+    """Chapter 6: silent fraction against G for several solve-count tables."""
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    for name, curve in curves.items():
+        ax.plot(group_sizes, curve, label=name, lw=2 if name.startswith("union") else 1.2)
+    if reference is not None:
+        ax.plot([reference[0]], [reference[1]], "k*", ms=12, label="Big-Math, source paper")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="group size G", ylabel="silent fraction", ylim=(0, 1.02))
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def update_mass_figure(bin_edges: np.ndarray, shares: dict[str, np.ndarray], counts: np.ndarray) -> plt.Figure:
+    """Chapter 6: share of each recipe's expected update mass per solve-rate bin, and prompt share."""
+    fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
+    centers = np.arange(len(bin_edges) - 1)
+    width = 0.8 / (len(shares) + 1)
+    ax.bar(centers - width * len(shares) / 2, counts / counts.sum(), width=width, color="0.7", label="prompts")
+    for i, (name, share) in enumerate(shares.items()):
+        ax.bar(centers - width * len(shares) / 2 + width * (i + 1), share, width=width,
+               color=RECIPE_COLORS.get(name), label=name)
+    labels = [f"{lo:.2f}–{hi:.2f}" for lo, hi in zip(bin_edges[:-1], bin_edges[1:])]
+    ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate k/n")
+    ax.set_xticklabels(labels, rotation=30, fontsize=8)
+    ax.legend(frameon=False, fontsize=8)
+    return fig

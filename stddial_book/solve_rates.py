@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .identity import update_weight
+from .identity import expected_update_weight
 from .recipes import Recipe
 
 __all__ = [
@@ -158,18 +158,7 @@ def expected_update_mass(hist: KHistogram, group_size: int, recipe: Recipe) -> n
     for a recipe with dynamic sampling the weights are divided by the non-silent fraction of the
     whole table (the refill). Multiply by ``hist.counts`` for the mass each k receives.
     """
-    n = hist.num_rollouts
-    j = np.arange(group_size + 1)
-    p = np.arange(n + 1)[:, None] / n
-    log_c = np.array([math.lgamma(group_size + 1) - math.lgamma(i + 1) - math.lgamma(group_size - i + 1) for i in j])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_pmf = log_c + np.where(j == 0, 0.0, j * np.log(np.where(p > 0, p, 1.0)))
-        log_pmf = log_pmf + np.where(j == group_size, 0.0, (group_size - j) * np.log(np.where(p < 1, 1 - p, 1.0)))
-    pmf = np.exp(log_pmf)
-    pmf = np.where((p == 0) & (j > 0), 0.0, pmf)
-    pmf = np.where((p == 1) & (j < group_size), 0.0, pmf)
-    weights = update_weight(j / group_size, recipe, group_size)
-    mass = pmf @ weights
+    mass = expected_update_weight(hist.solve_rates, group_size, recipe)
     if recipe.dynamic_sampling:
         kept = 1.0 - float(silent_fraction(hist, group_size)[0])
         if kept <= 0:

@@ -34,7 +34,7 @@ __all__ = [
     "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
     "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
     "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
-    "load_committed_histograms", "DEEPSCALER_SOURCE",
+    "load_committed_histograms", "DEEPSCALER_SOURCE", "model_solve_counts",
 ]
 
 #: Where the DeepScaleR difficulty files come from (see the provenance JSON beside the tables).
@@ -335,3 +335,43 @@ def _main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, seed: int = 0,
+                       batch_prompts: int = 64) -> SolveCounts:
+    """The testbed model's own solve counts: k correct of ``num_rollouts`` samples per problem.
+
+    Samples at temperature 1 with :func:`stddial_book.rollout.sample` (each prompt encoded once
+    for its samples) and scores with the task's verifier; labels hold each problem's digit and
+    carry counts, so curves can be split by difficulty. Fully reproducible for a given seed.
+    """
+    import torch
+
+    from .model import CharCodec
+    from .rollout import sample
+    from .tasks import reward
+
+    if num_rollouts < 1:
+        raise ValueError(f"num_rollouts must be at least 1; got {num_rollouts}.")
+    if not problems:
+        raise ValueError("problems is empty; pass at least one task problem.")
+    codec = CharCodec()
+    generator = torch.Generator().manual_seed(seed)
+    counts: list[int] = []
+    order = sorted(range(len(problems)), key=lambda i: len(problems[i].prompt))  # equal lengths together
+    by_index: dict[int, int] = {}
+    for start in range(0, len(order), batch_prompts):
+        chunk = order[start:start + batch_prompts]
+        lengths = {len(problems[i].prompt) for i in chunk}
+        for length in sorted(lengths):
+            rows = [i for i in chunk if len(problems[i].prompt) == length]
+            ids = torch.tensor([codec.encode(problems[i].prompt) for i in rows])
+            out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, generator=generator,
+                         num_samples=num_rollouts)
+            texts = [codec.decode(r[m].tolist()) for r, m in zip(out.completion_ids, out.mask)]
+            for j, i in enumerate(rows):
+                group = texts[j * num_rollouts:(j + 1) * num_rollouts]
+                by_index[i] = int(sum(reward(t, problems[i]) for t in group))
+    counts = [by_index[i] for i in range(len(problems))]
+    labels = {"digits": np.array([p.digits for p in problems]), "carries": np.array([p.carries for p in problems])}
+    return SolveCounts("testbed", np.array(counts, dtype=np.int64), num_rollouts, labels)

@@ -142,3 +142,37 @@ def test_committed_tables_regenerate_from_shared(tmp_path: Path) -> None:
     committed = Path(__file__).resolve().parents[1] / "data" / "solve_rates"
     for name in ("deepscaler_k_histograms.csv", "deepscaler_k_histograms.provenance.json"):
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name
+
+
+def test_model_solve_counts_match_a_direct_count() -> None:
+    import torch
+
+    from stddial_book.model import CharCodec, tiny_model
+    from stddial_book.rollout import sample
+    from stddial_book.solve_rates import model_solve_counts
+    from stddial_book.tasks import make_problem, reward
+
+    model = tiny_model(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=3).eval()
+    codec = CharCodec()
+    ids = torch.tensor([codec.encode("3+4=7<eos>")])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(12):  # a little supervised training makes "7<eos>" likely but not certain
+        optimizer.zero_grad()
+        logits = model(ids).logits[0, 3:-1]
+        torch.nn.functional.cross_entropy(logits, ids[0, 4:]).backward()
+        optimizer.step()
+    model.eval()
+    problems = [make_problem(3, 4, 1), make_problem(2, 5, 1), make_problem(12, 34, 2)]
+    table = model_solve_counts(model, problems, num_rollouts=16, max_new_tokens=3, seed=0)
+    assert table.num_rollouts == 16 and table.num_correct.shape == (3,)
+    assert table.labels["digits"].tolist() == [1, 1, 2]
+    assert 0 < table.num_correct[0] < 16  # a mixed count, so the comparison below has content
+    # the same sampling, done by hand for the two one-digit prompts (they share a batch)
+    ids = torch.tensor([codec.encode(p.prompt) for p in problems[:2]])
+    out = sample(model, ids, 3, codec.eos_id, codec.pad_id, generator=torch.Generator().manual_seed(0),
+                 num_samples=16)
+    texts = [codec.decode(r[m].tolist()) for r, m in zip(out.completion_ids, out.mask)]
+    direct = [sum(reward(t, p) for t in texts[16 * i:16 * (i + 1)]) for i, p in enumerate(problems[:2])]
+    assert table.num_correct[:2].tolist() == direct
+    with pytest.raises(ValueError, match="empty"):
+        model_solve_counts(model, [], 4, 3)

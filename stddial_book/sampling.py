@@ -1,0 +1,121 @@
+"""What reaches the update: the silent-group filter, DAPO's dynamic sampling, overlong handling.
+
+* :func:`nonsilent_groups` marks groups whose samples do not all agree **on correctness**
+  (not on a shaped reward: a length penalty can make a group of all-wrong samples look mixed).
+* :class:`DynamicSampler` keeps drawing rollout rounds until the batch holds ``num_groups``
+  non-silent groups, with a cap on rounds, and counts every sample generated, kept and
+  discarded: DAPO's real cost (Yu et al., 2025, dynamic sampling).
+* :func:`overlong_penalty` is DAPO's soft length penalty: 0 up to L_max − L_cache, falling
+  linearly to −1 across the cache band, −1 beyond; :func:`overlong_mask` drops truncated
+  samples from the loss (overlong filtering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ._arrays import check_binary, check_group_size, split_groups, to_numpy
+
+__all__ = ["nonsilent_groups", "overlong_penalty", "overlong_mask", "SamplingCost", "DynamicSampler"]
+
+
+def nonsilent_groups(correct, group_size: int) -> np.ndarray:
+    """Boolean per group: true when 0 < k < G, with k the number of correct samples."""
+    size = check_group_size(group_size)
+    arr = to_numpy(correct, "correct")
+    check_binary(arr, "correct")
+    k = split_groups(arr, size, "correctness flags").sum(axis=1)
+    return (k > 0) & (k < size)
+
+
+def overlong_penalty(lengths, max_new_tokens: int, overlong_cache: int) -> np.ndarray:
+    """DAPO's soft overlong penalty for completions of the given lengths (in tokens).
+
+    0 for length ≤ L_max − L_cache; (L_max − L_cache − length) / L_cache inside the band;
+    −1 for length ≥ L_max (a sample cut off at the cap).
+    """
+    if overlong_cache <= 0 or overlong_cache > max_new_tokens:
+        raise ValueError(
+            f"overlong_cache (L_cache = {overlong_cache}) must lie in (0, max_new_tokens = {max_new_tokens}]; "
+            "DAPO used L_cache = 4096 with L_max = 20480."
+        )
+    ell = to_numpy(lengths, "lengths")
+    if np.any(ell < 0):
+        raise ValueError("lengths must be non-negative token counts.")
+    start = max_new_tokens - overlong_cache
+    return np.clip((start - ell) / overlong_cache, -1.0, 0.0)
+
+
+def overlong_mask(truncated) -> np.ndarray:
+    """Per sample: true when it stays in the loss (not truncated at the length cap)."""
+    return ~np.asarray(truncated, dtype=bool)
+
+
+@dataclass
+class SamplingCost:
+    """Samples generated, kept and discarded by dynamic sampling, and the rounds it took."""
+
+    rounds: int = 0
+    groups_generated: int = 0
+    groups_kept: int = 0
+    samples_generated: int = 0
+    samples_kept: int = 0
+    hit_cap: bool = False
+
+    @property
+    def samples_discarded(self) -> int:
+        return self.samples_generated - self.samples_kept
+
+    @property
+    def generated_per_kept(self) -> float:
+        return self.samples_generated / self.samples_kept if self.samples_kept else float("inf")
+
+
+@dataclass
+class DynamicSampler:
+    """DAPO's dynamic sampling: draw rounds of groups until ``num_groups`` non-silent ones are kept.
+
+    ``draw(round_index)`` must return ``(batch, correct)`` for one round: any per-sample batch
+    object supporting ``batch[indices]`` (numpy fancy indexing) and a flat 0/1 array of
+    correctness, groups contiguous. Surplus mixed groups of the last round are dropped so the
+    batch has exactly ``num_groups`` groups; if ``max_rounds`` pass first, the batch is returned
+    short and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
+    """
+
+    num_groups: int
+    group_size: int
+    max_rounds: int = 8
+    cost: SamplingCost = field(default_factory=SamplingCost)
+
+    def __post_init__(self) -> None:
+        check_group_size(self.group_size)
+        if self.num_groups < 1:
+            raise ValueError(f"num_groups must be at least 1; got {self.num_groups}.")
+        if self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be at least 1; got {self.max_rounds}.")
+
+    def fill(self, draw: Callable[[int], tuple[object, np.ndarray]]) -> tuple[list[object], SamplingCost]:
+        """Run rounds until full or capped; returns the kept per-round slices and the cost."""
+        cost = SamplingCost()
+        kept: list[object] = []
+        for round_index in range(self.max_rounds):
+            batch, correct = draw(round_index)
+            correct = np.asarray(correct)
+            mixed = nonsilent_groups(correct, self.group_size)
+            cost.rounds += 1
+            cost.groups_generated += len(mixed)
+            cost.samples_generated += len(correct)
+            take = np.flatnonzero(mixed)[: self.num_groups - cost.groups_kept]
+            if len(take):
+                rows = (take[:, None] * self.group_size + np.arange(self.group_size)).reshape(-1)
+                kept.append(batch[rows])
+                cost.groups_kept += len(take)
+                cost.samples_kept += len(rows)
+            if cost.groups_kept == self.num_groups:
+                break
+        cost.hit_cap = cost.groups_kept < self.num_groups
+        self.cost = cost
+        return kept, cost

@@ -1,0 +1,138 @@
+"""Run logs: a metrics JSONL file and a provenance JSON per run (chapters 7-11).
+
+A run directory holds ``metrics.jsonl`` (one JSON object per logged step) and
+``provenance.json`` (the command, git commit, package versions, device, seed, profile, start
+time and, once finished, the wall time). Chapters plot committed run logs with
+:func:`load_run` and print their provenance beside the plot, so a GPU result is always shown
+with where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RunLog", "load_run", "metric_series", "environment"]
+
+METRICS = "metrics.jsonl"
+PROVENANCE = "provenance.json"
+
+
+def _git_commit(cwd: Path) -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    commit = out.stdout.strip()
+    if out.returncode != 0 or not commit:
+        return "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                           capture_output=True, text=True, timeout=5).stdout.strip()
+    return commit + ("+dirty" if dirty else "")
+
+
+def environment() -> dict[str, Any]:
+    """Package versions and the device a run used."""
+    versions = {}
+    for name in ("stddial-book", "torch", "transformers", "numpy"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    device = platform.processor() or platform.machine()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            device = torch.cuda.get_device_name(0)
+    except ImportError:  # pragma: no cover
+        pass
+    return {"python": sys.version.split()[0], "packages": versions, "device": device,
+            "platform": platform.platform()}
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe metric values: numpy and torch scalars to floats, NaN and inf to None."""
+    if hasattr(value, "item") and getattr(value, "shape", ()) == ():
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class RunLog:
+    """Writes one run's metrics and provenance; appends when the run is resumed."""
+
+    def __init__(self, directory: str | Path, command: str, seed: int, profile: str,
+                 config: dict[str, Any] | None = None, resume: bool = False) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._start = time.perf_counter()
+        path = self.directory / PROVENANCE
+        if resume and path.exists():
+            self.provenance = json.loads(path.read_text())
+            self.provenance.setdefault("resumed_at", []).append(datetime.now(timezone.utc).isoformat())
+        else:
+            if not resume and (self.directory / METRICS).exists():
+                raise ValueError(
+                    f"{self.directory} already holds a run log; pass resume=True to continue it "
+                    "or choose another output directory."
+                )
+            self.provenance = {
+                "command": command, "git_commit": _git_commit(Path.cwd()), "seed": seed,
+                "profile": profile, "config": _clean(config or {}),
+                "started_at": datetime.now(timezone.utc).isoformat(), **environment(),
+                "wall_time_s": None,
+            }
+        self._write_provenance()
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Append one step's metrics (TRL's names where TRL has them)."""
+        record = {"step": int(step), **_clean(metrics)}
+        with open(self.directory / METRICS, "a") as handle:
+            handle.write(json.dumps(record, allow_nan=False) + "\n")
+
+    def finish(self) -> None:
+        """Record the wall time (added up across resumed segments)."""
+        previous = self.provenance.get("wall_time_s") or 0.0
+        self.provenance["wall_time_s"] = previous + time.perf_counter() - self._start
+        self._start = time.perf_counter()
+        self._write_provenance()
+
+    def _write_provenance(self) -> None:
+        (self.directory / PROVENANCE).write_text(json.dumps(self.provenance, indent=2) + "\n")
+
+
+def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(provenance, metric records) of a run directory."""
+    path = Path(directory)
+    for name in (PROVENANCE, METRICS):
+        if not (path / name).exists():
+            raise ValueError(f"{path} has no {name}; it is not a run directory written by RunLog.")
+    provenance = json.loads((path / PROVENANCE).read_text())
+    records = [json.loads(line) for line in (path / METRICS).read_text().splitlines() if line.strip()]
+    return provenance, records
+
+
+def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN."""
+    pairs = [(r["step"], np.nan if r[name] is None else r[name]) for r in records if name in r]
+    if not pairs:
+        available = sorted({k for r in records for k in r} - {"step"})
+        raise ValueError(f"metric {name!r} was never logged; logged metrics: {available}.")
+    steps, values = zip(*pairs)
+    return np.array(steps), np.array(values, dtype=float)

@@ -1,0 +1,46 @@
+"""Run logs: metrics JSONL, provenance, resume, loaders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from stddial_book.runs import RunLog, load_run, metric_series
+
+
+def test_write_and_load(tmp_path) -> None:
+    log = RunLog(tmp_path, command="python -m stddial_book train --recipe dapo", seed=3, profile="quick",
+                 config={"group_size": 8})
+    log.log(0, {"reward": np.float64(0.5), "kl": float("nan")})
+    log.log(1, {"reward": 0.75, "frac_reward_zero_std": 0.25})
+    log.finish()
+    provenance, records = load_run(tmp_path)
+    assert provenance["seed"] == 3 and provenance["profile"] == "quick"
+    assert provenance["config"] == {"group_size": 8} and provenance["wall_time_s"] >= 0
+    assert {"torch", "numpy"} <= set(provenance["packages"]) and provenance["device"]
+    steps, reward = metric_series(records, "reward")
+    assert steps.tolist() == [0, 1] and reward.tolist() == [0.5, 0.75]
+    assert np.isnan(metric_series(records, "kl")[1][0])
+    with pytest.raises(ValueError, match="never logged"):
+        metric_series(records, "entropy")
+
+
+def test_resume_appends_and_fresh_run_refuses_to_overwrite(tmp_path) -> None:
+    first = RunLog(tmp_path, "cmd", 0, "quick")
+    first.log(0, {"reward": 0.1})
+    first.finish()
+    with pytest.raises(ValueError, match="resume=True"):
+        RunLog(tmp_path, "cmd", 0, "quick")
+    second = RunLog(tmp_path, "cmd", 0, "quick", resume=True)
+    second.log(1, {"reward": 0.2})
+    second.finish()
+    provenance, records = load_run(tmp_path)
+    assert [r["step"] for r in records] == [0, 1] and len(provenance["resumed_at"]) == 1
+    assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
+
+
+def test_load_run_rejects_other_folders(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not a run directory"):
+        load_run(tmp_path)

@@ -206,8 +206,7 @@ def expected_group_std(
     for size in np.unique(g_b).astype(int):
         sel = g_b == size
         k = np.arange(size + 1, dtype=np.float64)
-        log_choose = np.array([math.lgamma(size + 1) - math.lgamma(i + 1) - math.lgamma(size - i + 1)
-                               for i in range(size + 1)])
+        log_choose = _log_choose(size)
         pk = p_b[sel][:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             log_pmf = (log_choose + _xlogy(k, pk) + _xlogy(size - k, 1.0 - pk))
@@ -230,8 +229,7 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: "Reci
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
     j = np.arange(size + 1, dtype=np.float64)
-    log_choose = np.array([math.lgamma(size + 1) - math.lgamma(i + 1) - math.lgamma(size - i + 1)
-                           for i in range(size + 1)])
+    log_choose = _log_choose(size)
     flat = p.reshape(-1, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         pmf = np.exp(log_choose + _xlogy(j, flat) + _xlogy(size - j, 1.0 - flat))
@@ -264,6 +262,12 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
         lo = np.where(ok, lo, mid)
     out[mixed] = hi
     return like(out.reshape(p.shape), solve_rate)
+
+
+def _log_choose(size: int) -> np.ndarray:
+    """log C(G, j) for j = 0..G."""
+    return np.array([math.lgamma(size + 1) - math.lgamma(j + 1) - math.lgamma(size - j + 1)
+                     for j in range(size + 1)])
 
 
 def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:

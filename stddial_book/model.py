@@ -171,9 +171,8 @@ def load_hub_model(name: str, timeout_s: float = 3.0, **kwargs):
                 AutoTokenizer.from_pretrained(name, local_files_only=True))
     except (OSError, ValueError):
         pass  # not cached: a download is needed
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    if offline or not _hub_reachable(timeout_s):
-        reason = "HF_HUB_OFFLINE is set" if offline else "huggingface.co cannot be reached"
+    reason = hub_unavailable_reason(timeout_s)
+    if reason is not None:
         raise RuntimeError(
             f"cannot load {name!r}: it is not in the local cache and {reason}. Download it on a "
             "machine with internet (huggingface-cli download NAME --local-dir DIR), copy DIR here "
@@ -182,9 +181,16 @@ def load_hub_model(name: str, timeout_s: float = 3.0, **kwargs):
     return (AutoModelForCausalLM.from_pretrained(name, **kwargs), AutoTokenizer.from_pretrained(name))
 
 
-def _hub_reachable(timeout_s: float) -> bool:
+def hub_unavailable_reason(timeout_s: float = 3.0) -> str | None:
+    """Why the Hugging Face hub cannot be used now, or ``None`` when it can.
+
+    ``HF_HUB_OFFLINE`` set, or no TCP connection to huggingface.co within ``timeout_s`` seconds:
+    callers fail at once with this reason instead of letting a download retry for a minute.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
     try:
         with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
-            return True
+            return None
     except OSError:
-        return False
+        return "huggingface.co cannot be reached"

@@ -203,11 +203,10 @@ def load_big_math(source: str | os.PathLike | None = None) -> SolveCounts:
 
 
 def _download_big_math() -> str:
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    from .model import _hub_reachable
+    from .model import hub_unavailable_reason
 
-    if offline or not _hub_reachable(3.0):
-        reason = "HF_HUB_OFFLINE is set" if offline else "huggingface.co cannot be reached"
+    reason = hub_unavailable_reason()
+    if reason is not None:
         raise RuntimeError(
             f"cannot fetch {BIG_MATH_REPO}: {reason}. Pass a local parquet file of its schema to "
             "load_big_math(path), or use the committed DeepScaleR tables "
@@ -252,10 +251,13 @@ def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts
     Returns the table and the number of problem texts that appear with more than one k (the
     source dataset holds duplicate problems, measured separately).
     """
+    return _union([_deepscaler_rows(path) for path in paths])
+
+
+def _union(files_rows: Sequence[tuple[list[str], np.ndarray]]) -> tuple[SolveCounts, int]:
     seen: dict[str, int] = {}
     conflicting: set[str] = set()
-    for path in paths:
-        texts, k = _deepscaler_rows(path)
+    for texts, k in files_rows:
         for text, value in zip(texts, k.tolist()):
             if text in seen:
                 if seen[text] != value:
@@ -288,8 +290,9 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
         raise ValueError(f"no deepscaler_*_train.parquet files in {shared}.")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tables = {f.stem: load_deepscaler(f) for f in files}
-    union, conflicting = union_of_deepscaler(files)
+    rows = {f.stem: _deepscaler_rows(f) for f in files}  # each file read once
+    tables = {name: SolveCounts(name, k, DEEPSCALER_ROLLOUTS) for name, (_, k) in rows.items()}
+    union, conflicting = _union(list(rows.values()))
     tables["union"] = union
     lines = ["table,k,count"]
     for name, table in tables.items():

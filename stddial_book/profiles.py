@@ -29,15 +29,51 @@ class Profile:
     device: str
     description: str
     model: dict = field(default_factory=dict)
+    task: dict = field(default_factory=dict)
+    sft: dict = field(default_factory=dict)
+    train: dict = field(default_factory=dict)
+    seeds: tuple[int, ...] = (0,)
+
+    def task_config(self):
+        """The problem pool of this profile (:class:`stddial_book.train.TaskConfig`)."""
+        from .train import TaskConfig
+
+        return TaskConfig(**self.task)
+
+    def sft_config(self, seed: int = 0, **changes):
+        """The warm start of this profile (:class:`stddial_book.train.SFTConfig`)."""
+        from .train import SFTConfig
+
+        return SFTConfig(**{**self.sft, "seed": seed, **changes})
+
+    def train_config(self, recipe, seed: int = 0, **changes):
+        """The RL run of this profile under ``recipe`` (:class:`stddial_book.train.TrainConfig`)."""
+        from .train import TrainConfig
+
+        return TrainConfig(**{**self.train, "recipe": recipe, "seed": seed, **changes})
 
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", "cpu", "small runs that finish in minutes on 2 CPU cores; "
                      "what the online book executes at build time",
-                     model=dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512)),
+                     model=dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512),
+                     task=dict(digits=(2, 3), num_train=8000, num_heldout=512),
+                     sft=dict(lr=1e-3, batch_size=128, target_pass_rate=0.6, eval_every=25,
+                              eval_prompts=128, eval_samples=4, max_steps=3000),
+                     train=dict(group_size=8, prompts_per_step=32, num_minibatches=2, lr=1e-4,
+                                max_new_tokens=8, sample_budget=8192, eval_every=8, eval_samples=8,
+                                checkpoint_every=8),
+                     seeds=(0, 1, 2)),
     "full": Profile("full", "cuda", "GPU-scale runs; their logs are committed with provenance "
                     "and plotted beside the quick runs",
-                    model=dict(hidden_size=256, num_layers=8, num_heads=8, intermediate_size=1024)),
+                    model=dict(hidden_size=256, num_layers=8, num_heads=8, intermediate_size=1024),
+                    task=dict(digits=(2, 3, 4), num_train=30000, num_heldout=1536),
+                    sft=dict(lr=1e-3, batch_size=256, target_pass_rate=0.6, eval_every=25,
+                             eval_prompts=512, eval_samples=8, max_steps=6000),
+                    train=dict(group_size=16, prompts_per_step=64, num_minibatches=4, lr=1e-4,
+                               max_new_tokens=8, sample_budget=131072, eval_every=16, eval_samples=16,
+                               checkpoint_every=16),
+                    seeds=(0, 1, 2)),
 }
 
 

@@ -51,11 +51,14 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()  # not inference_mode: its tensors could not index a later autograd pass
 def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pad_id: int,
            prompt_mask: torch.Tensor | None = None, temperature: float = 1.0,
-           generator: torch.Generator | None = None, num_samples: int = 1) -> Rollout:
+           generator: torch.Generator | None = None, num_samples: int = 1,
+           greedy: bool = False) -> Rollout:
     """Sample ``num_samples`` completions per prompt row with the KV cache.
 
     The rows of the result are prompt-major: the ``num_samples`` completions of prompt 0 first,
-    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects. Two
+    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects. With
+    ``greedy`` every row takes its most probable token instead (the greedy accuracy of chapters
+    7-11); the recorded log-probs are still those of the temperature-scaled policy. Two
     things make this cheaper than ``model.generate`` on the same batch: each distinct prompt is
     encoded once and its cache shared by its samples (``generate`` encodes every copy), and rows
     that have produced EOS leave the batch instead of being carried to the length cap.
@@ -65,7 +68,7 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens}.")
     if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 (use greedy decoding separately); got {temperature}.")
+        raise ValueError(f"temperature must be > 0 (pass greedy=True for greedy decoding); got {temperature}.")
     if num_samples < 1:
         raise ValueError(f"num_samples must be at least 1; got {num_samples}.")
     device = prompt_ids.device
@@ -96,7 +99,10 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
     steps = 0
     for step in range(max_new_tokens):
         log_probs = torch.log_softmax(_upcast(logits) / temperature, dim=-1)
-        nxt = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(1)
+        if greedy:
+            nxt = log_probs.argmax(dim=-1)
+        else:
+            nxt = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(1)
         tokens[rows, step] = nxt
         logps[rows, step] = log_probs.gather(1, nxt[:, None]).squeeze(1)
         mask[rows, step] = True

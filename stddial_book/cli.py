@@ -1,0 +1,160 @@
+"""The command line: ``python -m stddial_book sft|train|eval`` (chapter 7 shows how to use it).
+
+Each command reads its sizes from a profile (``quick`` on a CPU, ``full`` on a GPU) and writes
+everything into one output directory, so a run can be plotted with
+:func:`stddial_book.runs.load_run` and resumed with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+EXAMPLES = """\
+examples:
+  python -m stddial_book train --recipe dapo --profile quick
+        warm-start a tiny model with SFT, then train it with DAPO; a few minutes on a CPU
+  python -m stddial_book sft --profile quick --out runs/sft
+        only the warm start; later runs can share it with --init runs/sft
+  python -m stddial_book train --recipe grpo --init runs/sft --seed 1 --out runs/grpo-1
+  python -m stddial_book train --recipe grpo --init runs/sft --seed 1 --out runs/grpo-1 --resume
+        continue an interrupted run from its last checkpoint (same result as never stopping)
+  python -m stddial_book eval --checkpoint runs/grpo-1
+        held-out accuracy per difficulty bucket, greedy and sampled, as JSON
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m stddial_book",
+        description="Train the book's tiny model on the addition task with GRPO, Dr. GRPO or DAPO "
+                    "(three settings of one dial: the group's reward std).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,eval}")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--profile", default=None, metavar="NAME",
+                       help="quick (CPU, minutes) or full (GPU); default: $STDDIAL_PROFILE, else full "
+                            "if a CUDA GPU is visible, else quick")
+        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                       help="show a progress bar (default: on)")
+
+    p = sub.add_parser("sft", help="supervised warm start until a held-out pass rate is reached",
+                       description="Supervised warm start: train on correct answers until the measured "
+                                   "held-out pass rate reaches the profile's target.")
+    common(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation and batches")
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/sft-PROFILE-seedS)")
+
+    p = sub.add_parser("train", help="RL with one recipe (runs SFT first unless --init is given)",
+                       description="RL from a warm-started model with one recipe; writes metrics.jsonl, "
+                                   "provenance.json and checkpoints into --out.")
+    common(p)
+    p.add_argument("--recipe", required=True, metavar="NAME", help="grpo, dr_grpo or dapo")
+    p.add_argument("--seed", type=int, default=0, help="seed of prompt order, sampling and minibatches")
+    p.add_argument("--init", type=Path, default=None,
+                   help="an SFT directory written by the sft command (default: run SFT into OUT/sft)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default: runs/RECIPE-PROFILE-seedS)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--sample-budget", type=int, default=None, metavar="N",
+                   help="stop after N generated samples (default: the profile's)")
+    p.add_argument("--micro-batch-size", type=int, default=None, metavar="N",
+                   help="samples per forward/backward pass (lower it if the GPU runs out of memory)")
+
+    p = sub.add_parser("eval", help="held-out accuracy of a checkpoint, per difficulty bucket",
+                       description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.")
+    common(p)
+    p.add_argument("--checkpoint", type=Path, required=True,
+                   help="a run directory (uses its last checkpoint) or an SFT directory")
+    p.add_argument("--samples", type=int, default=8, help="samples per prompt for the sampled accuracy")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation samples")
+    return parser
+
+
+def run_train(args, profile, command: str) -> Path:
+    from .experiments import sft_to_dir, train_to_dir
+    from .recipes import get_recipe
+
+    recipe = get_recipe(args.recipe)
+    key = args.recipe.lower().replace("-", "_").replace(".", "").replace(" ", "_")
+    out = args.out or Path("runs") / f"{key}-{profile.name}-seed{args.seed}"
+    init = args.init
+    if init is None:
+        init = out / "sft"
+        if not (init / "model.safetensors").exists():
+            if args.resume:
+                raise ValueError(f"cannot resume: {init} holds no SFT model; start the run without --resume.")
+            sft_to_dir(profile, 0, init, args.progress, command)
+    changes = {}
+    if args.sample_budget is not None:
+        changes["sample_budget"] = args.sample_budget
+    if args.micro_batch_size is not None:
+        changes["micro_batch_size"] = args.micro_batch_size
+    result = train_to_dir(profile, recipe, args.seed, init, out, resume=args.resume, progress=args.progress,
+                          command=command, **changes)
+    final = result.final_eval
+    print(json.dumps({"out": str(out), "steps": result.steps, "samples_generated": result.samples_generated,
+                      "samples_kept": result.samples_kept, "updates": result.updates,
+                      "accuracy_greedy": final.greedy if final else None,
+                      "accuracy_sampled": final.sampled if final else None}, indent=2))
+    return out
+
+
+def run_eval(args, profile) -> dict:
+    import torch
+
+    from .experiments import load_model_from
+    from .train import evaluate, make_problems
+
+    model = load_model_from(profile, args.checkpoint)
+    _, heldout = make_problems(profile.task_config())
+    gen = torch.Generator(device=profile.device).manual_seed(args.seed)
+    result = evaluate(model, heldout, profile.train["max_new_tokens"], args.samples, gen)
+    report = {"checkpoint": str(args.checkpoint), **result.metrics(prefix="")}
+    print(json.dumps(report, indent=2))
+    return report
+
+
+def _oom_advice(profile, args) -> str:
+    lines = [f"the GPU ran out of memory in profile {profile.name!r}. Try, in this order:"]
+    minibatch = profile.train_config(getattr(args, "recipe", "grpo") or "grpo").minibatch_samples
+    micro = getattr(args, "micro_batch_size", None) or minibatch
+    lines.append(f"  --micro-batch-size {max(1, micro // 2)}   (same result, less memory per pass)")
+    if profile.name != "quick":
+        lines.append("  --profile quick              (the small model; runs on any GPU or a CPU)")
+    lines.append("  and close other programs using the GPU (nvidia-smi lists them).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from .profiles import active_profile
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = "python -m stddial_book " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    try:
+        profile = active_profile(args.profile)
+        if args.command == "sft":
+            from .experiments import sft_to_dir
+
+            sft_to_dir(profile, args.seed, args.out or Path("runs") / f"sft-{profile.name}-seed{args.seed}",
+                       args.progress, command)
+        elif args.command == "train":
+            run_train(args, profile, command)
+        else:
+            run_eval(args, profile)
+    except torch.cuda.OutOfMemoryError:
+        print("error: " + _oom_advice(profile, args), file=sys.stderr)
+        return 3
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,147 @@
+"""The runs of chapters 7-11, as functions: SFT into a directory, RL into a directory, and cached.
+
+:func:`sft_to_dir` and :func:`train_to_dir` are what the command line runs
+(``python -m stddial_book sft|train``). :func:`warm_start` and :func:`rl_run` wrap them with a
+cache so that the chapters can share one SFT checkpoint and chapter 11 can reuse the runs of
+chapters 8-10: a run is stored under a key that hashes its full configuration, the package's
+source code and the torch version, so a cached run is exactly the run the code would produce
+now (a changed line of the package gives a new key). An interrupted cached run is resumed from
+its last checkpoint. The cache lives in ``$STDDIAL_CACHE`` (default ``~/.cache/stddial_book``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV_CACHE", "cache_dir", "code_fingerprint", "sft_to_dir", "train_to_dir", "warm_start",
+           "rl_run", "load_model_from"]
+
+ENV_CACHE = "STDDIAL_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where cached runs live: ``$STDDIAL_CACHE``, else ``~/.cache/stddial_book``."""
+    root = os.environ.get(ENV_CACHE, "").strip()
+    return Path(root) if root else Path.home() / ".cache" / "stddial_book"
+
+
+def code_fingerprint() -> str:
+    """A hash of every module of this package and the torch version (part of each cache key)."""
+    import torch
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _key(kind: str, payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return f"{kind}-" + hashlib.sha256((code_fingerprint() + text).encode()).hexdigest()[:16]
+
+
+def load_model_from(profile, directory: str | os.PathLike, device: str | None = None):
+    """The profile's model with the weights of an SFT directory or a run's last checkpoint."""
+    from safetensors.torch import load_model
+
+    from .model import model_for_profile
+
+    directory = Path(directory)
+    device = device or profile.device
+    for candidate in (directory / "checkpoint" / "model.safetensors", directory / "model.safetensors"):
+        if candidate.exists():
+            break
+    else:
+        raise ValueError(f"{directory} holds no model: expected checkpoint/model.safetensors (a train run) "
+                         "or model.safetensors (an sft run).")
+    model = model_for_profile(profile).to(device)
+    try:
+        load_model(model, str(candidate), device=device)
+    except RuntimeError as err:  # shapes differ: saved by another profile
+        raise ValueError(f"the model in {directory} does not match profile {profile.name!r}; "
+                         "pass the profile it was trained with.") from err
+    return model
+
+
+def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = False, command: str = "") -> Path:
+    """SFT the profile's model into ``out``: ``model.safetensors``, ``sft.json`` and a run log."""
+    from safetensors.torch import save_model
+
+    from .model import model_for_profile
+    from .runs import RunLog
+    from .train import make_problems, sft
+
+    out = Path(out)
+    if (out / "model.safetensors").exists():
+        raise ValueError(f"{out} already holds an SFT model; use it with --init {out} or pick another --out.")
+    task, config = profile.task_config(), profile.sft_config(seed)
+    train_problems, heldout = make_problems(task)
+    model = model_for_profile(profile, seed=seed).to(profile.device)
+    shutil.rmtree(out, ignore_errors=True)  # a half-finished SFT is cheap to redo
+    log = RunLog(out, command=command, seed=seed, profile=profile.name,
+                 config={"task": vars(task), "sft": vars(config), "model": profile.model})
+    result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
+                 log=log, progress=progress)
+    summary = {"steps": result.steps, "pass_rate": result.pass_rate, "reached": result.reached,
+               "target_pass_rate": config.target_pass_rate, "wall_time_s": result.wall_time_s}
+    (out / "sft.json").write_text(json.dumps(summary, indent=2) + "\n")
+    log.finish()
+    save_model(model, str(out / "model.safetensors"))  # written last: its presence means "done"
+    if not result.reached:
+        print(f"warning: SFT stopped at max_steps={config.max_steps} with held-out pass rate "
+              f"{result.pass_rate:.2f} < target {config.target_pass_rate}; RL will see mostly silent groups.",
+              file=sys.stderr)
+    return out
+
+
+def train_to_dir(profile, recipe, seed: int, init: str | os.PathLike, out: str | os.PathLike, *,
+                 resume: bool = False, progress: bool = False, command: str = "", **changes):
+    """RL with ``recipe`` from the SFT model in ``init``, writing the run to ``out``."""
+    from .train import make_problems, train
+
+    config = profile.train_config(recipe, seed, **changes)
+    train_problems, heldout = make_problems(profile.task_config())
+    model = load_model_from(profile, init)
+    return train(model, train_problems, heldout, config, out, resume=resume, progress=progress,
+                 command=command, profile=profile.name,
+                 extra_provenance={"init": Path(init).name, "task": vars(profile.task_config()),
+                                   "model": profile.model})
+
+
+def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
+    """The cached SFT directory of ``profile`` (made on first use)."""
+    key = _key("sft", {"profile": profile.name, "model": profile.model, "task": profile.task,
+                       "sft": profile.sft, "seed": seed, "max_new_tokens": profile.train["max_new_tokens"]})
+    out = cache_dir() / key
+    if not (out / "model.safetensors").exists():
+        sft_to_dir(profile, seed, out, progress=progress, command=f"warm_start(profile={profile.name!r}, seed={seed})")
+    return out
+
+
+def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = False, **changes) -> Path:
+    """The cached RL run of ``recipe`` (a preset name or :class:`Recipe`) from the profile's SFT model.
+
+    Returns the run directory (``metrics.jsonl``, ``provenance.json``, ``checkpoint/``). A run
+    interrupted earlier resumes from its checkpoint; a finished one is returned as it is.
+    """
+    init = warm_start(profile, sft_seed, progress)
+    config = profile.train_config(recipe, seed, **changes)
+    key = _key("rl", {"profile": profile.name, "init": init.name, "train": config.to_dict()})
+    out = cache_dir() / key
+    done = out / "done"
+    if not done.exists():
+        resume = (out / "checkpoint" / "state.json").exists()
+        if not resume:
+            shutil.rmtree(out, ignore_errors=True)
+        name = config.recipe.name
+        train_to_dir(profile, config.recipe, seed, init, out, resume=resume, progress=progress,
+                     command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})", **changes)
+        done.write_text("finished\n")
+    return out

@@ -1,0 +1,765 @@
+"""The training loop: SFT warm start, then RL under any :class:`Recipe` (chapters 7-11).
+
+One step of :func:`train` runs in one direction (DESIGN §4)::
+
+    draw prompts → rollout (G samples each) → verifier → shaped reward → group_advantages
+        → silent-group filter / DAPO refill → ``num_minibatches`` clipped-surrogate updates → log
+
+* :func:`sft` is the warm start: teacher-forced cross-entropy on the answer tokens, stopped when
+  a **measured** held-out pass rate reaches ``target_pass_rate`` (the jump in SFT accuracy comes
+  at a step that varies from seed to seed, so a fixed step count would hand RL a model that is
+  either still silent everywhere or already saturated).
+* :func:`train` is the RL loop. The budget is a number of **generated samples**, so recipes that
+  discard samples (DAPO's dynamic sampling) pay for them and make fewer updates. Each rollout
+  batch is split into ``num_minibatches`` optimizer steps; with more than one, the policy moves
+  between them and the clip can bind (with one, clip-higher does nothing: DESIGN §8).
+* :func:`evaluate` measures held-out accuracy per difficulty bucket, greedy and sampled.
+
+Every step appends a JSON record to ``metrics.jsonl`` (TRL's metric names where TRL has them:
+``reward``, ``reward_std``, ``frac_reward_zero_std``, ``completions/mean_length``,
+``completions/clipped_ratio``, ``kl``, ``entropy``, ``clip_ratio/*``; and the dial's own under
+``dial/``, ``samples/`` and ``eval/``). Every ``checkpoint_every`` steps the model
+(safetensors), the optimizer state and every random state are written; ``resume=True`` continues
+from there exactly as the uninterrupted run would have (bit for bit on a CPU; a test checks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from .losses import policy_loss
+from .model import CharCodec
+from .recipes import Recipe, get_recipe, group_advantages
+from .rollout import _positions, completion_logprobs, sample
+from .runs import RunLog, load_run
+from .sampling import DynamicSampler, nonsilent_groups, overlong_penalty
+from .tasks import Problem, make_split, rewards as verify
+
+__all__ = [
+    "TaskConfig", "SFTConfig", "TrainConfig", "Batch", "EvalResult", "SFTResult", "TrainResult",
+    "bucket_of", "make_problems", "encode_prompts", "evaluate", "sft", "train", "peak_memory_mb",
+]
+
+CHECKPOINT = "checkpoint"
+INIT = "init"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The problem pool: D-digit additions for each D in ``digits`` (mixed in equal numbers).
+
+    Difficulty buckets are ``D{digits}c{carries}``: the digit count and how many carries the
+    sum needs (chapter 7 measures how much harder each carry makes a problem).
+    """
+
+    digits: tuple[int, ...] = (2,)
+    num_train: int = 4000
+    num_heldout: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.digits:
+            raise ValueError("digits must name at least one digit count, e.g. (2,) or (2, 3).")
+        for name in ("num_train", "num_heldout"):
+            if getattr(self, name) < len(self.digits):
+                raise ValueError(f"{name} must be at least one problem per digit count; got {getattr(self, name)}.")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """The warm start: AdamW on answer-token cross-entropy until the held-out pass rate is reached.
+
+    DESIGN §10: lr 1e-3 and batch 128 learn 2-digit addition on one CPU core; the pass rate
+    jumps abruptly, so it is measured every ``eval_every`` steps on ``eval_prompts`` held-out
+    prompts with ``eval_samples`` temperature-1 samples each, and SFT stops at
+    ``target_pass_rate`` (or at ``max_steps``, reported as not reached).
+    """
+
+    lr: float = 1e-3
+    batch_size: int = 128
+    target_pass_rate: float = 0.6
+    eval_every: int = 25
+    eval_prompts: int = 128
+    eval_samples: int = 4
+    max_steps: int = 3000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.target_pass_rate <= 1.0:
+            raise ValueError(f"target_pass_rate must lie in (0, 1]; got {self.target_pass_rate}.")
+        for name in ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}.")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}.")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One RL run: the recipe, the batch geometry, the budget and the bookkeeping.
+
+    Attributes:
+        recipe: the dial's setting (a :class:`Recipe` or a preset name).
+        group_size: G, samples per prompt (at least 2).
+        prompts_per_step: groups in one rollout batch (the batch holds ``prompts_per_step · G``
+            samples; with dynamic sampling, that many *non-silent* groups).
+        num_minibatches: optimizer steps per rollout batch; must divide ``prompts_per_step``
+            (minibatches hold whole groups).
+        micro_batch_size: samples per forward/backward pass inside a minibatch (gradient
+            accumulation, for memory); must divide the minibatch; ``None`` = the whole minibatch.
+        lr: AdamW learning rate (constant, no weight decay).
+        max_grad_norm: gradient-norm clip per optimizer step (TRL's default 1.0).
+        max_new_tokens: L_max, the generation cap (and Dr. GRPO's normaliser).
+        sample_budget: stop once this many samples have been generated (discarded ones count).
+        max_rounds: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
+        eval_every: evaluate on the held-out set every this many steps (and at the start and end);
+            0 never evaluates (benchmarks).
+        eval_samples: temperature-1 samples per held-out prompt for the sampled accuracy.
+        checkpoint_every: write a checkpoint every this many steps (and at the end).
+        temperature: sampling temperature of rollouts (1 = the policy itself).
+        seed: seeds the prompt order, the sampler and the minibatch order.
+    """
+
+    recipe: Recipe | str = "grpo"
+    group_size: int = 8
+    prompts_per_step: int = 32
+    num_minibatches: int = 2
+    micro_batch_size: int | None = None
+    lr: float = 1e-4
+    max_grad_norm: float = 1.0
+    max_new_tokens: int = 8
+    sample_budget: int = 16384
+    max_rounds: int = 8
+    eval_every: int = 8
+    eval_samples: int = 8
+    checkpoint_every: int = 16
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        recipe = get_recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
+        if not isinstance(recipe, Recipe):
+            raise ValueError(f"recipe must be a Recipe or a preset name; got {type(self.recipe).__name__}.")
+        object.__setattr__(self, "recipe", recipe)
+        if isinstance(self.group_size, bool) or self.group_size < 2:
+            raise ValueError(
+                f"group_size G must be at least 2 (a group of one has no spread to learn from); got {self.group_size}."
+            )
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0 (0: never evaluate); got {self.eval_every}.")
+        for name in ("prompts_per_step", "num_minibatches", "max_new_tokens", "sample_budget",
+                     "max_rounds", "eval_samples", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}.")
+        if self.prompts_per_step % self.num_minibatches:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) is not divisible by num_minibatches "
+                f"({self.num_minibatches}); minibatches hold whole groups, so choose a divisor, "
+                f"e.g. num_minibatches={_divisor_near(self.prompts_per_step, self.num_minibatches)}."
+            )
+        minibatch = self.minibatch_samples
+        if self.micro_batch_size is not None and (self.micro_batch_size < 1 or minibatch % self.micro_batch_size):
+            raise ValueError(
+                f"micro_batch_size ({self.micro_batch_size}) must divide the minibatch of {minibatch} "
+                "samples (prompts_per_step · G / num_minibatches); pick a divisor or None."
+            )
+        if not self.lr > 0 or not self.max_grad_norm > 0 or not self.temperature > 0:
+            raise ValueError("lr, max_grad_norm and temperature must all be > 0.")
+        if self.recipe.overlong_penalty and self.overlong_cache < 1:
+            raise ValueError(
+                f"the overlong penalty band L_cache = round({self.recipe.overlong_cache_fraction} · "
+                f"{self.max_new_tokens}) is empty; raise max_new_tokens or overlong_cache_fraction."
+            )
+
+    @property
+    def minibatch_samples(self) -> int:
+        return self.prompts_per_step * self.group_size // self.num_minibatches
+
+    @property
+    def overlong_cache(self) -> int:
+        """L_cache in tokens: the recipe's fraction of L_max, rounded (at least 0)."""
+        return int(round(self.recipe.overlong_cache_fraction * self.max_new_tokens))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["recipe"] = dataclasses.asdict(self.recipe)
+        return out
+
+
+def _divisor_near(n: int, k: int) -> int:
+    return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: (abs(d - k), d))
+
+
+# --------------------------------------------------------------------------- task and batches
+
+
+def bucket_of(problem: Problem) -> str:
+    """The difficulty bucket of a problem: ``D{digits}c{carries}``."""
+    return f"D{problem.digits}c{problem.carries}"
+
+
+def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
+    """Train and held-out problems for every digit count of ``task``, disjoint, deterministic."""
+    train_set: list[Problem] = []
+    heldout: list[Problem] = []
+    n = len(task.digits)
+    for i, digits in enumerate(task.digits):
+        tr, he = make_split(digits, task.num_train // n + (i < task.num_train % n),
+                            task.num_heldout // n + (i < task.num_heldout % n), seed=task.seed + 7919 * i)
+        train_set += tr
+        heldout += he
+    if n > 1:  # interleave the digit counts, so any prefix (SFT's probe set) mixes them too
+        rng = np.random.default_rng(task.seed)
+        train_set = [train_set[i] for i in rng.permutation(len(train_set))]
+        heldout = [heldout[i] for i in rng.permutation(len(heldout))]
+    return train_set, heldout
+
+
+def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.device | str = "cpu"):
+    """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding)."""
+    encoded = [codec.encode(p.prompt) for p in problems]
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), codec.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.bool)
+    for row, e in enumerate(encoded):
+        ids[row, width - len(e):] = torch.tensor(e)
+        mask[row, width - len(e):] = True
+    return ids.to(device), mask.to(device)
+
+
+@dataclass
+class Batch:
+    """A rollout batch, one row per sample, groups of G contiguous; indexable by row arrays."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    mask: torch.Tensor
+    truncated: torch.Tensor
+    logprobs: torch.Tensor    # log π_old of each sampled token, recorded by the sampler
+    correct: np.ndarray       # verifier: 1 exact answer + EOS, else 0
+    rewards: np.ndarray       # the recipe's reward values, plus the overlong penalty if on
+    buckets: np.ndarray       # difficulty bucket per row
+
+    def __len__(self) -> int:
+        return len(self.correct)
+
+    def __getitem__(self, rows) -> "Batch":
+        rows = np.asarray(rows)
+        t = torch.as_tensor(rows, dtype=torch.long, device=self.prompt_ids.device)
+        return Batch(self.prompt_ids[t], self.prompt_mask[t], self.completion_ids[t], self.mask[t],
+                     self.truncated[t], self.logprobs[t], self.correct[rows], self.rewards[rows], self.buckets[rows])
+
+    @staticmethod
+    def cat(parts: Sequence["Batch"], pad_id: int) -> "Batch":
+        """Concatenate batches, left-padding prompts and right-padding completions to one width."""
+        if len(parts) == 1:
+            return parts[0]
+        pw = max(p.prompt_ids.shape[1] for p in parts)
+        cw = max(p.completion_ids.shape[1] for p in parts)
+
+        def left(x, width, value):
+            return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+        def right(x, width, value):
+            return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+        return Batch(
+            torch.cat([left(p.prompt_ids, pw, pad_id) for p in parts]),
+            torch.cat([left(p.prompt_mask, pw, False) for p in parts]),
+            torch.cat([right(p.completion_ids, cw, pad_id) for p in parts]),
+            torch.cat([right(p.mask, cw, False) for p in parts]),
+            torch.cat([p.truncated for p in parts]),
+            torch.cat([right(p.logprobs, cw, 0.0) for p in parts]),
+            np.concatenate([p.correct for p in parts]),
+            np.concatenate([p.rewards for p in parts]),
+            np.concatenate([p.buckets for p in parts]),
+        )
+
+
+def _decode(codec: CharCodec, ids: torch.Tensor) -> list[str]:
+    return [codec.decode(row) for row in ids.tolist()]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class EvalResult:
+    """Held-out accuracy, overall and per bucket, greedy and sampled; per-prompt success counts."""
+
+    greedy: float
+    sampled: float
+    greedy_by_bucket: dict[str, float]
+    sampled_by_bucket: dict[str, float]
+    successes: np.ndarray      # per prompt, correct samples out of ``num_samples``
+    num_samples: int
+    buckets: np.ndarray
+
+    @property
+    def silent_fraction(self) -> float:
+        """Share of held-out prompts whose ``num_samples`` samples all agree (0 or all correct)."""
+        return float(np.mean((self.successes == 0) | (self.successes == self.num_samples)))
+
+    def metrics(self, prefix: str = "eval/") -> dict[str, float]:
+        out = {f"{prefix}accuracy_greedy": self.greedy, f"{prefix}accuracy_sampled": self.sampled,
+               f"{prefix}silent_fraction": self.silent_fraction}
+        for b, v in self.greedy_by_bucket.items():
+            out[f"{prefix}accuracy_greedy/{b}"] = v
+        for b, v in self.sampled_by_bucket.items():
+            out[f"{prefix}accuracy_sampled/{b}"] = v
+        return out
+
+
+@torch.no_grad()
+def evaluate(model, problems: Sequence[Problem], max_new_tokens: int, num_samples: int = 8,
+             generator: torch.Generator | None = None, codec: CharCodec | None = None,
+             chunk: int = 256, greedy: bool = True) -> EvalResult:
+    """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket."""
+    codec = codec or CharCodec()
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    successes = np.zeros(len(problems), dtype=np.int64)
+    greedy_ok = np.zeros(len(problems))
+    for start in range(0, len(problems), chunk):
+        part = list(problems[start:start + chunk])
+        ids, mask = encode_prompts(part, codec, device)
+        out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask,
+                     generator=generator, num_samples=num_samples)
+        ok = verify(_decode(codec, out.completion_ids), [p for p in part for _ in range(num_samples)])
+        successes[start:start + len(part)] = ok.reshape(len(part), num_samples).sum(axis=1)
+        if greedy:
+            out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask, greedy=True)
+            greedy_ok[start:start + len(part)] = verify(_decode(codec, out.completion_ids), part)
+    model.train(was_training)
+    buckets = np.array([bucket_of(p) for p in problems])
+    rate = successes / num_samples
+    names = sorted(set(buckets.tolist()))
+    return EvalResult(
+        greedy=float(greedy_ok.mean()) if greedy else float("nan"), sampled=float(rate.mean()),
+        greedy_by_bucket={b: float(greedy_ok[buckets == b].mean()) for b in names} if greedy else {},
+        sampled_by_bucket={b: float(rate[buckets == b].mean()) for b in names},
+        successes=successes, num_samples=num_samples, buckets=buckets)
+
+
+# --------------------------------------------------------------------------- SFT warm start
+
+
+@dataclass
+class SFTResult:
+    """How the warm start ended: steps taken, the held-out pass rate measured, whether reached."""
+
+    steps: int
+    pass_rate: float
+    reached: bool
+    wall_time_s: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[torch.Tensor, ...]:
+    """Left-padded prompt + answer + EOS ids, attention mask and the answer-token loss mask."""
+    rows = [(codec.encode(p.prompt), codec.encode(p.answer) + [codec.eos_id]) for p in problems]
+    width = max(len(a) + len(b) for a, b in rows)
+    ids = torch.full((len(rows), width), codec.pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.bool)
+    target = torch.zeros((len(rows), width), dtype=torch.bool)
+    for r, (a, b) in enumerate(rows):
+        seq = a + b
+        ids[r, width - len(seq):] = torch.tensor(seq)
+        attn[r, width - len(seq):] = True
+        target[r, width - len(b):] = True
+    return ids.to(device), attn.to(device), target.to(device)
+
+
+def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], config: SFTConfig = SFTConfig(),
+        *, max_new_tokens: int = 8, log: RunLog | None = None, progress: bool = False,
+        codec: CharCodec | None = None) -> SFTResult:
+    """Supervised warm start until the held-out sampled pass rate reaches the target (chapter 7).
+
+    The loss is the mean cross-entropy of the answer tokens (the reversed digits and EOS) given
+    the prompt. Every ``eval_every`` steps the pass rate is measured on the first
+    ``eval_prompts`` held-out problems with ``eval_samples`` samples each; training stops as
+    soon as it reaches ``config.target_pass_rate``.
+    """
+    codec = codec or CharCodec()
+    device = next(model.parameters()).device
+    rng = np.random.default_rng(config.seed)
+    gen = torch.Generator(device=device).manual_seed(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    probe = list(heldout[: config.eval_prompts])
+    start = time.perf_counter()
+    history: list[dict[str, float]] = []
+    bar = _progress(config.max_steps, "SFT", progress)
+    pass_rate, step = 0.0, 0
+    model.train()
+    for step in range(1, config.max_steps + 1):
+        rows = rng.choice(len(train_problems), size=min(config.batch_size, len(train_problems)), replace=False)
+        ids, attn, target = _sft_batch([train_problems[i] for i in rows], codec, device)
+        logits = model(input_ids=ids, attention_mask=attn.long(), position_ids=_positions(attn)).logits
+        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        nll = -logp.gather(2, ids[:, 1:, None]).squeeze(2)
+        loss = (nll * target[:, 1:]).sum() / target[:, 1:].sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        bar.update(1)
+        if step % config.eval_every == 0 or step == config.max_steps:
+            result = evaluate(model, probe, max_new_tokens, config.eval_samples, gen, codec, greedy=False)
+            pass_rate = result.sampled
+            record = {"sft/loss": float(loss.detach()), "sft/pass_rate": pass_rate,
+                      "sft/silent_fraction": result.silent_fraction,
+                      "time/elapsed_s": time.perf_counter() - start}
+            history.append({"step": step, **record})
+            if log is not None:
+                log.log(step, record)
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", pass_rate=f"{pass_rate:.2f}")
+            if pass_rate >= config.target_pass_rate:
+                break
+    bar.close()
+    model.eval()
+    return SFTResult(steps=step, pass_rate=pass_rate, reached=pass_rate >= config.target_pass_rate,
+                     wall_time_s=time.perf_counter() - start, history=history)
+
+
+# --------------------------------------------------------------------------- RL
+
+
+@dataclass
+class TrainResult:
+    """Where a run ended: steps, samples generated and kept, the final evaluation."""
+
+    steps: int
+    samples_generated: int
+    samples_kept: int
+    updates: int
+    final_eval: EvalResult | None
+    directory: Path
+    stopped_early: bool = False
+
+
+class _State:
+    """The counters and random states a checkpoint must carry for an exact resume."""
+
+    def __init__(self, seed: int, device) -> None:
+        self.step = 0
+        self.samples_generated = 0
+        self.samples_kept = 0
+        self.updates = 0
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "samples_generated": self.samples_generated,
+                "samples_kept": self.samples_kept, "updates": self.updates,
+                "numpy_rng": self.rng.bit_generator.state}
+
+    def load(self, saved: dict[str, Any], gen_state: torch.Tensor) -> None:
+        for name in ("step", "samples_generated", "samples_kept", "updates"):
+            setattr(self, name, saved[name])
+        self.rng.bit_generator.state = saved["numpy_rng"]
+        self.gen.set_state(gen_state)
+
+
+def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, state: _State,
+                   codec: CharCodec) -> Batch:
+    """One round: draw prompts, sample G completions each, verify, shape rewards."""
+    recipe = config.recipe
+    device = next(model.parameters()).device
+    rows = state.rng.choice(len(problems), size=min(config.prompts_per_step, len(problems)), replace=False)
+    chosen = [problems[i] for i in rows]
+    ids, pmask = encode_prompts(chosen, codec, device)
+    out = sample(model, ids, config.max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=pmask,
+                 temperature=config.temperature, generator=state.gen, num_samples=config.group_size)
+    repeated = [p for p in chosen for _ in range(config.group_size)]
+    correct = verify(_decode(codec, out.completion_ids), repeated)
+    shaped = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
+    if recipe.overlong_penalty:
+        shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(), config.max_new_tokens, config.overlong_cache)
+    return Batch(out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask, out.truncated,
+                 out.logprobs, correct, shaped, np.array([bucket_of(p) for p in repeated]))
+
+
+def _group_std(values: np.ndarray, group_size: int, ddof: int = 0) -> np.ndarray:
+    return values.reshape(-1, group_size).std(axis=1, ddof=ddof)
+
+
+def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
+    """Metrics of the samples generated this step and of the batch that reached the update."""
+    G = config.group_size
+    allgen = Batch.cat(generated, 0) if len(generated) > 1 else generated[0]
+    lengths = allgen.mask.sum(dim=1).cpu().numpy()
+    sigma_all = _group_std(allgen.correct, G)
+    out: dict[str, Any] = {
+        "reward": float(allgen.rewards.mean()),
+        "reward_std": float(_group_std(allgen.rewards, G, ddof=1).mean()),
+        "frac_reward_zero_std": float(np.mean(~nonsilent_groups(allgen.correct, G))),
+        "accuracy": float(allgen.correct.mean()),
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float(allgen.truncated.float().mean()),
+        "dial/sigma_mean": float(sigma_all.mean()),
+        "dial/silent_fraction": float(np.mean(sigma_all == 0)),
+    }
+    if len(kept):
+        sigma = _group_std(kept.correct, G)
+        weight = np.abs(advantages).reshape(-1, G).mean(axis=1) / 2.0  # mean|A| = 2w (chapter 3)
+        buckets = kept.buckets.reshape(-1, G)[:, 0]
+        num_groups = len(sigma)
+        out["groups/sigma"] = [round(float(s), 6) for s in sigma]
+        out["groups/weight"] = [round(float(w), 6) for w in weight]
+        out["groups/bucket"] = buckets.tolist()
+        for b in sorted(set(buckets.tolist())):
+            sel = buckets == b
+            out[f"dial/update_mass/{b}"] = float(weight[sel].sum() / num_groups)
+            out[f"dial/groups/{b}"] = int(sel.sum())
+    return out
+
+
+def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: TrainConfig, state: _State,
+            ref_model) -> dict[str, float]:
+    """``num_minibatches`` optimizer steps on one rollout batch; returns averaged loss metrics."""
+    recipe = config.recipe
+    G = config.group_size
+    device = next(model.parameters()).device
+    adv = torch.as_tensor(advantages, dtype=torch.float32, device=device)
+    # π_old is the policy that sampled the batch: the sampler recorded its log-probs, so no extra
+    # forward pass is needed (a full pass agrees to float rounding; test_rollout checks it).
+    old = batch.logprobs
+    with torch.no_grad():
+        ref = (completion_logprobs(ref_model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
+               if ref_model is not None else None)
+    num_groups = len(batch) // G
+    order = state.rng.permutation(num_groups)
+    loss_mask = batch.mask & ~batch.truncated[:, None] if recipe.overlong_filter else batch.mask
+    sums: dict[str, float] = {}
+    counted = 0
+    before = [p.detach().clone() for p in model.parameters()]
+    # whole groups per minibatch; a short (capped) DAPO batch gives smaller minibatches
+    for groups in np.array_split(order, min(config.num_minibatches, num_groups)):
+        rows = torch.as_tensor((groups[:, None] * G + np.arange(G)).reshape(-1), device=device)
+        step_tokens = int(loss_mask[rows].sum())
+        if step_tokens == 0:
+            continue  # every sample of this minibatch was filtered out (truncated)
+        micro = config.micro_batch_size or len(rows)
+        optimizer.zero_grad(set_to_none=True)
+        for m in range(0, len(rows), micro):
+            r = rows[m:m + micro]
+            if not bool(loss_mask[r].any()):
+                continue
+            logp, ent = completion_logprobs(model, batch.prompt_ids[r], batch.prompt_mask[r],
+                                            batch.completion_ids[r], batch.mask[r], with_entropy=True)
+            out = policy_loss(logp, old[r], adv[r], batch.mask[r], recipe,
+                              max_new_tokens=config.max_new_tokens,
+                              ref_logprobs=ref[r] if ref is not None else None,
+                              truncated=batch.truncated[r], entropy=ent,
+                              step_num_tokens=step_tokens, step_num_sequences=len(rows))
+            out.loss.backward()
+            share = float(loss_mask[r].sum()) / step_tokens
+            for k, v in out.metrics.items():
+                sums[k] = sums.get(k, 0.0) + v * share
+            sums["loss"] = sums.get("loss", 0.0) + float(out.loss.detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+        optimizer.step()
+        state.updates += 1
+        counted += 1
+    metrics = {k: v / max(counted, 1) for k, v in sums.items()}
+    with torch.no_grad():
+        metrics["update_norm"] = float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before))))
+    metrics["optimizer_steps"] = counted
+    return metrics
+
+
+def peak_memory_mb(device) -> dict[str, float]:
+    """Peak resident memory of this process (MB) and, on CUDA, peak GPU memory allocated (MB)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = {"peak_rss_mb": rss / 1024 if sys.platform != "darwin" else rss / 2**20}
+    if torch.device(device).type == "cuda":
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
+
+
+def _save_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
+    """Write model, optimizer and random states to ``directory/checkpoint`` atomically."""
+    from safetensors.torch import save_model
+
+    tmp = directory / (CHECKPOINT + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / "model.safetensors"))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps(state.to_json()) + "\n")
+    final = directory / CHECKPOINT
+    old = directory / (CHECKPOINT + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _load_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
+    from safetensors.torch import load_model
+
+    path = directory / CHECKPOINT
+    load_model(model, str(path / "model.safetensors"))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    rng = torch.load(path / "rng.pt", weights_only=True)
+    state.load(json.loads((path / "state.json").read_text()), rng["generator"])
+    torch.set_rng_state(rng["torch"])
+
+
+def _truncate_metrics(directory: Path, last_step: int) -> None:
+    """Drop records logged after the checkpoint (they will be logged again, identically)."""
+    path = directory / "metrics.jsonl"
+    if not path.exists():
+        return
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= last_step]
+    path.write_text("".join(ln + "\n" for ln in lines))
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
+
+
+def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], config: TrainConfig,
+          out: str | os.PathLike, *, resume: bool = False, stop_after: int | None = None,
+          progress: bool = False, command: str = "", profile: str = "custom",
+          codec: CharCodec | None = None, extra_provenance: dict[str, Any] | None = None) -> TrainResult:
+    """Run RL from ``model`` under ``config.recipe`` and write the run log to ``out``.
+
+    The starting weights are saved in ``out/init`` (the reference policy of the KL term, and what
+    a resumed run rebuilds it from). ``resume=True`` continues from ``out/checkpoint`` after
+    checking that the configuration is the same; ``stop_after`` ends the run early after that
+    many steps (to test interruption). Returns a :class:`TrainResult`.
+    """
+    from safetensors.torch import load_model, save_model
+
+    codec = codec or CharCodec()
+    recipe: Recipe = config.recipe
+    directory = Path(out)
+    device = next(model.parameters()).device
+    has_checkpoint = (directory / CHECKPOINT / "state.json").exists()
+    config_dict = config.to_dict()
+    if resume and not has_checkpoint:
+        raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
+    if resume:
+        saved = load_run(directory)[0].get("config", {}).get("train")
+        if saved is not None and json.loads(json.dumps(saved)) != json.loads(json.dumps(config_dict)):
+            raise ValueError(
+                f"the run in {directory} was started with a different configuration; resume it with "
+                "the same recipe, profile and seed, or write to a new --out directory."
+            )
+    elif (directory / "metrics.jsonl").exists():
+        raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
+    log = RunLog(directory, command=command, seed=config.seed, profile=profile,
+                 config={"train": config_dict, **(extra_provenance or {})}, resume=resume)
+    init = directory / INIT / "model.safetensors"
+    if not resume:
+        init.parent.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(init))
+    ref_model = None
+    if recipe.kl_coef > 0:
+        import copy
+
+        ref_model = copy.deepcopy(model)
+        load_model(ref_model, str(init))
+        ref_model.eval().requires_grad_(False)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    state = _State(config.seed, device)
+    torch.manual_seed(config.seed)
+    if resume:
+        _load_checkpoint(directory, model, optimizer, state)
+        _truncate_metrics(directory, state.step)
+    model.train()
+    eval_gen_seed = 1_000_003 * (config.seed + 1)
+
+    def run_eval(step: int) -> EvalResult:
+        gen = torch.Generator(device=device).manual_seed(eval_gen_seed + step)
+        return evaluate(model, heldout, config.max_new_tokens, config.eval_samples, gen, codec)
+
+    if state.step == 0 and config.eval_every:
+        first = run_eval(0)
+        log.log(0, {**first.metrics(), "samples/generated": 0, "samples/kept": 0, "updates": 0})
+    last_eval: EvalResult | None = None
+    samples_per_round = config.prompts_per_step * config.group_size
+    bar = _progress(config.sample_budget, f"RL {recipe.name}", progress)
+    bar.update(state.samples_generated)
+    stopped_early = False
+    while state.samples_generated < config.sample_budget:
+        if stop_after is not None and state.step >= stop_after:
+            stopped_early = True
+            break
+        t0 = time.perf_counter()
+        generated: list[Batch] = []
+
+        def draw(_round: int) -> tuple[Batch, np.ndarray]:
+            batch = _rollout_round(model, train_problems, config, state, codec)
+            generated.append(batch)
+            return batch, batch.correct
+
+        if recipe.dynamic_sampling:
+            sampler = DynamicSampler(config.prompts_per_step, config.group_size, config.max_rounds)
+            parts, cost = sampler.fill(draw)
+            kept = Batch.cat(parts, codec.pad_id) if parts else None
+            rounds, hit_cap = cost.rounds, cost.hit_cap
+        else:
+            batch, _ = draw(0)
+            kept, rounds, hit_cap = batch, 1, False
+        num_generated = len(generated) * samples_per_round
+        t1 = time.perf_counter()
+        state.step += 1
+        state.samples_generated += num_generated
+        if kept is not None and len(kept):
+            advantages = group_advantages(kept.rewards, config.group_size, recipe)
+            metrics = _batch_metrics(generated, kept, advantages, config)
+            metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model))
+            state.samples_kept += len(kept)
+        else:
+            metrics = _batch_metrics(generated, generated[0][np.array([], dtype=int)], np.zeros(0), config)
+            metrics["optimizer_steps"] = 0
+        t2 = time.perf_counter()
+        metrics.update({
+            "samples/generated": state.samples_generated, "samples/kept": state.samples_kept,
+            "samples/discarded": state.samples_generated - state.samples_kept,
+            "samples/step_generated": num_generated, "updates": state.updates,
+            "dynamic_sampling/rounds": rounds, "dynamic_sampling/hit_cap": bool(hit_cap),
+            "time/generation_s": t1 - t0, "time/update_s": t2 - t1,
+        })
+        done = state.samples_generated >= config.sample_budget
+        if config.eval_every and (state.step % config.eval_every == 0 or done):
+            last_eval = run_eval(state.step)
+            metrics.update(last_eval.metrics())
+        log.log(state.step, metrics)
+        bar.update(num_generated)
+        bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
+        if state.step % config.checkpoint_every == 0 or done:
+            _save_checkpoint(directory, model, optimizer, state)
+    bar.close()
+    log.provenance.update(peak_memory_mb(device))
+    log.finish()
+    return TrainResult(steps=state.step, samples_generated=state.samples_generated,
+                       samples_kept=state.samples_kept, updates=state.updates, final_eval=last_eval,
+                       directory=directory, stopped_early=stopped_early)

@@ -539,7 +539,7 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
     recipe = config.recipe
     G = config.group_size
     device = next(model.parameters()).device
-    adv = torch.as_tensor(advantages, dtype=torch.float32, device=device)
+    adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype, device=device)
     # π_old is the policy that sampled the batch: the sampler recorded its log-probs, so no extra
     # forward pass is needed (a full pass agrees to float rounding; test_rollout checks it).
     old = batch.logprobs

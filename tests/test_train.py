@@ -1,0 +1,284 @@
+"""The training loop, end to end on a tiny model: every recipe, resume, dynamic sampling, bad configs, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_model, save_model
+
+from stddial_book import experiments, profiles
+from stddial_book.cli import main
+from stddial_book.model import model_for_profile
+from stddial_book.recipes import DAPO, GRPO
+from stddial_book.runs import load_run, metric_series
+from stddial_book.train import (Batch, SFTConfig, TaskConfig, TrainConfig, bucket_of, evaluate, make_problems,
+                                sft, train)
+
+# A profile small enough for tests: 1-digit sums, a 2-layer model of width 32, groups of 4.
+TINY = profiles.Profile(
+    "tiny", "cpu", "test-sized runs",
+    model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
+    task=dict(digits=(1,), num_train=80, num_heldout=20),
+    sft=dict(lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4,
+             max_steps=300),
+    train=dict(group_size=4, prompts_per_step=8, num_minibatches=2, lr=1e-3, max_new_tokens=4,
+               sample_budget=96, eval_every=2, eval_samples=4, checkpoint_every=2),
+)
+
+TRL_NAMES = ["reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
+             "completions/clipped_ratio", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
+             "clip_ratio/region_mean"]
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return make_problems(TINY.task_config())
+
+
+@pytest.fixture(scope="module")
+def warm(problems, tmp_path_factory) -> Path:
+    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist)."""
+    train_set, heldout = problems
+    model = model_for_profile(TINY)
+    result = sft(model, train_set, heldout, TINY.sft_config(), max_new_tokens=4)
+    assert result.reached, result.history[-3:]
+    assert result.history[-1]["sft/pass_rate"] >= 0.25
+    assert all(h["sft/pass_rate"] < 0.25 for h in result.history[:-1])  # stopped at the first crossing
+    path = tmp_path_factory.mktemp("warm") / "model.safetensors"
+    save_model(model, str(path))
+    return path
+
+
+def fresh(warm: Path, dtype=None):
+    model = model_for_profile(TINY)
+    load_model(model, str(warm))
+    return model.to(dtype) if dtype is not None else model
+
+
+@pytest.mark.parametrize("recipe", ["grpo", "dr_grpo", "dapo"])
+def test_each_recipe_end_to_end(recipe, problems, warm, tmp_path) -> None:
+    train_set, heldout = problems
+    config = TINY.train_config(recipe)
+    result = train(fresh(warm), train_set, heldout, config, tmp_path)
+    provenance, records = load_run(tmp_path)
+    assert provenance["wall_time_s"] > 0 and provenance["peak_rss_mb"] > 0
+    assert provenance["config"]["train"]["recipe"]["name"] == config.recipe.name
+    steps = [r for r in records if r["step"] > 0]
+    assert [r["step"] for r in steps] == list(range(1, result.steps + 1))
+    for name in TRL_NAMES:
+        assert all(name in r for r in steps if r["optimizer_steps"]), name
+    # the budget counts every generated sample, and stops as soon as it is spent
+    generated = sum(r["samples/step_generated"] for r in steps)
+    assert generated == result.samples_generated == steps[-1]["samples/generated"] >= config.sample_budget
+    assert generated - steps[-1]["samples/step_generated"] < config.sample_budget
+    assert steps[-1]["samples/discarded"] == result.samples_generated - result.samples_kept
+    # evaluation at the start, every eval_every steps and at the end, with per-bucket accuracies
+    evals = [r["step"] for r in records if "eval/accuracy_greedy" in r]
+    assert evals[0] == 0 and evals[-1] == result.steps
+    assert any(k.startswith("eval/accuracy_sampled/D1c") for k in records[0])
+    assert (tmp_path / "checkpoint" / "model.safetensors").exists()
+    if recipe == "dapo":
+        for r in steps:  # only mixed groups reach the update
+            assert all(s > 0 for s in r.get("groups/sigma", []))
+        assert result.samples_kept < result.samples_generated or all(
+            r["frac_reward_zero_std"] == 0 for r in steps)
+    else:
+        assert result.samples_kept == result.samples_generated
+
+
+def test_update_mass_is_the_identity_weight(problems, warm, tmp_path) -> None:
+    """Logged per-group weight mean|A|/2 is σ for GRPO (0/1 rewards, population std)."""
+    train_set, heldout = problems
+    train(fresh(warm), train_set, heldout, TINY.train_config(GRPO.replace(kl_coef=0.0), sample_budget=32),
+          tmp_path)
+    record = load_run(tmp_path)[1][1]
+    assert np.allclose(record["groups/weight"], record["groups/sigma"], atol=1e-6)
+    mass = sum(v for k, v in record.items() if k.startswith("dial/update_mass/"))
+    assert mass == pytest.approx(np.mean(record["groups/weight"]))
+
+
+@pytest.mark.parametrize("recipe", ["grpo", "dapo"])
+def test_resume_continues_exactly(recipe, problems, warm, tmp_path) -> None:
+    """Stop after 3 steps (checkpoint at 2), resume: same weights and metrics as one straight run."""
+    train_set, heldout = problems
+    config = TINY.train_config(recipe, sample_budget=320)
+    straight = fresh(warm)
+    train(straight, train_set, heldout, config, tmp_path / "a")
+    interrupted = fresh(warm)
+    first = train(interrupted, train_set, heldout, config, tmp_path / "b", stop_after=3)
+    assert first.stopped_early and first.steps == 3
+    resumed = fresh(warm)  # a new process would start from scratch weights, then load the checkpoint
+    train(resumed, train_set, heldout, config, tmp_path / "b", resume=True)
+    for (name, p), q in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(p, q), name
+
+    def clean(records):
+        return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
+
+    assert clean(load_run(tmp_path / "a")[1]) == clean(load_run(tmp_path / "b")[1])
+    assert len(load_run(tmp_path / "b")[0]["resumed_at"]) == 1
+
+
+def test_resume_refuses_other_config_and_missing_checkpoint(problems, warm, tmp_path) -> None:
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=32)
+    with pytest.raises(ValueError, match="holds no checkpoint"):
+        train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
+    train(fresh(warm), train_set, heldout, config, tmp_path)
+    with pytest.raises(ValueError, match="already holds a run"):
+        train(fresh(warm), train_set, heldout, config, tmp_path)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(fresh(warm), train_set, heldout, TINY.train_config("dapo", sample_budget=32), tmp_path, resume=True)
+
+
+def test_micro_batches_give_the_same_update(problems, warm, tmp_path) -> None:
+    """Gradient accumulation over micro-batches changes memory, not the update (float64)."""
+    train_set, heldout = problems
+    models = []
+    for micro in (None, 2):
+        for recipe in ("dapo",):
+            model = fresh(warm, torch.float64)
+            config = TINY.train_config(recipe, sample_budget=32, micro_batch_size=micro, eval_every=0)
+            train(model, train_set, heldout, config, tmp_path / f"{recipe}-{micro}")
+            models.append(model)
+    for p, q in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
+
+
+def test_dynamic_sampling_counts_what_it_discards(problems, tmp_path) -> None:
+    """An untrained model solves nothing: every group is silent, DAPO refills to its cap and skips."""
+    train_set, heldout = problems
+    config = TINY.train_config(DAPO, sample_budget=1, max_rounds=3, eval_every=0)
+    result = train(model_for_profile(TINY), train_set, heldout, config, tmp_path)
+    record = load_run(tmp_path)[1][-1]
+    assert record["dynamic_sampling/rounds"] == 3 and record["dynamic_sampling/hit_cap"] is True
+    assert record["samples/generated"] == 3 * 8 * 4 and record["samples/kept"] == 0
+    assert record["optimizer_steps"] == 0 and result.updates == 0
+    assert record["frac_reward_zero_std"] == 1.0
+
+
+def test_evaluate_per_bucket_adds_up(problems, warm) -> None:
+    _, heldout = problems
+    result = evaluate(fresh(warm), heldout, 4, 4, torch.Generator().manual_seed(0))
+    buckets = np.array([bucket_of(p) for p in heldout])
+    weighted = sum(result.sampled_by_bucket[b] * np.mean(buckets == b) for b in result.sampled_by_bucket)
+    assert weighted == pytest.approx(result.sampled)
+    assert result.successes.max() <= 4 and 0 <= result.silent_fraction <= 1
+
+
+def test_sft_reports_an_unreached_target(problems) -> None:
+    train_set, heldout = problems
+    config = SFTConfig(lr=1e-3, batch_size=8, target_pass_rate=1.0, eval_every=2, eval_prompts=4,
+                       eval_samples=2, max_steps=4)
+    result = sft(model_for_profile(TINY), train_set, heldout, config, max_new_tokens=4)
+    assert not result.reached and result.steps == 4 and len(result.history) == 2
+
+
+def test_batch_concatenation_pads_both_sides() -> None:
+    def part(prompt_width, completion_width, fill):
+        n = 2
+        return Batch(torch.full((n, prompt_width), fill), torch.ones(n, prompt_width, dtype=torch.bool),
+                     torch.full((n, completion_width), fill), torch.ones(n, completion_width, dtype=torch.bool),
+                     torch.zeros(n, dtype=torch.bool), torch.zeros(n, completion_width),
+                     np.ones(n), np.ones(n), np.array(["a"] * n))
+
+    out = Batch.cat([part(4, 2, 5), part(6, 3, 7)], pad_id=0)
+    assert out.prompt_ids.shape == (4, 6) and out.completion_ids.shape == (4, 3)
+    assert out.prompt_ids[0].tolist() == [0, 0, 5, 5, 5, 5] and not bool(out.prompt_mask[0, :2].any())
+    assert out.completion_ids[0].tolist() == [5, 5, 0] and not bool(out.mask[0, 2])
+    assert out[np.array([3])].completion_ids.tolist() == [[7, 7, 7]]
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(group_size=1), "group_size G must be at least 2"),
+    (dict(prompts_per_step=6, num_minibatches=4), "not divisible by num_minibatches"),
+    (dict(micro_batch_size=5), "must divide the minibatch"),
+    (dict(recipe="ppo"), "unknown recipe 'ppo'"),
+    (dict(recipe=DAPO, max_new_tokens=2), "penalty band"),
+    (dict(eval_every=-1), "eval_every must be >= 0"),
+])
+def test_bad_configs_name_the_fix(changes, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{"recipe": "grpo", **changes})
+
+
+def test_overlong_cache_longer_than_the_cap_is_refused() -> None:
+    with pytest.raises(ValueError, match="overlong_cache_fraction"):
+        DAPO.replace(overlong_cache_fraction=1.5)
+    from stddial_book.sampling import overlong_penalty
+
+    with pytest.raises(ValueError, match="must lie in"):
+        overlong_penalty([3], max_new_tokens=4, overlong_cache=5)
+
+
+def test_task_config_mixes_digit_counts() -> None:
+    train_set, heldout = make_problems(TaskConfig(digits=(2, 3), num_train=40, num_heldout=10))
+    assert {p.digits for p in heldout[:6]} == {2, 3}  # interleaved, so SFT's probe set is mixed
+    assert not {(p.a, p.b, p.digits) for p in train_set} & {(p.a, p.b, p.digits) for p in heldout}
+    with pytest.raises(ValueError, match="at least one digit count"):
+        TaskConfig(digits=())
+
+
+# ------------------------------------------------------------------------- CLI and cached runs
+
+
+@pytest.fixture
+def tiny_profile(monkeypatch):
+    monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
+    return TINY
+
+
+def test_cli_train_then_eval(tiny_profile, tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--recipe", "dapo", "--profile", "tiny", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["samples_generated"] >= TINY.train["sample_budget"]
+    assert (out / "sft" / "model.safetensors").exists() and json.loads((out / "sft" / "sft.json").read_text())["reached"]
+    provenance, records = load_run(out)
+    assert provenance["command"].startswith("python -m stddial_book train --recipe dapo")
+    steps, acc = metric_series(records, "eval/accuracy_sampled")
+    assert steps[0] == 0 and len(acc) >= 2
+    assert main(["eval", "--checkpoint", str(out), "--profile", "tiny", "--samples", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0.0 <= report["accuracy_greedy"] <= 1.0 and "accuracy_sampled/D1c0" in report
+    # resuming a finished run with another recipe is refused with a readable message
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume",
+                 "--no-progress"]) == 2
+    assert "different configuration" in capsys.readouterr().err
+
+
+def test_cli_errors_are_readable(tiny_profile, tmp_path, capsys, monkeypatch) -> None:
+    assert main(["train", "--recipe", "nope", "--profile", "tiny", "--out", str(tmp_path)]) == 2
+    assert "choose one of" in capsys.readouterr().err
+    assert main(["eval", "--checkpoint", str(tmp_path), "--profile", "tiny"]) == 2
+    assert "holds no model" in capsys.readouterr().err
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(experiments, "train_to_dir", out_of_memory)
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "model.safetensors").write_text("")
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "ran out of memory" in err and "--micro-batch-size 8" in err
+
+
+def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(experiments.ENV_CACHE, str(tmp_path))
+    first = experiments.rl_run(TINY, "dr_grpo", seed=1, sample_budget=32)
+    calls = []
+
+    def record(profile, recipe, seed, init, out, **kwargs):
+        calls.append(seed)
+        Path(out).mkdir(parents=True)
+
+    monkeypatch.setattr(experiments, "train_to_dir", record)
+    again = experiments.rl_run(TINY, "dr_grpo", seed=1, sample_budget=32)
+    assert again == first and not calls and (first / "done").exists()
+    experiments.rl_run(TINY, "dr_grpo", seed=2, sample_budget=32)  # another seed is another run
+    assert calls == [2]

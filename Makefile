@@ -22,7 +22,9 @@ STAMP  := $(VENV)/.stamp
 # hub downloads. Tests run with the non-GUI Agg backend. The book must NOT:
 # a kernel started with MPLBACKEND=Agg shows no figure at all (ipykernel picks
 # its inline backend only when MPLBACKEND is unset), so `book` unsets it.
-RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1
+# Training runs of chapters 7-11 are cached by a hash of their configuration and of the
+# package's code (stddial_book.experiments), so `make book` after `make test` reuses them.
+RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/runs
 TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
 BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 
@@ -57,7 +59,7 @@ sync: .venv
 	$(BIN)/jupytext --sync chapters/*.md
 
 clean:
-	rm -rf _build .pytest_cache .hypothesis *.egg-info
+	rm -rf _build .cache .pytest_cache .hypothesis *.egg-info
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 rm -rf
 
 distclean: clean

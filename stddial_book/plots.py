@@ -9,7 +9,8 @@ import numpy as np
 from .identity import update_weight
 from .recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages
 
-__all__ = ["RECIPE_COLORS", "dial_figure", "mean_abs_advantage_figure"]
+__all__ = ["RECIPE_COLORS", "dial_figure", "mean_abs_advantage_figure", "training_dashboard", "sampling_cost_figure",
+           "comparison_figure"]
 
 #: One colour per preset, used by every figure of the book.
 RECIPE_COLORS = {"GRPO": "#1f77b4", "Dr. GRPO": "#d62728", "DAPO": "#2ca02c"}
@@ -147,4 +148,138 @@ def update_mass_figure(bin_edges: np.ndarray, shares: dict[str, np.ndarray], cou
     ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate k/n")
     ax.set_xticklabels(labels, rotation=30, fontsize=8)
     ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def _xs(records, name):
+    from .analysis import curve
+
+    return curve(records, name)
+
+
+def training_dashboard(records: list[dict], title: str) -> plt.Figure:
+    """Chapters 8-10: one run at a glance, every panel against the samples generated so far.
+
+    Held-out accuracy (sampled and greedy), sampled accuracy per difficulty bucket, the silent
+    fraction of each step's groups, the update mass each bucket received, σ against the weight
+    w = mean|A|/2 of every group that reached an update, response length, entropy and the
+    clip fractions.
+    """
+    from .analysis import buckets, update_mass
+
+    fig, axes = plt.subplots(2, 4, figsize=(15, 6.4), constrained_layout=True)
+    ax = axes[0, 0]
+    for name, style, label in (("eval/accuracy_sampled", "-o", "sampled (T = 1)"),
+                               ("eval/accuracy_greedy", "--s", "greedy")):
+        x, y = _xs(records, name)
+        ax.plot(x, y, style, ms=3, label=label)
+    ax.set(title="held-out accuracy", xlabel="samples generated", ylim=(0, 1.02))
+    ax.legend(frameon=False, loc="lower right")
+    ax = axes[0, 1]
+    for b in buckets(records):
+        x, y = _xs(records, f"eval/accuracy_sampled/{b}")
+        ax.plot(x, y, "-", label=b)
+    ax.set(title="sampled accuracy per bucket", xlabel="samples generated", ylim=(0, 1.02))
+    ax.legend(frameon=False, fontsize=7, ncol=2, loc="lower right")
+    ax = axes[0, 2]
+    x, y = _xs(records, "frac_reward_zero_std")
+    ax.plot(x, y, color="0.3")
+    ax.set(title="silent fraction of generated groups", xlabel="samples generated", ylim=(0, 1))
+    ax = axes[0, 3]
+    mass = update_mass(records)
+    ax.bar(list(mass), list(mass.values()), color="#8c564b")
+    ax.set(title="update mass per bucket (Σ w / groups)", ylabel="mass")
+    ax.tick_params(axis="x", labelrotation=45, labelsize=7)
+    ax = axes[1, 0]
+    from .analysis import identity_from_log
+
+    sigma, weight = identity_from_log(records)
+    ax.plot(sigma, weight, ".", alpha=0.3, ms=4)
+    ax.set(title=r"each group: $\sigma$ vs $w$ = mean|A|/2", xlabel=r"$\sigma$ (correctness)", ylabel=r"$w$")
+    for (name, ttl), ax in zip((("completions/mean_length", "response length (tokens)"), ("entropy", "entropy (nats/token)")),
+                               axes[1, 1:3]):
+        x, y = _xs(records, name)
+        ax.plot(x, y, color="0.3")
+        ax.set(title=ttl, xlabel="samples generated")
+    ax = axes[1, 3]
+    for name, label in (("clip_ratio/low_mean", "low (A < 0)"), ("clip_ratio/high_mean", "high (A > 0)")):
+        x, y = _xs(records, name)
+        ax.plot(x, y, label=label)
+    ax.set(title="clipped token fraction", xlabel="samples generated")
+    ax.legend(frameon=False)
+    fig.suptitle(title)
+    return fig
+
+
+def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
+    """Chapter 10: DAPO's dynamic sampling, samples generated against samples that reached an update."""
+    from .runs import metric_series
+
+    steps, generated = metric_series(records, "samples/generated")
+    _, kept = metric_series(records, "samples/kept")
+    _, rounds = metric_series(records, "dynamic_sampling/rounds")  # logged from step 1 on
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+    left.plot(steps, generated, label="generated")
+    left.plot(steps, kept, label="kept (mixed groups)")
+    left.fill_between(steps, kept, generated, alpha=0.2, label="discarded (silent groups)")
+    left.set(xlabel="step", ylabel="samples (cumulative)", title="what dynamic sampling paid")
+    left.legend(frameon=False)
+    counts = np.bincount(rounds.astype(int))
+    right.bar(np.arange(len(counts))[1:], counts[1:], color=RECIPE_COLORS["DAPO"])
+    right.set(xlabel="rollout rounds to fill the batch", ylabel="steps", title="rounds per step")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def comparison_figure(runs: dict[str, list[list[dict]]]) -> plt.Figure:
+    """Chapter 11: the three recipes side by side, mean ± standard error over seeds.
+
+    ``runs`` maps a recipe name to the records of each of its seeds. Panels: final sampled
+    accuracy per bucket, the share of update mass per bucket, held-out accuracy against samples
+    generated (DAPO's discarded samples included), and σ against w read off the logs.
+    """
+    from .analysis import buckets, curve, final_eval, identity_from_log, seed_summary, update_mass
+
+    names = list(runs)
+    all_buckets = buckets(runs[names[0]][0])
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.9), constrained_layout=True)
+    width = 0.8 / len(names)
+    x = np.arange(len(all_buckets))
+    for i, name in enumerate(names):
+        color = RECIPE_COLORS.get(name)
+        finals = [final_eval(r) for r in runs[name]]
+        stats = [seed_summary([f[f"accuracy_sampled/{b}"] for f in finals]) for b in all_buckets]
+        axes[0].bar(x + (i - (len(names) - 1) / 2) * width, [m for m, _ in stats], width,
+                    yerr=[s for _, s in stats], color=color, label=name, capsize=2)
+        shares = []
+        for records in runs[name]:
+            mass = update_mass(records)
+            total = sum(mass.values()) or 1.0
+            shares.append([mass.get(b, 0.0) / total for b in all_buckets])
+        shares = np.array(shares)
+        err = shares.std(axis=0, ddof=1) / np.sqrt(len(shares)) if len(shares) > 1 else None
+        axes[1].bar(x + (i - (len(names) - 1) / 2) * width, shares.mean(axis=0), width, yerr=err,
+                    color=color, label=name, capsize=2)
+        curves = [curve(r, "eval/accuracy_sampled") for r in runs[name]]
+        xs = curves[0][0]
+        ys = np.array([c[1][: len(xs)] for c in curves if len(c[1]) >= len(xs)])
+        mean = ys.mean(axis=0)
+        axes[2].plot(xs, mean, color=color, label=name)
+        if len(ys) > 1:
+            se = ys.std(axis=0, ddof=1) / np.sqrt(len(ys))
+            axes[2].fill_between(xs, mean - se, mean + se, color=color, alpha=0.2)
+        sigma, weight = identity_from_log(runs[name][0])
+        axes[3].plot(sigma, weight, ".", color=color, alpha=0.25, ms=4, label=name)
+    for ax in axes[:2]:
+        ax.set_xticks(x, all_buckets, rotation=45, fontsize=7)
+    axes[0].set(title="final sampled accuracy per bucket", ylim=(0, 1.02))
+    axes[1].set(title="share of update mass per bucket")
+    axes[2].set(title="held-out sampled accuracy", xlabel="samples generated (discarded included)")
+    grid = np.linspace(0, 0.5, 50)
+    axes[3].plot(grid, grid, "k:", lw=1, label=r"$w = \sigma$")
+    axes[3].plot(grid, grid**2, "k--", lw=1, label=r"$w = \sigma^2$")
+    axes[3].set(title="identity read off the logs", xlabel=r"group $\sigma$", ylabel=r"$w$ = mean|A|/2")
+    for ax in axes:
+        ax.legend(frameon=False, fontsize=7)
     return fig

@@ -57,7 +57,7 @@ PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", "cpu", "small runs that finish in minutes on 2 CPU cores; "
                      "what the online book executes at build time",
                      model=dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512),
-                     task=dict(digits=(2, 3), num_train=8000, num_heldout=512),
+                     task=dict(digits=(2,), num_train=4000, num_heldout=256),
                      sft=dict(lr=1e-3, batch_size=128, target_pass_rate=0.6, eval_every=25,
                               eval_prompts=128, eval_samples=4, max_steps=3000),
                      train=dict(group_size=8, prompts_per_step=32, num_minibatches=2, lr=1e-4,

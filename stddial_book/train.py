@@ -64,8 +64,7 @@ INIT = "init"
 class TaskConfig:
     """The problem pool: D-digit additions for each D in ``digits`` (mixed in equal numbers).
 
-    Difficulty buckets are ``D{digits}c{carries}``: the digit count and how many carries the
-    sum needs (chapter 7 measures how much harder each carry makes a problem).
+    Difficulty buckets are ``D{digits}``, the digit count (see :func:`bucket_of`).
     """
 
     digits: tuple[int, ...] = (2,)
@@ -210,8 +209,12 @@ def _divisor_near(n: int, k: int) -> int:
 
 
 def bucket_of(problem: Problem) -> str:
-    """The difficulty bucket of a problem: ``D{digits}c{carries}``."""
-    return f"D{problem.digits}c{problem.carries}"
+    """The difficulty bucket of a problem: ``D{digits}``, its digit count.
+
+    Chapter 7 measures accuracy by carries too; with the answer's digits reversed, carries
+    barely change how hard a problem is for the model, while each extra digit does.
+    """
+    return f"D{problem.digits}"
 
 
 def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:

@@ -408,7 +408,7 @@ def main() -> None:
                      "datasets": datasets.__version__, "numpy": np.__version__},
         "cpu": cpu_info(),
         "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
-        "settings": {**vars(args), "task": {"digits": list(task.digits), "num_train": task.num_train,
+        "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "task": {"digits": list(task.digits), "num_train": task.num_train,
                                             "num_heldout": task.num_heldout},
                      "samples_per_rollout_batch": args.prompts * args.group_size,
                      "optimizer_steps_per_rollout_batch": args.num_minibatches,

@@ -143,14 +143,22 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     if completion_ids.shape != mask.shape or prompt_ids.shape != prompt_mask.shape:
         raise ValueError("completion_ids and mask (and prompt_ids and prompt_mask) must share a shape.")
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    full_mask = torch.cat([prompt_mask.to(torch.bool), mask.to(torch.bool)], dim=1)
-    logits = model(input_ids=ids, attention_mask=full_mask.long(),
-                   position_ids=_positions(full_mask)).logits
+    if bool(prompt_mask.all()):
+        # No left padding: padding sits only after each completion, where causal attention keeps
+        # it from touching any real token, so the model's own causal mask and positions are
+        # exact, and much cheaper than an explicit mask.
+        logits = model(input_ids=ids).logits
+    else:
+        full_mask = torch.cat([prompt_mask.to(torch.bool), mask.to(torch.bool)], dim=1)
+        logits = model(input_ids=ids, attention_mask=full_mask.long(),
+                       position_ids=_positions(full_mask)).logits
     prompt_len = prompt_ids.shape[1]
     log_probs = torch.log_softmax(_upcast(logits[:, prompt_len - 1:-1, :]), dim=-1)
     chosen = log_probs.gather(2, completion_ids[:, :, None]).squeeze(2)
     chosen = torch.where(mask.to(torch.bool), chosen, torch.zeros_like(chosen))
     if not with_entropy:
         return chosen
-    entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+    with torch.no_grad():  # a metric: kept out of the autograd graph
+        detached = log_probs.detach()
+        entropy = -(detached.exp() * detached).sum(dim=-1)
     return chosen, torch.where(mask.to(torch.bool), entropy, torch.zeros_like(entropy))

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .runs import load_run, metric_series
+from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR"]
@@ -96,7 +96,8 @@ def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) 
     found: dict[str, list[Path]] = {}
     for path in sorted((base / profile).glob("*-seed*")):
         if (path / "metrics.jsonl").exists():
-            load_run(path)  # refuses a directory without provenance
+            if not (path / "provenance.json").exists():
+                raise ValueError(f"{path} has metrics but no provenance.json; a recorded run must carry its provenance.")
             found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
     return found
 

@@ -79,11 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_train(args, profile, command: str) -> Path:
     from .experiments import sft_to_dir, train_to_dir
-    from .recipes import get_recipe
+    from .recipes import get_recipe, recipe_key
 
     recipe = get_recipe(args.recipe)
-    key = args.recipe.lower().replace("-", "_").replace(".", "").replace(" ", "_")
-    out = args.out or Path("runs") / f"{key}-{profile.name}-seed{args.seed}"
+    out = args.out or Path("runs") / f"{recipe_key(args.recipe)}-{profile.name}-seed{args.seed}"
     init = args.init
     if init is None:
         init = out / "sft"

@@ -25,6 +25,7 @@ __all__ = [
     "DAPO",
     "PRESETS",
     "get_recipe",
+    "recipe_key",
     "group_advantages",
 ]
 
@@ -140,9 +141,14 @@ DAPO = Recipe(
 PRESETS: dict[str, Recipe] = {"grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO}
 
 
+def recipe_key(name: str) -> str:
+    """The preset key a recipe name stands for: ``"Dr. GRPO"`` and ``"dr-grpo"`` give ``dr_grpo``."""
+    return name.strip().lower().replace("-", "_").replace(".", "").replace(" ", "_")
+
+
 def get_recipe(name: str) -> Recipe:
     """The preset called ``name`` (``grpo``, ``dr_grpo`` or ``dapo``; case and dashes ignored)."""
-    key = name.strip().lower().replace("-", "_").replace(".", "").replace(" ", "_")
+    key = recipe_key(name)
     if key not in PRESETS:
         raise ValueError(f"unknown recipe {name!r}; choose one of {sorted(PRESETS)}.")
     return PRESETS[key]

@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
 from .recipes import Recipe, get_recipe, group_advantages
@@ -102,9 +103,7 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.target_pass_rate <= 1.0:
             raise ValueError(f"target_pass_rate must lie in (0, 1]; got {self.target_pass_rate}.")
-        for name in ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}.")
+        _require_positive(self, ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps"))
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0; got {self.lr}.")
 
@@ -162,10 +161,8 @@ class TrainConfig:
             )
         if self.eval_every < 0:
             raise ValueError(f"eval_every must be >= 0 (0: never evaluate); got {self.eval_every}.")
-        for name in ("prompts_per_step", "num_minibatches", "max_new_tokens", "sample_budget",
-                     "max_rounds", "eval_samples", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}.")
+        _require_positive(self, ("prompts_per_step", "num_minibatches", "max_new_tokens", "sample_budget",
+                                 "max_rounds", "eval_samples", "checkpoint_every"))
         if self.prompts_per_step % self.num_minibatches:
             raise ValueError(
                 f"prompts_per_step ({self.prompts_per_step}) is not divisible by num_minibatches "
@@ -199,6 +196,13 @@ class TrainConfig:
         out = dataclasses.asdict(self)
         out["recipe"] = dataclasses.asdict(self.recipe)
         return out
+
+
+def _require_positive(config, names: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the first field of ``names`` that is below 1."""
+    for name in names:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be at least 1; got {getattr(config, name)}.")
 
 
 def _divisor_near(n: int, k: int) -> int:
@@ -499,30 +503,27 @@ def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, stat
                  out.logprobs, correct, shaped, np.array([bucket_of(p) for p in repeated]))
 
 
-def _group_std(values: np.ndarray, group_size: int, ddof: int = 0) -> np.ndarray:
-    return values.reshape(-1, group_size).std(axis=1, ddof=ddof)
-
-
 def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
     """Metrics of the samples generated this step and of the batch that reached the update."""
     G = config.group_size
     allgen = Batch.cat(generated, 0) if len(generated) > 1 else generated[0]
     lengths = allgen.mask.sum(dim=1).cpu().numpy()
-    sigma_all = _group_std(allgen.correct, G)
+    sigma_all = group_std(allgen.correct.reshape(-1, G))
+    silent = ~nonsilent_groups(allgen.correct, G)
     out: dict[str, Any] = {
         "reward": float(allgen.rewards.mean()),
-        "reward_std": float(_group_std(allgen.rewards, G, ddof=1).mean()),
-        "frac_reward_zero_std": float(np.mean(~nonsilent_groups(allgen.correct, G))),
+        "reward_std": float(group_std(allgen.rewards.reshape(-1, G), correction=1).mean()),
+        "frac_reward_zero_std": float(silent.mean()),
         "accuracy": float(allgen.correct.mean()),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),
         "completions/max_length": float(lengths.max()),
         "completions/clipped_ratio": float(allgen.truncated.float().mean()),
         "dial/sigma_mean": float(sigma_all.mean()),
-        "dial/silent_fraction": float(np.mean(sigma_all == 0)),
+        "dial/silent_fraction": float(silent.mean()),
     }
     if len(kept):
-        sigma = _group_std(kept.correct, G)
+        sigma = group_std(kept.correct.reshape(-1, G))
         weight = np.abs(advantages).reshape(-1, G).mean(axis=1) / 2.0  # mean|A| = 2w (chapter 3)
         buckets = kept.buckets.reshape(-1, G)[:, 0]
         num_groups = len(sigma)

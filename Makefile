@@ -3,7 +3,7 @@
 #   make book         execute every chapter and build the site into _build/html
 #   make test         run the whole test suite (chapter execution included)
 #   make screenshots  PNG of every page of an already built site (needs chromium)
-#   make sync         bring the paired chapters/*.ipynb in step with chapters/*.md
+#   make sync         regenerate the Colab notebooks chapters/*.ipynb from chapters/*.md
 #   make clean        remove build outputs and caches (keeps .venv)
 #   make distclean    clean, and remove .venv too
 #
@@ -55,8 +55,10 @@ screenshots: .venv
 	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
 	$(BIN)/python -m stddial_book._screenshots --html _build/html --out _build/screenshots
 
+# The .ipynb next to each chapter is what Colab opens: generated from the .md with its MyST
+# roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.
 sync: .venv
-	$(BIN)/jupytext --sync chapters/*.md
+	$(BIN)/python -m stddial_book._colab chapters/*.md
 
 clean:
 	rm -rf _build .cache .pytest_cache .hypothesis *.egg-info

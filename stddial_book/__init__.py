@@ -12,6 +12,12 @@ The helper package of the book. Modules, one topic each:
 * :mod:`stddial_book.gradcheck`: the identity on real autograd gradients (chapter 4);
 * :mod:`stddial_book.profiles`: the ``quick`` (CPU) and ``full`` (GPU) run profiles;
 * :mod:`stddial_book.plots`, :mod:`stddial_book.display`: the book's figures and notebook helpers.
+* :mod:`stddial_book.sampling`, :mod:`stddial_book.train`, :mod:`stddial_book.runs`,
+  :mod:`stddial_book.analysis`, :mod:`stddial_book.experiments`: the RL loop, its logs and their analysis;
+* :mod:`stddial_book.solve_rates`: per-prompt solve-count tables and the silent fraction of real data;
+* :mod:`stddial_book.resources`: where the shipped data (``stddial_book.data``) lives, checkout or wheel.
+
+Build tooling, not lessons: ``_colab`` (the Colab notebooks), ``_screenshots``, ``_sphinx_*``.
 """
 
 from .identity import (

@@ -13,13 +13,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .resources import data_path
 from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR"]
 
-#: Where committed GPU run logs live: ``data/runs/<profile>/<recipe>-seed<k>/``.
-RECORDED_DIR = Path(__file__).resolve().parent.parent / "data" / "runs"
+#: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
+#: repository, shipped inside the package (:mod:`stddial_book.resources`).
+RECORDED_DIR = data_path("runs")
 
 
 def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:

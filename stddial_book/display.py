@@ -1,30 +1,46 @@
 """Notebook helpers for the chapters: glue a value into the prose, show a derivation step.
 
 The book is built with myst-nb, whose ``glue`` puts a number computed in a cell into the text,
-so no measured number is ever typed by hand. In Colab or plain Jupyter, myst-nb is usually not
-installed; :func:`glue` then just displays the value, so the same notebook runs everywhere.
+so no measured number is ever typed by hand. The Colab notebooks (:mod:`stddial_book._colab`)
+name each glued value in code type instead, so outside the site build :func:`glue` also prints
+``name = value`` where the value is computed.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-__all__ = ["glue", "show_claim", "show_equation"]
+__all__ = ["glue", "show_claim", "show_equation", "BOOK_BUILD_ENV"]
+
+#: Set (to "1") by the book's Sphinx extension while Jupyter Book executes the chapters.
+BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 def glue(name: str, value: Any, display: bool = False) -> None:
     """Record ``value`` under ``name`` for ``{glue:text}`name:format``` in the chapter's prose.
 
-    Falls back to printing ``name = value`` when myst-nb is not installed (Colab, Jupyter) and
-    ``display`` is true. Returns nothing, so a cell that ends with a glue shows no stray value.
+    In the site build the value only goes into the text (or also into the page, with
+    ``display``). Anywhere else (Colab, Jupyter, the tests) it is also printed as
+    ``name = value``, so a reader of the notebook sees every number the book's text cites.
+    Returns nothing, so a cell that ends with a glue shows no stray value.
     """
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()  # numpy/torch scalars: format specs in the prose need a Python number
+    in_book = os.environ.get(BOOK_BUILD_ENV) == "1"
+    if not in_book and not display:
+        print(f"{name} = {_shown(value)}")
     try:
         from myst_nb import glue as _myst_glue
     except ImportError:
         if display:
-            print(f"{name} = {value}")
+            print(f"{name} = {_shown(value)}")
         return
     _myst_glue(name, value, display=display)
 

@@ -16,9 +16,11 @@ each row's first real token, as ``model.generate`` does.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 __all__ = ["Rollout", "sample", "completion_logprobs"]
 
@@ -42,6 +44,19 @@ class Rollout:
 def _upcast(logits: torch.Tensor) -> torch.Tensor:
     """Half-precision logits to float32 for the softmax; float32/float64 stay as they are."""
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+def _last_logit_only(model) -> dict[str, int]:
+    """The keyword that makes a causal LM compute logits at the last position only.
+
+    ``logits_to_keep`` since transformers 4.50, ``num_logits_to_keep`` in 4.45-4.49; older
+    models take neither, and then all logits are computed (same result, more work).
+    """
+    params = inspect.signature(model.forward).parameters
+    for name in ("logits_to_keep", "num_logits_to_keep"):
+        if name in params:
+            return {name: 1}
+    return {}
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
@@ -79,9 +94,11 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
     # Without padding the model derives positions and the causal mask itself, which is cheaper
     # than building a mask each step; with left padding both are passed explicitly.
     attention = prompt_mask.long() if padded else None
+    # An explicit cache object: transformers < 4.48 would otherwise return a tuple of tensors,
+    # which cannot be repeated or pruned per row below.
     out = model(input_ids=prompt_ids, attention_mask=attention,
                 position_ids=_positions(prompt_mask) if padded else None, use_cache=True,
-                logits_to_keep=1)
+                past_key_values=DynamicCache(), **_last_logit_only(model))
     cache, logits = out.past_key_values, out.logits[:, -1, :]
     position = _positions(prompt_mask)[:, -1]
     if num_samples > 1:

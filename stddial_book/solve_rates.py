@@ -27,11 +27,12 @@ from typing import Sequence
 
 import numpy as np
 
+from .resources import data_path
 from .identity import expected_update_weight
 from .recipes import Recipe
 
 __all__ = [
-    "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
+    "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_CONFIGS", "big_math_histogram", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
     "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
     "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
     "load_committed_histograms", "DEEPSCALER_SOURCE", "model_solve_counts",
@@ -46,9 +47,12 @@ DEEPSCALER_SOURCE = {
     "meaning": "k = 128 * (1 - difficulty/100) successes of 128 Qwen2.5-Math-7B samples",
 }
 TABLE_NAME = "deepscaler_k_histograms"
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "solve_rates"
+DEFAULT_DATA_DIR = data_path("solve_rates")  # data/solve_rates/ in the repository, shipped in the package
 
-BIG_MATH_REPO = "SynthLabsAI/Big-Math-RL-Verified"
+#: The source paper's Big-Math (Bay and Yearick, 2026, §6): the ungated mirror, config ``all``.
+BIG_MATH_REPO = "open-r1/Big-Math-RL-Verified-Processed"
+#: Hub datasets of Big-Math's schema, with the config each needs.
+BIG_MATH_CONFIGS = {BIG_MATH_REPO: "all", "SynthLabsAI/Big-Math-RL-Verified": None}
 BIG_MATH_COLUMN = "llama8b_solve_rate"
 BIG_MATH_ROLLOUTS = 64
 DEEPSCALER_ROLLOUTS = 128
@@ -109,6 +113,13 @@ class SolveCounts:
         if label not in self.labels:
             raise ValueError(f"no label column {label!r}; available: {sorted(self.labels)}.")
         values = self.labels[label]
+        if any(isinstance(v, (list, tuple, np.ndarray)) for v in values):
+            # A list-valued label (Big-Math's ``domain``): a prompt counts once under each of its
+            # values, so the histograms may together hold more prompts than the table.
+            members = [set(v) if isinstance(v, (list, tuple, np.ndarray)) else {v} for v in values]
+            names = sorted({str(x) for m in members for x in m if x is not None})
+            return {name: self.histogram(np.array([name in {str(x) for x in m} for m in members], dtype=bool))
+                    for name in names}
         return {str(v): self.histogram(values == v) for v in np.unique(values)}
 
 
@@ -175,49 +186,81 @@ def _read_parquet(path: str | os.PathLike, columns: list[str] | None = None):
     return pq.read_table(path, columns=columns)
 
 
-def load_big_math(source: str | os.PathLike | None = None) -> SolveCounts:
+def load_big_math(source: str | os.PathLike | None = None, config: str | None = None) -> SolveCounts:
     """Big-Math's per-problem solve counts: k = round(64 · llama8b_solve_rate).
 
-    ``source`` is a local parquet file of the dataset's schema (columns ``llama8b_solve_rate``,
-    and ``source`` and ``domain`` when present); with ``None`` the dataset is fetched from the
-    hub, which fails at once offline with a message naming the local alternative. Rows whose
-    solve rate is null are counted in ``num_missing`` and excluded.
+    ``source`` is a hub dataset id or a local parquet file of the dataset's schema (columns
+    ``llama8b_solve_rate``, and ``source`` and ``domain`` when present; ``domain`` is a list of
+    strings per problem). ``None`` means the source paper's dataset,
+    ``open-r1/Big-Math-RL-Verified-Processed`` (config ``all``, N = 215,608); the original
+    ``SynthLabsAI/Big-Math-RL-Verified`` (about 251k rows, some without a solve rate) works too.
+    Hub datasets are read with ``datasets.load_dataset``, which fails at once offline with a
+    message naming the alternatives. Rows whose solve rate is null are counted in
+    ``num_missing`` and excluded. (Bay and Yearick, 2026, §6; chapter 6.)
     """
-    if source is None:
-        source = _download_big_math()
-    table = _read_parquet(source)
-    if BIG_MATH_COLUMN not in table.column_names:
-        raise ValueError(
-            f"{source} has no {BIG_MATH_COLUMN!r} column (it has {table.column_names}); pass a "
-            f"parquet file of {BIG_MATH_REPO}'s schema."
-        )
-    rates = table.column(BIG_MATH_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
-    missing = np.isnan(rates)
-    rates = rates[~missing]
-    if np.any((rates < 0) | (rates > 1)):
-        raise ValueError(f"{BIG_MATH_COLUMN} must lie in [0, 1]; found values outside.")
-    k = np.round(rates * BIG_MATH_ROLLOUTS).astype(np.int64)
-    labels = {name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=object)[~missing]
-              for name in ("source", "domain") if name in table.column_names}
-    return SolveCounts("Big-Math", k, BIG_MATH_ROLLOUTS, labels, num_missing=int(missing.sum()))
+    source = BIG_MATH_REPO if source is None else source
+    if Path(source).suffix == ".parquet" or Path(source).is_file():
+        if not Path(source).is_file():
+            raise ValueError(f"{source} does not exist; pass a parquet file of Big-Math's schema or a hub dataset id.")
+        return _big_math_counts(_read_parquet(source), str(source))
+    return _big_math_counts(_load_hub_table(str(source), config if config is not None else BIG_MATH_CONFIGS.get(str(source))),
+                            str(source))
 
 
-def _download_big_math() -> str:
+def _load_hub_table(repo: str, config: str | None):
+    """A hub dataset's train split as a pyarrow table, through ``datasets.load_dataset``."""
     from .model import hub_unavailable_reason
 
     reason = hub_unavailable_reason()
     if reason is not None:
         raise RuntimeError(
-            f"cannot fetch {BIG_MATH_REPO}: {reason}. Pass a local parquet file of its schema to "
-            "load_big_math(path), or use the committed DeepScaleR tables "
-            "(stddial_book.solve_rates.load_committed_histograms)."
+            f"cannot fetch {repo}: {reason}. Pass a local parquet file of its schema to load_big_math(path), "
+            "or use the committed histogram (stddial_book.solve_rates.big_math_histogram)."
         )
-    from huggingface_hub import HfApi, hf_hub_download
+    import datasets
 
-    files = [f for f in HfApi().list_repo_files(BIG_MATH_REPO, repo_type="dataset") if f.endswith(".parquet")]
-    if len(files) != 1:
-        raise RuntimeError(f"expected one parquet file in {BIG_MATH_REPO}; found {files}.")
-    return hf_hub_download(BIG_MATH_REPO, files[0], repo_type="dataset")
+    dataset = datasets.load_dataset(repo, config, split="train")
+    return dataset.with_format("arrow")[:]
+
+
+def _big_math_counts(table, name: str) -> SolveCounts:
+    if BIG_MATH_COLUMN not in table.column_names:
+        raise ValueError(
+            f"{name} has no {BIG_MATH_COLUMN!r} column (it has {table.column_names}); pass a "
+            f"parquet file or dataset of {BIG_MATH_REPO}'s schema."
+        )
+    rates = np.asarray(table.column(BIG_MATH_COLUMN).to_numpy(zero_copy_only=False), dtype=np.float64)
+    missing = np.isnan(rates)
+    rates = rates[~missing]
+    if np.any((rates < 0) | (rates > 1)):
+        raise ValueError(f"{BIG_MATH_COLUMN} must lie in [0, 1]; found values outside.")
+    k = np.round(rates * BIG_MATH_ROLLOUTS).astype(np.int64)
+    labels = {}
+    for column in ("source", "domain"):
+        if column in table.column_names:
+            values = table.column(column).to_pylist()
+            kept = np.empty(int((~missing).sum()), dtype=object)
+            kept[:] = [v for v, drop in zip(values, missing) if not drop]
+            labels[column] = kept
+    return SolveCounts("Big-Math", k, BIG_MATH_ROLLOUTS, labels, num_missing=int(missing.sum()))
+
+
+def big_math_histogram(use_hub: bool = True) -> tuple[KHistogram, str]:
+    """Big-Math's k-of-64 histogram and a sentence saying where it came from.
+
+    With the hub reachable (and ``use_hub``), the source paper's dataset through
+    :func:`load_big_math`; otherwise the committed table extracted from the paper's own figure
+    (:mod:`stddial_book.bigmath_figure`), which holds the same 215,608 counts.
+    """
+    from .bigmath_figure import load_big_math_histogram
+    from .model import hub_unavailable_reason
+
+    reason = hub_unavailable_reason() if use_hub else "not asked to use the hub"
+    if reason is None:
+        return load_big_math().histogram(), f"{BIG_MATH_REPO} (config all), read from the Hugging Face hub"
+    return (load_big_math_histogram(),
+            "the k-of-64 histogram extracted from the source paper's figure (committed with the book; "
+            f"the hub was not used: {reason})")
 
 
 def _deepscaler_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:

@@ -38,18 +38,27 @@ def test_toc_lists_the_chapters() -> None:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_pair_in_sync(chapter: Path) -> None:
-    """The .ipynb Colab opens holds the same cells as the .md the book builds, and no outputs."""
+def test_colab_notebook_is_generated_from_the_chapter(chapter: Path) -> None:
+    """The .ipynb Colab opens is exactly what stddial_book._colab makes of the .md, with the
+    same code cells in the same order and no outputs."""
+    from stddial_book._colab import colab_notebook
+
     paired = chapter.with_suffix(".ipynb")
     assert paired.exists(), f"{paired.name} is missing: run `make sync`"
-    md = jupytext.read(chapter)
+    expected = nbformat.writes(colab_notebook(chapter, ROOT)) + "\n"
+    assert paired.read_text() == expected, f"{paired.name} is out of date with {chapter.name}: run `make sync`"
+    md_code = [c.source.strip() for c in jupytext.read(chapter).cells if c.cell_type == "code"]
     nb = nbformat.read(paired, as_version=4)
-    md_cells = [(c.cell_type, c.source.strip()) for c in md.cells]
-    nb_cells = [(c.cell_type, c.source.strip()) for c in nb.cells]
-    assert md_cells == nb_cells, f"{paired.name} differs from {chapter.name}: run `make sync`"
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.get("outputs"), f"{paired.name} has stored outputs; clear them"
+    assert [c.source.strip() for c in nb.cells if c.cell_type == "code"] == md_code
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_colab_notebook_has_no_myst(chapter: Path) -> None:
+    """Colab renders markdown, not MyST: no role or directive may reach the reader's notebook."""
+    text = chapter.with_suffix(".ipynb").read_text()
+    for marker in ("{glue", "{literalinclude", "{cite", "{code-cell", "{note", "{bibliography", "{dropdown"):
+        assert marker not in text, f"{chapter.with_suffix('.ipynb').name} contains {marker!r}"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
@@ -69,8 +78,10 @@ def test_chapter_executes(chapter: Path, tmp_path: Path) -> None:
     notebook = jupytext.read(chapter)
     env_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["PATH"] = env_path  # the kernel must be this environment's Python
+    # From an empty working directory, as a Colab reader runs it: a chapter must find its data
+    # through the package, never through a path relative to the repository.
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(chapter.parent)}})
+                            resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]

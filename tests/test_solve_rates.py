@@ -74,7 +74,7 @@ def write_big_math(path: Path, rates, sources=None) -> Path:
     columns = {"problem": [f"q{i}" for i in range(len(rates))], "llama8b_solve_rate": rates}
     if sources is not None:
         columns["source"] = sources
-        columns["domain"] = ["Algebra" if i % 2 else "Geometry" for i in range(len(rates))]
+        columns["domain"] = [["Algebra"] if i % 2 else ["Geometry", "Algebra"] for i in range(len(rates))]
     pq.write_table(pa.table(columns), path)
     return path
 
@@ -87,7 +87,9 @@ def test_big_math_loader_on_a_local_file(tmp_path: Path) -> None:
     assert table.num_correct.tolist() == [0, 64, 32, 1, 63, 16]
     by_source = table.histograms_by("source")
     assert sum(h.num_prompts for h in by_source.values()) == 6
-    assert set(table.histograms_by("domain")) == {"Algebra", "Geometry"}
+    by_domain = table.histograms_by("domain")  # a list-valued label: each problem under each of its domains
+    assert set(by_domain) == {"Algebra", "Geometry"}
+    assert by_domain["Algebra"].num_prompts == 6 and by_domain["Geometry"].num_prompts == 3
 
 
 def test_big_math_wrong_schema_and_offline(tmp_path: Path, monkeypatch) -> None:

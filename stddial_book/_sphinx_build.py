@@ -1,0 +1,22 @@
+"""Sphinx extension: tell the chapters' kernels that they run inside the site build.
+
+Jupyter Book starts each chapter's kernel from the Sphinx process, so a variable set here is
+inherited by every kernel. :func:`stddial_book.display.glue` reads it: in the site build a glued
+value goes into the prose only; anywhere else (Colab, Jupyter, the tests) it is also printed.
+
+Enable it in ``_config.yml`` (``sphinx.extra_extensions``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sphinx.application import Sphinx
+
+from .display import BOOK_BUILD_ENV
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    os.environ[BOOK_BUILD_ENV] = "1"
+    return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

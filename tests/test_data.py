@@ -1,0 +1,34 @@
+"""The shipped data files are found through the package, in a checkout and in a wheel install."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import stddial_book
+from stddial_book.resources import data_path
+
+REPO_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_every_data_file_of_the_repository_ships_with_the_package() -> None:
+    """Each table and run log under data/ is reachable as stddial_book.data, with the same bytes."""
+    files = [p for p in REPO_DATA.rglob("*") if p.is_file() and p.suffix in {".csv", ".json", ".jsonl", ".md"}]
+    assert files, "data/ holds no table"
+    for path in files:
+        shipped = data_path(*path.relative_to(REPO_DATA).parts)
+        assert shipped.is_file(), f"{path.relative_to(REPO_DATA)} is not in the installed package (pyproject package-data)"
+        assert shipped.read_bytes() == path.read_bytes()
+
+
+def test_installed_package_is_the_one_under_test() -> None:
+    """With STDDIAL_EXPECT_INSTALLED=1 (CI's lowest-versions job) the tests must import the wheel
+    install, not the checkout, or the job would not test what a Colab reader gets."""
+    if os.environ.get("STDDIAL_EXPECT_INSTALLED") != "1":
+        assert data_path().is_dir()
+        return
+    package_dir = Path(stddial_book.__file__).resolve().parent
+    assert "site-packages" in package_dir.parts, f"stddial_book imported from {package_dir}, not a wheel install"
+    assert package_dir in data_path().resolve().parents
+    assert str(REPO_DATA.parent) not in sys.path

@@ -1,0 +1,20 @@
+"""glue: the value goes into the book's prose, and is printed wherever the site is not being built."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stddial_book.display import BOOK_BUILD_ENV, glue
+
+
+def test_glue_prints_the_value_outside_the_book_build(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.delenv(BOOK_BUILD_ENV, raising=False)
+    glue("ratio", np.float64(0.123456789))
+    assert "ratio = 0.1235" in capsys.readouterr().out
+
+
+def test_glue_prints_nothing_of_its_own_in_the_book_build(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv(BOOK_BUILD_ENV, "1")
+    glue("ratio", 0.5)
+    assert "ratio = " not in capsys.readouterr().out

@@ -34,6 +34,13 @@ __all__ = [
     "dapo_weight_claim",
     "affine_invariance_claims",
     "all_claims",
+    "rloo_claim",
+    "attenuation_claim",
+    "group_size_law_claim",
+    "arcsine_weight_claim",
+    "arcsine_weight_at_half_claim",
+    "logit_chain_claims",
+    "theory_claims",
 ]
 
 # --- symbols ---------------------------------------------------------------------------------
@@ -53,6 +60,7 @@ sigma = sp.sqrt(phat * (1 - phat))
 # Positive stand-ins used only to decide whether a difference is zero: p̂ = a/(a + b) keeps
 # p̂ and 1 − p̂ positive, G = n + 1 keeps G − 1 positive, so SymPy may combine square roots.
 _a, _b, _n = sp.symbols("a b n", positive=True)
+_c, _d = sp.symbols("c d", positive=True)  # p = c/(c + d): a solve rate strictly between 0 and 1
 _gap = sp.Symbol("Delta", positive=True)
 _sigma_symbol = sp.Symbol(r"\sigma", positive=True)  # display only
 
@@ -70,7 +78,7 @@ class Claim:
 
     def difference(self) -> sp.Expr:
         """lhs − rhs, simplified under the assumptions (p̂ and 1 − p̂ positive, G > 1)."""
-        diff = (self.lhs - self.rhs).subs({phat: _a / (_a + _b), G: _n + 1})
+        diff = (self.lhs - self.rhs).subs({phat: _a / (_a + _b), p: _c / (_c + _d), G: _n + 1})
         diff = diff.subs(r_plus, r_minus + _gap)
         return sp.simplify(sp.radsimp(sp.simplify(diff)))
 
@@ -269,6 +277,73 @@ def affine_invariance_claims() -> list[Claim]:
     ]
 
 
+def rloo_claim() -> Claim:
+    """Group-mean centring is the leave-one-out advantage rescaled: Rᵢ − μ = (G − 1)/G · (Rᵢ − bᵢ).
+
+    With S = Σ_{j≠i} Rⱼ, the RLOO baseline is bᵢ = S/(G − 1) and the mean μ = (Rᵢ + S)/G
+    (Kool et al., 2019; Ahmadian et al., 2024; Bay and Yearick, 2026, Prop. 1).
+    """
+    r_i, others = sp.symbols("R_i S", real=True)
+    return Claim("rloo", "group-mean centring is RLOO times (G − 1)/G", r_i - (r_i + others) / G,
+                 (G - 1) / G * (r_i - others / (G - 1)), assumptions="G ≥ 2, any rewards")
+
+
+def attenuation_claim() -> Claim:
+    """E[σ̂] to second order in 1/G: √(p(1 − p)) · (1 − 1/(8 G p(1 − p))).
+
+    The delta method on f(x) = √(x(1 − x)) at x = p with Var(p̂) = p(1 − p)/G: E f(p̂) ≈ f(p) +
+    f''(p) Var(p̂)/2 (Bay and Yearick, 2026, Corollary 1; chapter 5).
+    """
+    x = sp.Symbol("x", positive=True)
+    f = sp.sqrt(x * (1 - x))
+    lhs = f.subs(x, p) + sp.diff(f, x, 2).subs(x, p) * (p * (1 - p) / G) / 2
+    return Claim("attenuation", "E[g] to second order (delta method)", lhs,
+                 sp.sqrt(p * (1 - p)) * (1 - 1 / (8 * G * p * (1 - p))), assumptions="0 < p < 1, G → ∞")
+
+
+def group_size_law_claim() -> Claim:
+    """Solving 1 − 1/(8 G p(1 − p)) = 1 − ε for G gives G* = 1/(8 ε p(1 − p)) = w(p)²/(8ε)."""
+    solution = sp.solve(sp.Eq(1 - 1 / (8 * G * p * (1 - p)), 1 - eps), G)
+    if len(solution) != 1:
+        raise AssertionError(f"expected one solution for G, got {solution}")
+    weight = 1 / sp.sqrt(p * (1 - p))
+    return Claim("group_size_law", "the group size at fidelity 1 − ε", solution[0], weight**2 / (8 * eps),
+                 assumptions="0 < p < 1, 0 < ε < 1")
+
+
+def arcsine_weight_claim() -> Claim:
+    """w(p) = d/dp 2·arcsin√p = 1/√(p(1 − p)) (Bay and Yearick, 2026, eq. (weight); chapter 6)."""
+    return Claim("arcsine_weight", "the derivative of GRPO's objective is the difficulty weight",
+                 sp.diff(2 * sp.asin(sp.sqrt(p)), p), 1 / sp.sqrt(p * (1 - p)), assumptions="0 < p < 1")
+
+
+def arcsine_weight_at_half_claim() -> Claim:
+    """w(1/2) = 2, the bottom of the bathtub."""
+    return Claim("arcsine_weight_half", "w(1/2)", sp.diff(2 * sp.asin(sp.sqrt(p)), p).subs(p, sp.Rational(1, 2)),
+                 sp.Integer(2), assumptions="p = 1/2")
+
+
+def logit_chain_claims() -> list[Claim]:
+    """For a Bernoulli-logit prompt p = ς(θ): dp/dθ = p(1 − p), so the gradient in θ of GRPO's
+    objective 2·arcsin√p is w(p)·p(1 − p) = √(p(1 − p)) (the large-G limit of E[g]) and that of
+    Dr. GRPO's objective p is p(1 − p) (the large-G limit of E[σ̂²]). Chapter 6."""
+    theta = sp.Symbol(r"\theta", real=True)
+    logistic = 1 / (1 + sp.exp(-theta))
+    dp = sp.diff(logistic, theta)
+    return [
+        Claim("logistic_derivative", "dp/dθ for p = ς(θ)", dp.subs(sp.exp(-theta), (1 - p) / p),
+              p * (1 - p), assumptions="p = ς(θ) ∈ (0, 1)"),
+        Claim("grpo_large_group_gradient", "d/dθ 2·arcsin√p", sp.diff(2 * sp.asin(sp.sqrt(p)), p) * p * (1 - p),
+              sp.sqrt(p * (1 - p)), assumptions="p = ς(θ) ∈ (0, 1)"),
+    ]
+
+
+def theory_claims() -> list[Claim]:
+    """The results of chapters 5 and 6: attenuation, group-size law, arcsine objective."""
+    return [attenuation_claim(), group_size_law_claim(), arcsine_weight_claim(), arcsine_weight_at_half_claim(),
+            *logit_chain_claims()]
+
+
 def all_claims() -> list[Claim]:
     """Every result chapter 3 displays, in the chapter's order."""
     claims: list[Claim] = []
@@ -277,6 +352,6 @@ def all_claims() -> list[Claim]:
         claims.append(group_term_claim(label))
     claims += affine_invariance_claims()
     claims += aggregation_claims()
-    claims += [eps_claim(), dapo_weight_claim(), expected_variance_claim(),
+    claims += [eps_claim(), dapo_weight_claim(), rloo_claim(), expected_variance_claim(),
                expected_variance_sum_claim(8), silent_probability_claim()]
     return claims

@@ -47,6 +47,13 @@ __all__ = [
     "expected_group_variance",
     "tries_needed",
     "expected_update_weight",
+    "rloo_advantages",
+    "gradient_fidelity",
+    "attenuated_fidelity",
+    "group_size_law",
+    "minimal_group_size",
+    "arcsine_objective",
+    "difficulty_weight",
 ]
 
 
@@ -262,6 +269,110 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
         lo = np.where(ok, lo, mid)
     out[mixed] = hi
     return like(out.reshape(p.shape), solve_rate)
+
+
+def rloo_advantages(rewards: ArrayLike) -> ArrayLike:
+    """Leave-one-out (RLOO) advantages Rᵢ − bᵢ with bᵢ = (1/(G − 1)) Σ_{j≠i} Rⱼ, along the last axis.
+
+    Kool et al. (2019); Ahmadian et al. (2024). Group-mean centring is this times (G − 1)/G:
+    Rᵢ − μ = (G − 1)/G · (Rᵢ − bᵢ) (Bay and Yearick, 2026, Prop. 1; chapter 3). Any real
+    rewards; G ≥ 2.
+    """
+    arr = to_numpy(rewards, "rewards")
+    if arr.ndim == 0:
+        raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
+    size = check_group_size(arr.shape[-1], "the group size (length of the last axis of rewards)")
+    total = arr.sum(axis=-1, keepdims=True)
+    return like(arr - (total - arr) / (size - 1), rewards)
+
+
+def _interior(solve_rate: ArrayLike, what: str) -> np.ndarray:
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    if np.any((p <= 0.0) | (p >= 1.0)):
+        raise ValueError(f"{what} is defined for 0 < solve_rate < 1 only (at p = 0 or 1 every group is silent "
+                         "and the large-group gradient √(p(1 − p)) is 0); drop those prompts first.")
+    return p
+
+
+def gradient_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLike:
+    """φ(G, p) = E[g]/√(p(1 − p)): the fraction of the large-group (arcsine) gradient a group of
+    G realises, with E[g] the exact binomial sum :func:`expected_group_std`.
+
+    Bay and Yearick (2026), eq. (fidelity); chapter 5. Defined for 0 < p < 1.
+    """
+    p = _interior(solve_rate, "the gradient fidelity")
+    value = to_numpy(expected_group_std(p, group_size), "E[g]") / np.sqrt(p * (1.0 - p))
+    return like(value, solve_rate if np.ndim(solve_rate) >= np.ndim(group_size) else group_size)
+
+
+def attenuated_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLike:
+    """The large-G expansion of φ: 1 − 1/(8 G p (1 − p)) (second-order delta method).
+
+    Bay and Yearick (2026), Corollary 1; chapter 5 derives it in SymPy. Accurate in the interior
+    and for large G; near p ∈ {0, 1} it overstates φ (silent groups are not in it).
+    """
+    p = _interior(solve_rate, "the attenuation")
+    g = check_group_size_array(group_size)
+    value = 1.0 - 1.0 / (8.0 * g * p * (1.0 - p))
+    return like(value, solve_rate if np.ndim(p) >= np.ndim(g) else group_size)
+
+
+def group_size_law(tolerance: ArrayLike, solve_rate: ArrayLike) -> ArrayLike:
+    """G*(ε, p) = 1/(8 ε p (1 − p)) = w(p)²/(8ε): the group size at which the expansion
+    :func:`attenuated_fidelity` reaches 1 − ε (a real number; the paper rounds it).
+
+    Bay and Yearick (2026), Corollary 2; chapter 5. ``tolerance`` ε in (0, 1).
+    """
+    eps = to_numpy(tolerance, "tolerance")
+    if np.any(~((eps > 0.0) & (eps < 1.0))):
+        raise ValueError("tolerance ε must lie strictly between 0 and 1 (fidelity 1 − ε).")
+    p = _interior(solve_rate, "the group-size law")
+    value = 1.0 / (8.0 * eps * p * (1.0 - p))
+    return like(value, solve_rate if np.ndim(p) >= np.ndim(eps) else tolerance)
+
+
+def minimal_group_size(tolerance: float, solve_rate: float, max_group_size: int = 100_000) -> int:
+    """The exact smallest G ≥ 2 with φ(G, p) ≥ 1 − ε: the requirement that G* approximates.
+
+    Scans G = 2, 3, … (in blocks, vectorised) and returns the first G that reaches the target;
+    raises past ``max_group_size``. Near p ∈ {0, 1} it exceeds G*, because silent groups cost
+    more than the expansion says. Chapter 5 reproduces the paper's Table 2 with it.
+    """
+    eps = float(tolerance)
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"tolerance ε must lie strictly between 0 and 1; got {tolerance!r}.")
+    p = float(_interior(np.asarray(float(solve_rate)), "the minimal group size"))
+    target = 1.0 - eps
+    sizes = np.arange(2, 258)
+    while sizes[0] <= max_group_size:
+        phi = to_numpy(gradient_fidelity(np.full(sizes.shape, p), sizes), "phi")
+        hit = np.nonzero(phi >= target)[0]
+        if hit.size:
+            return int(sizes[hit[0]])
+        sizes = sizes + sizes.size
+    raise ValueError(f"no G ≤ {max_group_size} reaches fidelity {target} at p = {p}; raise max_group_size.")
+
+
+def arcsine_objective(solve_rate: ArrayLike) -> ArrayLike:
+    """2·arcsin√p: the per-prompt objective GRPO ascends for large groups (Dr. GRPO: p itself).
+
+    Thrampoulidis et al. (2026); Bay and Yearick (2026), §6; chapter 6. Its derivative in p is
+    :func:`difficulty_weight`.
+    """
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    return like(2.0 * np.arcsin(np.sqrt(p)), solve_rate)
+
+
+def difficulty_weight(solve_rate: ArrayLike) -> ArrayLike:
+    """w(p) = d/dp 2·arcsin√p = 1/√(p(1 − p)): GRPO's weight on a unit of solve-rate gain at p.
+
+    The question-level difficulty bias of Liu et al. (2025), exactly (Bay and Yearick, 2026,
+    eq. (weight)); w(1/2) = 2, and Dr. GRPO's weight is 1. Chapter 6. Defined for 0 < p < 1.
+    """
+    p = _interior(solve_rate, "the difficulty weight")
+    return like(1.0 / np.sqrt(p * (1.0 - p)), solve_rate)
 
 
 def _log_choose(size: int) -> np.ndarray:

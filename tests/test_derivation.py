@@ -72,3 +72,26 @@ def test_aggregations_are_not_interchangeable() -> None:
     # with equal lengths, GRPO's per-sequence mean and DAPO's token mean coincide
     equal = d.aggregation_claims((3, 3, 3))
     assert d.Claim("eq", "eq", equal[0].lhs, equal[2].rhs).holds()
+
+
+@pytest.mark.parametrize("claim", d.theory_claims(), ids=lambda c: c.label)
+def test_every_theory_claim_holds(claim: d.Claim) -> None:
+    assert claim.holds(), claim.difference()
+
+
+def test_wrong_theory_claims_are_rejected() -> None:
+    right = d.attenuation_claim()
+    assert not d.Claim("x", "1/(4G) instead of 1/(8G)", right.lhs,
+                       sp.sqrt(d.p * (1 - d.p)) * (1 - 1 / (4 * d.G * d.p * (1 - d.p)))).holds()
+    assert not d.Claim("x", "w = 1/(p(1-p))", d.arcsine_weight_claim().lhs, 1 / (d.p * (1 - d.p))).holds()
+    assert not d.Claim("x", "RLOO factor G/(G-1)", d.rloo_claim().lhs,
+                       d.G / (d.G - 1) * d.rloo_claim().rhs * d.G / (d.G - 1)).holds()
+
+
+def test_attenuation_is_the_exact_sum_to_first_order_in_one_over_G() -> None:
+    """The exact E[g] differs from the expansion by O(1/G²): G² times the gap stays bounded."""
+    from stddial_book.identity import attenuated_fidelity, gradient_fidelity
+
+    for p_value in (0.3, 0.5):
+        gaps = [abs(gradient_fidelity(p_value, G) - attenuated_fidelity(p_value, G)) * G**2 for G in (64, 256, 1024)]
+        assert max(gaps) < 2.0 and gaps[-1] == pytest.approx(gaps[-2], rel=0.2)

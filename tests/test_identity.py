@@ -11,6 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stddial_book.identity import (arcsine_objective, attenuated_fidelity, difficulty_weight,
+                                   gradient_fidelity, group_size_law, minimal_group_size, rloo_advantages)
+
 from stddial_book import (
     DAPO, DR_GRPO, GRPO, bessel_factor, expected_group_std, expected_group_variance, group_std,
     mean_abs_advantage, pass_rate, silent_probability, std_from_pass_rate, tries_needed,
@@ -145,4 +148,66 @@ def test_tries_needed_property(p: float, delta: float) -> None:
 ])
 def test_bad_input_raises_clear_value_error(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
+        call()
+
+
+# --- the theory of chapters 5 and 6 (Bay and Yearick, 2026, §3-§6) -----------------------------
+
+
+
+def test_rloo_rescaled_is_group_mean_centring() -> None:
+    rng = np.random.default_rng(3)
+    for G in (2, 3, 8, 17):
+        r = rng.normal(size=(5, G))
+        np.testing.assert_allclose(r - r.mean(axis=-1, keepdims=True), (G - 1) / G * rloo_advantages(r), atol=1e-12)
+    # by hand: (1, 0, 0, 1): the baseline of a correct sample is 1/3, of a wrong one 2/3
+    np.testing.assert_allclose(rloo_advantages(np.array([1.0, 0, 0, 1])), [2 / 3, -2 / 3, -2 / 3, 2 / 3])
+    with pytest.raises(ValueError):
+        rloo_advantages(np.array([1.0]))
+
+
+#: The paper's Table 2: exact G (G* rounded) for fidelity 90/95/99% at p = 0.5, 0.3, 0.1, 0.05.
+PAPER_GROUP_SIZES = {0.5: [(7, 5), (11, 10), (51, 50)], 0.3: [(9, 6), (14, 12), (61, 60)],
+                     0.1: [(22, 14), (36, 28), (144, 139)], 0.05: [(42, 26), (69, 53), (273, 263)]}
+
+
+@pytest.mark.parametrize("p", sorted(PAPER_GROUP_SIZES))
+def test_group_size_table_of_the_paper(p: float) -> None:
+    for eps, (exact, law) in zip((0.1, 0.05, 0.01), PAPER_GROUP_SIZES[p]):
+        for q in (p, 1 - p):  # the table is symmetric in p ↔ 1 − p
+            assert minimal_group_size(eps, q) == exact
+            assert round(float(group_size_law(eps, q))) == law
+        # minimal means minimal: one fewer sample misses the target
+        assert gradient_fidelity(p, exact - 1) < 1 - eps <= gradient_fidelity(p, exact)
+
+
+def test_fidelity_numbers_quoted_by_the_paper() -> None:
+    assert round(float(gradient_fidelity(0.05, 8)), 2) == 0.54
+    assert round(float(attenuated_fidelity(0.05, 8)), 2) == 0.67
+    assert round(float(gradient_fidelity(0.5, 8)), 2) == 0.93
+    assert tries_needed(0.05, 0.05) == 59 and minimal_group_size(0.05, 0.05) == 69
+
+
+def test_fidelity_against_direct_enumeration() -> None:
+    from math import comb, sqrt
+
+    for G, p in ((5, 0.2), (8, 0.05), (12, 0.7)):
+        direct = sum(comb(G, k) * p**k * (1 - p) ** (G - k) * sqrt(k * (G - k)) / G for k in range(1, G))
+        assert gradient_fidelity(p, G) == pytest.approx(direct / sqrt(p * (1 - p)), rel=1e-12)
+
+
+def test_difficulty_weight_is_the_derivative_of_the_arcsine_objective() -> None:
+    p = np.linspace(0.05, 0.95, 19)
+    h = 1e-6
+    numeric = (arcsine_objective(p + h) - arcsine_objective(p - h)) / (2 * h)
+    np.testing.assert_allclose(numeric, difficulty_weight(p), rtol=1e-6)
+    assert difficulty_weight(0.5) == pytest.approx(2.0)
+    assert round(float(difficulty_weight(0.05)), 1) == 4.6  # the paper's "w ≈ 4.6"
+
+
+@pytest.mark.parametrize("call", [lambda: gradient_fidelity(0.0, 8), lambda: difficulty_weight(1.0),
+                                  lambda: group_size_law(0.0, 0.5), lambda: minimal_group_size(1.5, 0.5),
+                                  lambda: attenuated_fidelity(1.0, 8)])
+def test_theory_bad_input(call) -> None:
+    with pytest.raises(ValueError):
         call()

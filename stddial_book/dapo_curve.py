@@ -1,0 +1,245 @@
+"""DAPO's logged all-correct fraction against the closed form E_p[p^32] (chapter 7).
+
+DAPO (Yu et al., 2025, Figure 3b) logs, over its Qwen2.5-32B run, the fraction of prompts whose
+32 evaluation samples were all correct. For a prompt of solve rate p that probability is p^32,
+so the logged fraction is E_p[p^32] over the prompt pool: the all-correct branch of the silent
+mass p^G + (1 − p)^G (Bay and Yearick, 2026, §5). The paper checks that the shape of the logged
+curve follows from this with one free timescale; this module redoes the check:
+
+- the pool is Big-Math's solve-rate histogram (:mod:`stddial_book.bigmath_figure`), sharpened
+  as p ↦ p^(1/T) (T = 1 is the frozen Big-Math pool; larger T moves every prompt toward mastery);
+- the end temperature T_end is fixed by the data: E[p^(32/T_end)] equals the plateau, the mean of
+  the last 8 logged points;
+- the policy's competence (mean solve rate) rises from Big-Math's mean to that at T_end along
+  c(t) = 1 − exp(−t/τ), rescaled so that c = 1 at the last logged step, with τ the only free
+  parameter; at each step T is the temperature whose mean solve rate is the competence, and the
+  prediction is E[p^(32/T)];
+- R² of the prediction against the 60 logged points, a bootstrap over the points, and a generic
+  two-parameter curve a(1 − exp(−t/b)) for comparison.
+
+The digitised points come from the source paper's repository; :func:`build_dapo_table` copies
+them into ``data/dapo/`` with provenance (sha256 of the source file).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DAPO_SOURCE", "load_dapo_fig3b", "build_dapo_table", "ConsistencyFit", "fit_consistency",
+           "sharpened_moment", "TABLE_NAME", "EVAL_SAMPLES", "PLATEAU_POINTS"]
+
+TABLE_NAME = "dapo_fig3b_allcorrect"
+EVAL_SAMPLES = 32      # DAPO's avg@32: a prompt counts when all 32 samples are right
+PLATEAU_POINTS = 8     # the plateau is the mean of the last 8 logged points (the paper's choice)
+
+#: Where the digitised points come from (SOURCE.md of the shared data folder).
+DAPO_SOURCE = {
+    "figure": "Yu et al. (2025), DAPO: An Open-Source LLM Reinforcement Learning System at Scale, "
+              "arXiv 2503.14476, Figure 3b (proportion of prompts with accuracy 1 over 32 samples)",
+    "digitised_by": "https://github.com/bay-yearick-lab/grpo-standard-deviation-identity",
+    "commit": "b67492903f387f3b2db74c366c35d6cb4a426182",
+    "path": "data/dapo/dapo_fig3b_accuracy1_fraction.csv",
+    "blob": "114e647f3d4d5b76188910ef112c47e83ad0e485",
+    "sha256": "adb57efe9cfe3620d0d5102eeb804b0d156fc6ce85ae785b7e5f19eda3669439",
+    "method": "pixel extraction of the published figure; axis calibration RMS < 2 steps (x), < 0.0002 (y)",
+}
+
+
+def _read_points(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    steps, values = [], []
+    with open(path, newline="") as handle:
+        for row in csv.reader(handle):
+            if not row or not row[0].strip()[:1].isdigit():
+                continue  # comments and the header
+            steps.append(float(row[0]))
+            values.append(float(row[1]))
+    if len(steps) < PLATEAU_POINTS + 2:
+        raise ValueError(f"{path} holds {len(steps)} points; expected DAPO's 60.")
+    steps_arr, values_arr = np.array(steps), np.array(values)
+    if np.any(np.diff(steps_arr) <= 0) or np.any((values_arr < 0) | (values_arr > 1)):
+        raise ValueError(f"{path}: steps must increase and fractions lie in [0, 1].")
+    return steps_arr, values_arr
+
+
+def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Copy the digitised points into ``data/dapo/`` as a plain two-column table, with provenance."""
+    from .resources import data_path
+    from .solve_rates import sha256
+
+    source_csv = Path(source_csv)
+    digest = sha256(source_csv)
+    if digest != DAPO_SOURCE["sha256"]:
+        raise ValueError(f"{source_csv} has sha256 {digest}, not the digitised DAPO points ({DAPO_SOURCE['sha256']}).")
+    steps, values = _read_points(source_csv)
+    out = Path(out_dir) if out_dir is not None else data_path("dapo")
+    out.mkdir(parents=True, exist_ok=True)
+    table = out / f"{TABLE_NAME}.csv"
+    with open(table, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["step", "allcorrect_fraction"])
+        writer.writerows([int(s), float(v)] for s, v in zip(steps, values))
+    (out / f"{TABLE_NAME}.provenance.json").write_text(json.dumps({
+        "source": DAPO_SOURCE,
+        "licence": "the points are measurements read off DAPO's published figure; cite DAPO (Yu et al., 2025) "
+                   "and the digitising repository",
+        "rows": int(steps.size),
+        "made_by": "python -m stddial_book.dapo_curve --csv <dapo_fig3b_accuracy1_fraction.csv>",
+    }, indent=2) + "\n")
+    return table
+
+
+def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(training step, all-correct fraction) of DAPO's Figure 3b, from the committed table."""
+    from .resources import data_path
+
+    path = Path(path) if path is not None else data_path("dapo", f"{TABLE_NAME}.csv")
+    if not path.is_file():
+        raise ValueError(f"{path} is missing; it ships with the package (data/dapo/). Rebuild it with "
+                         "python -m stddial_book.dapo_curve --csv <dapo_fig3b_accuracy1_fraction.csv>.")
+    return _read_points(path)
+
+
+def sharpened_moment(solve_rates: np.ndarray, weights: np.ndarray, inverse_temperature: np.ndarray,
+                     power: float) -> np.ndarray:
+    """E[(p^(1/T))^power] over a pool (``weights`` sum to 1), for each 1/T given."""
+    p = np.asarray(solve_rates, dtype=np.float64)[None, :]
+    inv_t = np.atleast_1d(np.asarray(inverse_temperature, dtype=np.float64))[:, None]
+    with np.errstate(divide="ignore"):
+        powered = np.where(p > 0, np.exp(power * inv_t * np.log(np.where(p > 0, p, 1.0))), 0.0)
+    return powered @ np.asarray(weights, dtype=np.float64)
+
+
+@dataclass
+class ConsistencyFit:
+    """The outcome of :func:`fit_consistency` (all fractions in [0, 1])."""
+
+    steps: np.ndarray
+    logged: np.ndarray
+    predicted: np.ndarray      # E[p^32] along the fitted competence curve, at the logged steps
+    tau: float                 # the one free timescale, in training steps
+    r2: float
+    plateau: float
+    frozen: float              # E[p^32] of the unsharpened pool (T = 1)
+    frozen_mean: float         # the pool's mean solve rate at T = 1
+    end_mean: float            # its mean solve rate at T_end
+    end_temperature: float
+    generic_r2: float          # a(1 − exp(−t/b)), two free parameters
+    generic_params: tuple[float, float]
+    bootstrap_r2: np.ndarray   # R² of the refitted model on each bootstrap resample
+    curve_means: np.ndarray    # a grid of mean solve rates (competence) ...
+    curve_allcorrect: np.ndarray  # ... and E[p^32] along it, for the competence figure
+
+
+def _r2(y: np.ndarray, prediction: np.ndarray) -> float:
+    return float(1.0 - np.sum((y - prediction) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def _golden(f, lo: float, hi: float, iterations: int = 80) -> float:
+    """The minimiser of a unimodal ``f`` on [lo, hi] (golden-section search)."""
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iterations):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    return (a + b) / 2.0
+
+
+def _fit_log_scale(loss, lo: float, hi: float) -> float:
+    """Minimise ``loss`` over a positive scale: a log grid, then golden section around the best."""
+    grid = np.geomspace(lo, hi, 240)
+    values = [loss(x) for x in grid]
+    i = int(np.argmin(values))
+    left, right = np.log(grid[max(i - 1, 0)]), np.log(grid[min(i + 1, grid.size - 1)])
+    return float(np.exp(_golden(lambda z: loss(np.exp(z)), left, right)))
+
+
+def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarray, logged: np.ndarray,
+                    bootstrap: int = 1000, seed: int = 0) -> ConsistencyFit:
+    """The paper's consistency check of E_p[p^32] against DAPO's logged all-correct fraction.
+
+    ``solve_rates`` and ``counts`` describe the prompt pool (Big-Math: k/64 and the 65 counts).
+    See the module docstring for the model; the fits minimise squared error.
+    """
+    p = np.asarray(solve_rates, dtype=np.float64)
+    w = np.asarray(counts, dtype=np.float64)
+    if p.shape != w.shape or w.sum() <= 0:
+        raise ValueError("solve_rates and counts must have one entry per solve rate, with counts summing above 0.")
+    w = w / w.sum()
+    steps = np.asarray(steps, dtype=np.float64)
+    logged = np.asarray(logged, dtype=np.float64)
+    plateau = float(logged[-PLATEAU_POINTS:].mean())
+    frozen = float(sharpened_moment(p, w, 1.0, EVAL_SAMPLES)[0])
+    if not frozen < plateau < float(np.sum(w[p == 1.0])) + 1.0:
+        raise ValueError(f"the plateau {plateau:.3f} must lie above the frozen pool's E[p^32] = {frozen:.3f}.")
+    # 1/T from 1 down to 1/T_end, on a fine grid: the mean solve rate and E[p^32] along it.
+    lo, hi = 1e-6, 1.0
+    for _ in range(200):  # E[p^(32/T)] rises as 1/T falls; bisect for the plateau
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if sharpened_moment(p, w, mid, EVAL_SAMPLES)[0] > plateau else (lo, mid)
+    inv_t_end = (lo + hi) / 2.0
+    grid = np.geomspace(inv_t_end, 1.0, 4000)
+    means = sharpened_moment(p, w, grid, 1.0)          # falls as 1/T rises
+    allcorrect = sharpened_moment(p, w, grid, EVAL_SAMPLES)
+    order = np.argsort(means)
+    means, allcorrect = means[order], allcorrect[order]
+    frozen_mean, end_mean = float(means[0]), float(means[-1])
+
+    def predict(tau: float, at: np.ndarray) -> np.ndarray:
+        competence = (1.0 - np.exp(-at / tau)) / (1.0 - np.exp(-steps[-1] / tau))
+        return np.interp(frozen_mean + competence * (end_mean - frozen_mean), means, allcorrect)
+
+    def fit_tau(index: np.ndarray) -> float:
+        return _fit_log_scale(lambda tau: float(np.sum((logged[index] - predict(tau, steps[index])) ** 2)),
+                              10.0, 1e6)
+
+    everything = np.arange(steps.size)
+    tau = fit_tau(everything)
+    predicted = predict(tau, steps)
+
+    def generic(b: float, index: np.ndarray) -> tuple[float, float]:
+        basis = 1.0 - np.exp(-steps[index] / b)
+        a = float(basis @ logged[index] / (basis @ basis))  # least squares for the amplitude
+        return a, float(np.sum((logged[index] - a * basis) ** 2))
+
+    b = _fit_log_scale(lambda b: generic(b, everything)[1], 10.0, 1e6)
+    a, _ = generic(b, everything)
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(bootstrap):
+        index = rng.integers(0, steps.size, steps.size)
+        if np.ptp(logged[index]) == 0:
+            continue
+        boot.append(_r2(logged[index], predict(fit_tau(index), steps[index])))
+    return ConsistencyFit(steps, logged, predicted, tau, _r2(logged, predicted), plateau, frozen, frozen_mean,
+                          end_mean, 1.0 / inv_t_end, _r2(logged, a * (1.0 - np.exp(-steps / b))), (a, b),
+                          np.array(boot), means, allcorrect)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Copy DAPO's digitised Figure 3b into data/dapo/ with provenance.")
+    parser.add_argument("--csv", required=True, help="dapo_fig3b_accuracy1_fraction.csv")
+    parser.add_argument("--out", default=None, help="output folder (default: the package's data/dapo)")
+    args = parser.parse_args(argv)
+    try:
+        print(f"wrote {build_dapo_table(args.csv, args.out)}")
+    except (ValueError, OSError) as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""DAPO's Figure 3b against E_p[p^32] on Big-Math (Bay and Yearick, 2026, §5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stddial_book.bigmath_figure import load_big_math_histogram
+from stddial_book.dapo_curve import (build_dapo_table, fit_consistency, load_dapo_fig3b, sharpened_moment)
+from stddial_book.resources import data_path
+
+SOURCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "dapo-fig3b" / "dapo_fig3b_accuracy1_fraction.csv"
+
+
+@pytest.fixture(scope="module")
+def fit():
+    hist = load_big_math_histogram()
+    steps, logged = load_dapo_fig3b()
+    return fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=200, seed=0)
+
+
+def test_the_papers_numbers(fit) -> None:
+    assert round(fit.r2, 2) == 0.92          # closed form, one free timescale
+    assert round(fit.generic_r2, 2) == 0.98  # generic two-parameter saturating curve
+    assert round(fit.plateau, 2) == 0.57 and round(fit.frozen, 2) == 0.12  # the figure's annotations
+    assert round(fit.frozen_mean, 2) == 0.48 and round(fit.end_mean, 2) == 0.94
+    assert fit.generic_r2 > fit.r2  # the consistency check is not a unique fit: the paper's point
+
+
+def test_prediction_ends_on_the_plateau_and_starts_at_the_frozen_pool(fit) -> None:
+    hist = load_big_math_histogram()
+    w = hist.counts / hist.counts.sum()
+    assert fit.predicted[-1] == pytest.approx(fit.plateau, abs=1e-3)
+    assert sharpened_moment(hist.solve_rates, w, 1.0 / fit.end_temperature, 32)[0] == pytest.approx(fit.plateau, abs=1e-9)
+    assert np.all(np.diff(fit.predicted) >= 0)
+    assert fit.curve_allcorrect[0] == pytest.approx(fit.frozen, abs=1e-6)
+
+
+def test_the_check_can_fail(fit) -> None:
+    """A fraction that falls over training is no saturating rise: R² goes negative."""
+    hist = load_big_math_histogram()
+    steps, logged = load_dapo_fig3b()
+    falling = np.linspace(0.9, 0.5, logged.size)  # plateau 0.52, above the frozen pool's 0.12
+    bad = fit_consistency(hist.solve_rates, hist.counts, steps, falling, bootstrap=0)
+    assert bad.r2 < 0
+
+
+def test_sharpened_moment_by_hand() -> None:
+    p = np.array([0.0, 0.25, 1.0])
+    w = np.array([0.5, 0.25, 0.25])
+    assert sharpened_moment(p, w, 1.0, 2)[0] == pytest.approx(0.25 * 0.0625 + 0.25)
+    assert sharpened_moment(p, w, 0.5, 2)[0] == pytest.approx(0.25 * 0.25 + 0.25)
+
+
+@pytest.mark.skipif(not SOURCE.is_file(), reason="the shared data folder is not beside the checkout")
+def test_committed_table_is_made_from_the_source(tmp_path: Path) -> None:
+    table = build_dapo_table(SOURCE, tmp_path)
+    assert table.read_text() == data_path("dapo", table.name).read_text()
+    steps, logged = load_dapo_fig3b(table)
+    assert steps.size == 60 and steps[0] == 71 and logged[-1] == pytest.approx(0.565)
+
+
+def test_a_different_file_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "x.csv"
+    other.write_text("step,allcorrect_fraction\n1,0.1\n")
+    with pytest.raises(ValueError, match="sha256"):
+        build_dapo_table(other, tmp_path)

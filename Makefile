@@ -3,7 +3,7 @@
 #   make book         execute every chapter and build the site into _build/html
 #   make test         run the whole test suite (chapter execution included)
 #   make screenshots  PNG of every page of an already built site (needs chromium)
-#   make sync         regenerate the Colab notebooks chapters/*.ipynb from chapters/*.md
+#   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
 #   make clean        remove build outputs and caches (keeps .venv)
 #   make distclean    clean, and remove .venv too
 #
@@ -58,7 +58,7 @@ screenshots: .venv
 # The .ipynb next to each chapter is what Colab opens: generated from the .md with its MyST
 # roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.
 sync: .venv
-	$(BIN)/python -m stddial_book._colab chapters/*.md
+	$(BIN)/python -m stddial_book._colab chapters/*.md appendix/*.md
 
 clean:
 	rm -rf _build .cache .pytest_cache .hypothesis *.egg-info

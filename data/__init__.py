@@ -5,7 +5,7 @@ that folder onto the subpackage ``stddial_book.data`` of a wheel, so an installe
 Colab notebook installs) carries them. Read them with :func:`stddial_book.resources.data_path`,
 which finds the same files in a checkout and in a wheel install:
 
-- ``solve_rates/``: small derived solve-count tables (chapter 6), each with a
+- ``solve_rates/``: small derived solve-count tables (chapter 7), each with a
   ``.provenance.json`` that says where it came from and which script made it;
-- ``runs/``: recorded reference training runs (chapters 8-11), each with its provenance.
+- ``runs/``: recorded reference training runs (chapters 9-12), each with its provenance.
 """

@@ -284,6 +284,8 @@ def write_colab_notebooks(chapters: list[Path], root: str | Path) -> list[Path]:
 
     written = []
     for md in chapters:
+        if not re.search(r"^kernelspec:", Path(md).read_text(), re.M):
+            continue  # a text page (no kernel), nothing to run in Colab
         target = Path(md).with_suffix(".ipynb")
         text = nbformat.writes(colab_notebook(md, root)) + "\n"
         if not target.exists() or target.read_text() != text:

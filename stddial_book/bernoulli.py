@@ -10,12 +10,16 @@ does, never from σ̂ directly, so comparing them with the closed forms is a rea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._arrays import check_group_size, check_unit_interval
 from .recipes import Recipe, get_recipe, group_advantages
 
-__all__ = ["sampled_gradients", "monte_carlo_gradient"]
+__all__ = ["sampled_gradients", "monte_carlo_gradient", "ControlledRun", "ControlledRunResult",
+           "initial_solve_rates", "controlled_run", "silent_r2", "extreme_share", "decile_share", "hardest_quartile",
+           "quartile_curve", "matched_lr", "value_at_budget", "controlled_run_study"]
 
 
 def sampled_gradients(solve_rate: np.ndarray, group_size: int, recipe: Recipe | str,
@@ -52,3 +56,217 @@ def monte_carlo_gradient(solve_rate: np.ndarray, group_size: int, recipe: Recipe
     rng = np.random.default_rng(seed)
     draws = np.stack([sampled_gradients(p, group_size, recipe, rng) for _ in range(num_groups)])
     return draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(num_groups)
+
+
+# --- the source paper's controlled run (Bay and Yearick, 2026, §8) ----------------------------
+
+@dataclass(frozen=True)
+class ControlledRun:
+    """Settings of the controlled run: M Bernoulli-logit prompts trained by one recipe.
+
+    The paper's run: M = 6,000 prompts, initial p drawn from the interior (0 < p < 1) of Big-Math's
+    solve rates and clipped to [0.02, 0.98], G = 8, 150 steps of θ ← θ + lr·g with lr = 0.5;
+    DAPO redraws a silent group of the same prompt, at most ``redraw_tries`` draws in all.
+    """
+
+    num_prompts: int = 6000
+    group_size: int = 8
+    steps: int = 150
+    lr: float = 0.5
+    redraw_tries: int = 4
+    clip: tuple[float, float] = (0.02, 0.98)
+
+    def __post_init__(self) -> None:
+        if self.num_prompts < 4 or self.steps < 1 or self.redraw_tries < 1:
+            raise ValueError("num_prompts must be at least 4 (quartiles), steps and redraw_tries at least 1.")
+        if not self.lr > 0 or not np.isfinite(self.lr):
+            raise ValueError(f"lr must be a positive finite number; got {self.lr!r}.")
+        check_group_size(self.group_size)
+        low, high = self.clip
+        if not 0.0 < low < high < 1.0:
+            raise ValueError(f"clip must satisfy 0 < low < high < 1; got {self.clip}.")
+
+
+@dataclass
+class ControlledRunResult:
+    """Per-step records of :func:`controlled_run` (arrays have one row per step)."""
+
+    initial_p: np.ndarray        # (M,)
+    p: np.ndarray                # (steps + 1, M): the solve rates before each step, and at the end
+    silent_measured: np.ndarray  # (steps,) fraction of first-drawn groups that were silent
+    silent_expected: np.ndarray  # (steps,) mean of p^G + (1 − p)^G at the current p
+    gain: np.ndarray             # (steps, M) the update each prompt received (its sampled gradient)
+    expected_gain: np.ndarray    # (steps, M) the finite-G closed form at the current p
+    groups_drawn: np.ndarray     # (steps,) groups sampled, redraws included
+    groups_kept: np.ndarray      # (steps,) groups that produced a non-zero update
+
+
+def initial_solve_rates(solve_rates: np.ndarray, counts: np.ndarray, config: ControlledRun,
+                        rng: np.random.Generator) -> np.ndarray:
+    """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8)."""
+    p = np.asarray(solve_rates, dtype=np.float64)
+    weights = np.where((p > 0) & (p < 1), np.asarray(counts, dtype=np.float64), 0.0)
+    if weights.sum() <= 0:
+        raise ValueError("the pool has no prompt with 0 < p < 1 to draw from.")
+    drawn = rng.choice(p, size=config.num_prompts, p=weights / weights.sum())
+    return np.clip(drawn, *config.clip)
+
+
+def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: ControlledRun = ControlledRun(),
+                   seed: int = 0, lr: float | None = None) -> ControlledRunResult:
+    """Train ``len(initial_p)`` Bernoulli-logit prompts with one recipe, every prompt every step.
+
+    Each step every prompt draws a group of G; its update is the sampled gradient
+    (1/G) Σ Aᵢ (yᵢ − p) (:func:`sampled_gradients`), 0 for a silent group. With
+    ``recipe.dynamic_sampling`` (DAPO) a silent group is redrawn from the same prompt up to
+    ``config.redraw_tries`` draws in all. ``lr`` overrides ``config.lr`` (the matched-step runs).
+    The expected gain is E[σ̂] for a recipe that divides by the std and E[σ̂²] otherwise.
+    """
+    from .identity import expected_group_std, expected_group_variance
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    rate = config.lr if lr is None else float(lr)
+    if not rate > 0:
+        raise ValueError(f"lr must be positive; got {lr!r}.")
+    rng = np.random.default_rng(seed)
+    p0 = np.asarray(initial_p, dtype=np.float64)
+    theta = np.log(p0) - np.log1p(-p0)
+    G = config.group_size
+    history = np.empty((config.steps + 1, p0.size))
+    silent_measured = np.empty(config.steps)
+    silent_expected = np.empty(config.steps)
+    gains = np.empty((config.steps, p0.size))
+    expected = np.empty((config.steps, p0.size))
+    drawn = np.zeros(config.steps, dtype=np.int64)
+    kept = np.zeros(config.steps, dtype=np.int64)
+    for step in range(config.steps):
+        p = 1.0 / (1.0 + np.exp(-theta))
+        history[step] = p
+        silent_expected[step] = float(np.mean(p**G + (1.0 - p) ** G))
+        expected[step] = expected_group_std(p, G) if recipe.scale_std else expected_group_variance(p, G)
+        gain = sampled_gradients(p, G, recipe, rng)
+        silent = gain == 0.0
+        silent_measured[step] = float(silent.mean())
+        drawn[step] = p.size
+        if recipe.dynamic_sampling:
+            for _ in range(config.redraw_tries - 1):
+                if not silent.any():
+                    break
+                retry = np.nonzero(silent)[0]
+                drawn[step] += retry.size
+                gain[retry] = sampled_gradients(p[retry], G, recipe, rng)
+                silent = gain == 0.0
+        kept[step] = int((~silent).sum())
+        gains[step] = gain
+        theta = theta + rate * gain
+    history[-1] = 1.0 / (1.0 + np.exp(-theta))
+    return ControlledRunResult(p0, history, silent_measured, silent_expected, gains, expected, drawn, kept)
+
+
+def silent_r2(result: ControlledRunResult) -> float:
+    """R² of the measured silent fraction per step against mean(p^G + (1 − p)^G) at the current p."""
+    measured, expected = result.silent_measured, result.silent_expected
+    return float(1.0 - np.sum((measured - expected) ** 2) / np.sum((measured - measured.mean()) ** 2))
+
+
+def extreme_share(result: ControlledRunResult, step: int = 0) -> tuple[float, float]:
+    """(measured, closed form) share of one step's update mass on extreme prompts, p < 0.1 or
+    p > 0.9 at the start of the run (the source paper's band; chapter 8)."""
+    extreme = (result.initial_p < 0.1) | (result.initial_p > 0.9)
+    gain, expected = result.gain[step], result.expected_gain[step]
+    return float(gain[extreme].sum() / gain.sum()), float(expected[extreme].sum() / expected.sum())
+
+
+def decile_share(result: ControlledRunResult, step: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(measured, closed form) share of one step's update mass per tenth of the initial p."""
+    decile = np.digitize(result.initial_p, np.linspace(0.0, 1.0, 11)[1:-1])
+    measured = np.bincount(decile, weights=result.gain[step], minlength=10)
+    closed = np.bincount(decile, weights=result.expected_gain[step], minlength=10)
+    return measured / measured.sum(), closed / closed.sum()
+
+
+def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
+    """A mask of the M/4 prompts with the lowest initial solve rate (ties broken by position)."""
+    order = np.argsort(np.asarray(initial_p), kind="stable")
+    mask = np.zeros(len(order), dtype=bool)
+    mask[order[: len(order) // 4]] = True
+    return mask
+
+
+def quartile_curve(result: ControlledRunResult) -> np.ndarray:
+    """Mean solve rate of the initially hardest quartile before each step and at the end."""
+    return result.p[:, hardest_quartile(result.initial_p)].mean(axis=1)
+
+
+def matched_lr(initial_p: np.ndarray, reference: Recipe | str, other: Recipe | str,
+               config: ControlledRun = ControlledRun()) -> float:
+    """The learning rate at which ``other``'s mean expected first step equals ``reference``'s.
+
+    Dr. GRPO's gain σ̂² is below GRPO's σ̂ at every p, so at one learning rate it moves every
+    prompt less; scaling its rate by mean E[σ̂] / mean E[σ̂²] over the initial pool makes the two
+    take the same average first step, and what remains is *where* each puts it (chapter 8).
+    """
+    from .identity import expected_group_std, expected_group_variance
+
+    def mean_gain(recipe: Recipe | str) -> float:
+        recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+        fn = expected_group_std if recipe.scale_std else expected_group_variance
+        return float(np.mean(fn(np.asarray(initial_p), config.group_size)))
+
+    return config.lr * mean_gain(reference) / mean_gain(other)
+
+
+def value_at_budget(result: ControlledRunResult, curve: np.ndarray, groups: float) -> float:
+    """``curve`` (one value per step boundary) read at a cumulative number of groups drawn, by
+    linear interpolation: DAPO compared with the others per generated sample."""
+    drawn = np.concatenate([[0.0], np.cumsum(result.groups_drawn, dtype=np.float64)])
+    if groups > drawn[-1]:
+        raise ValueError(f"the run drew {drawn[-1]:.0f} groups in all; cannot read it at {groups:.0f}.")
+    return float(np.interp(groups, drawn, curve))
+
+
+def controlled_run_study(solve_rates: np.ndarray, counts: np.ndarray, seeds: int = 5,
+                         config: ControlledRun = ControlledRun()) -> dict[str, np.ndarray]:
+    """The paper's three predictions, and the matched-step comparison, over ``seeds`` seeds.
+
+    Per seed: one draw of initial solve rates, shared by GRPO, Dr. GRPO at the paper's rate,
+    Dr. GRPO at the matched rate (:func:`matched_lr`) and DAPO. Returns arrays with one row per
+    seed: ``silent_r2/<recipe>``, ``extreme_share/<recipe>`` and ``extreme_share_closed/<recipe>``
+    (step 0), ``quartile/<run>`` (the hardest quartile's mean solve rate at every step boundary),
+    ``dapo_oversampling`` (groups drawn per prompt and step), ``dapo_quartile_at_grpo_budget``,
+    ``silent_measured/grpo`` and ``silent_expected/grpo`` (per step), ``matched_lr``.
+    """
+    from .recipes import DAPO, DR_GRPO, GRPO
+
+    if seeds < 2:
+        raise ValueError(f"seeds must be at least 2 to show a spread; got {seeds}.")
+    rows: dict[str, list] = {}
+
+    def add(name: str, value) -> None:
+        rows.setdefault(name, []).append(value)
+
+    for seed in range(seeds):
+        p0 = initial_solve_rates(solve_rates, counts, config, np.random.default_rng([seed, 0]))
+        lr = matched_lr(p0, GRPO, DR_GRPO, config)
+        runs = {"grpo": controlled_run(p0, GRPO, config, seed=seed),
+                "dr_grpo": controlled_run(p0, DR_GRPO, config, seed=seed),
+                "dr_grpo_matched": controlled_run(p0, DR_GRPO, config, seed=seed, lr=lr),
+                "dapo": controlled_run(p0, DAPO, config, seed=seed)}
+        add("matched_lr", lr)
+        for name, result in runs.items():
+            add(f"quartile/{name}", quartile_curve(result))
+            add(f"silent_r2/{name}", silent_r2(result))
+            measured, closed = extreme_share(result)
+            add(f"extreme_share/{name}", measured)
+            add(f"extreme_share_closed/{name}", closed)
+            measured, closed = decile_share(result)
+            add(f"decile_share/{name}", measured)
+            add(f"decile_share_closed/{name}", closed)
+        add("silent_measured/grpo", runs["grpo"].silent_measured)
+        add("silent_expected/grpo", runs["grpo"].silent_expected)
+        dapo = runs["dapo"]
+        add("dapo_oversampling", dapo.groups_drawn.sum() / (config.num_prompts * config.steps))
+        add("dapo_quartile_at_grpo_budget",
+            value_at_budget(dapo, quartile_curve(dapo), float(runs["grpo"].groups_drawn.sum())))
+        add("dapo_groups_drawn", np.concatenate([[0], np.cumsum(dapo.groups_drawn)]))
+    return {name: np.array(values) for name, values in rows.items()}

@@ -1,4 +1,4 @@
-"""Big-Math's exact k-of-64 histogram, read from the source paper's vector figure (chapter 6).
+"""Big-Math's exact k-of-64 histogram, read from the source paper's vector figure (chapter 7).
 
 The source paper (Bay and Yearick, 2026, §6) computes its Big-Math numbers from the
 ``llama8b_solve_rate`` column of ``open-r1/Big-Math-RL-Verified-Processed`` (N = 215,608

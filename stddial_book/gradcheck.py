@@ -53,7 +53,8 @@ def build_group(model, problem, group_size: int, num_correct: int, max_new_token
     from .tasks import reward
 
     codec = codec or CharCodec()
-    prompt = torch.tensor([codec.encode(problem.prompt)])
+    device = next(model.parameters()).device  # every tensor follows the model (CPU or GPU)
+    prompt = torch.tensor([codec.encode(problem.prompt)], device=device)
     rows: list[list[int]] = [codec.encode(problem.answer + "<eos>")] * num_correct
     while len(rows) < group_size:
         out = sample(model, prompt.repeat(group_size, 1), max_new_tokens, codec.eos_id, codec.pad_id,
@@ -63,14 +64,15 @@ def build_group(model, problem, group_size: int, num_correct: int, max_new_token
             if reward(codec.decode(kept), problem) == 0.0 and len(rows) < group_size:
                 rows.append(kept)
     width = max(len(r) for r in rows)
-    completion = torch.full((group_size, width), codec.pad_id)
-    mask = torch.zeros(group_size, width, dtype=torch.bool)
+    completion = torch.full((group_size, width), codec.pad_id, device=device)
+    mask = torch.zeros(group_size, width, dtype=torch.bool, device=device)
     for i, r in enumerate(rows):
-        completion[i, :len(r)] = torch.tensor(r)
+        completion[i, :len(r)] = torch.tensor(r, device=device)
         mask[i, :len(r)] = True
     rewards = np.array([reward(codec.decode(r), problem) for r in rows])
     assert int(rewards.sum()) == num_correct
-    return GroupBatch(prompt.repeat(group_size, 1), torch.ones(group_size, prompt.shape[1], dtype=torch.bool),
+    return GroupBatch(prompt.repeat(group_size, 1),
+                      torch.ones(group_size, prompt.shape[1], dtype=torch.bool, device=device),
                       completion, mask, rewards)
 
 
@@ -100,7 +102,7 @@ def _loss(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int,
           old_logprobs: torch.Tensor | None = None):
     logp = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
     rewards = np.where(batch.rewards == 1, recipe.reward_correct, recipe.reward_wrong)
-    adv = torch.as_tensor(group_advantages(rewards, len(rewards), recipe), dtype=logp.dtype)
+    adv = torch.as_tensor(group_advantages(rewards, len(rewards), recipe), dtype=logp.dtype, device=logp.device)
     old = logp.detach() if old_logprobs is None else old_logprobs
     return policy_loss(logp, old, adv, batch.mask, recipe.replace(kl_coef=0.0), max_new_tokens=max_new_tokens)
 
@@ -122,7 +124,7 @@ def identity_check(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int
     params = [p for p in model.parameters() if p.requires_grad]
     gradient = -flat_grad(_loss(model, batch, recipe, max_new_tokens).loss, params)
     scores = per_sample_scores(model, batch, reference, max_new_tokens)
-    mask = torch.as_tensor(correct)
+    mask = torch.as_tensor(correct, device=scores.device)
     gap = scores[mask].mean(0) - scores[~mask].mean(0)
     pass_rate = float(correct.mean())
     group_size = len(correct)

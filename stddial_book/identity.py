@@ -54,6 +54,7 @@ __all__ = [
     "minimal_group_size",
     "arcsine_objective",
     "difficulty_weight",
+    "large_group_gradient",
 ]
 
 
@@ -373,6 +374,19 @@ def difficulty_weight(solve_rate: ArrayLike) -> ArrayLike:
     """
     p = _interior(solve_rate, "the difficulty weight")
     return like(1.0 / np.sqrt(p * (1.0 - p)), solve_rate)
+
+
+def large_group_gradient(solve_rate: ArrayLike, recipe: "Recipe") -> ArrayLike:
+    """The G → ∞ limit of a recipe's expected per-prompt gradient for a Bernoulli-logit prompt.
+
+    √(p(1 − p)) when the recipe divides by the std (GRPO, DAPO: the θ-gradient of 2·arcsin√p),
+    p(1 − p) when it does not (Dr. GRPO: the θ-gradient of p). These are the weights of the
+    source paper's "gradient budget" (Bay and Yearick, 2026, §7); chapters 6 and 7.
+    """
+    p = to_numpy(solve_rate, "solve_rate")
+    check_unit_interval(p, "solve_rate")
+    variance = p * (1.0 - p)
+    return like(np.sqrt(variance) if recipe.scale_std else variance, solve_rate)
 
 
 def _log_choose(size: int) -> np.ndarray:

@@ -123,7 +123,7 @@ def silent_prompts_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delt
 
 def silent_fraction_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
                            reference: tuple[int, float] | None = None) -> plt.Figure:
-    """Chapter 6: silent fraction against G for several solve-count tables."""
+    """Chapter 7: silent fraction against G for several solve-count tables."""
     fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
     for name, curve in curves.items():
         ax.plot(group_sizes, curve, label=name, lw=2 if name.startswith("union") else 1.2)
@@ -136,7 +136,7 @@ def silent_fraction_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarra
 
 
 def update_mass_figure(bin_edges: np.ndarray, shares: dict[str, np.ndarray], counts: np.ndarray) -> plt.Figure:
-    """Chapter 6: share of each recipe's expected update mass per solve-rate bin, and prompt share."""
+    """Chapter 7: share of each recipe's expected update mass per solve-rate bin, and prompt share."""
     fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
     centers = np.arange(len(bin_edges) - 1)
     width = 0.8 / (len(shares) + 1)
@@ -158,7 +158,7 @@ def _xs(records, name):
 
 
 def training_dashboard(records: list[dict], title: str) -> plt.Figure:
-    """Chapters 8-10: one run at a glance, every panel against the samples generated so far.
+    """Chapters 9-11: one run at a glance, every panel against the samples generated so far.
 
     Held-out accuracy (sampled and greedy), sampled accuracy per difficulty bucket, the silent
     fraction of each step's groups, the update mass each bucket received, σ against the weight
@@ -212,7 +212,7 @@ def training_dashboard(records: list[dict], title: str) -> plt.Figure:
 
 
 def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
-    """Chapter 10: DAPO's dynamic sampling, samples generated against samples that reached an update."""
+    """Chapter 11: DAPO's dynamic sampling, samples generated against samples that reached an update."""
     from .runs import metric_series
 
     steps, generated = metric_series(records, "samples/generated")
@@ -233,7 +233,7 @@ def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
 
 
 def comparison_figure(runs: dict[str, list[list[dict]]]) -> plt.Figure:
-    """Chapter 11: the three recipes side by side, mean ± standard error over seeds.
+    """Chapter 12: the three recipes side by side, mean ± standard error over seeds.
 
     ``runs`` maps a recipe name to the records of each of its seeds. Panels: final sampled
     accuracy per bucket, the share of update mass per bucket, held-out accuracy against samples

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Row", "reproduction_rows", "identity_max_error", "rloo_max_error"]
+__all__ = ["Row", "reproduction_rows", "controlled_run_rows", "identity_max_error", "rloo_max_error"]
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,15 @@ class Row:
     unit: str = ""          # "%" when both values are percentages
     note: str = ""
     expected_to_differ: bool = False
+    spread: float = 0.0     # standard deviation over seeds, for results of random runs
 
     @property
     def agrees(self) -> bool:
+        """Equal at the paper's rounding; for a random result (``spread`` > 0), the paper's value
+        lies within two standard deviations over seeds of the book's mean, give or take the
+        paper's rounding."""
+        if self.spread > 0:
+            return bool(abs(self.book - self.paper) <= 2 * self.spread + 0.5 * 10.0 ** -self.decimals)
         return bool(round(self.book, self.decimals) == round(self.paper, self.decimals))
 
 
@@ -79,6 +85,28 @@ def _group_size_rows() -> list[Row]:
             rows.append(Row("§4, group-size table", f"exact G, {label}", exact, minimal_group_size(eps, p), 0))
             rows.append(Row("§4, group-size table", f"G* = 1/(8εp(1−p)), {label}", law, float(group_size_law(eps, p)), 0))
     return rows
+
+
+def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
+    """The §8 rows from :func:`stddial_book.bernoulli.controlled_run_study` (mean ± SD over seeds)."""
+    def row(quantity: str, paper: float, values: np.ndarray, decimals: int, unit: str = "", **kw) -> Row:
+        values = np.asarray(values, dtype=np.float64)
+        scale = 100.0 if unit == "%" else 1.0
+        return Row("§8, controlled run", quantity, paper, scale * float(values.mean()), decimals, unit,
+                   spread=scale * float(values.std(ddof=1)), **kw)
+
+    n = len(study["matched_lr"])
+    return [
+        row(f"silent fraction vs closed form, R² (GRPO, {n} seeds)", 0.999, study["silent_r2/grpo"], 3),
+        row(f"GRPO update mass on extreme prompts, first step ({n} seeds)", 17.0, study["extreme_share/grpo"], 1, "%"),
+        row(f"Dr. GRPO update mass on extreme prompts, first step ({n} seeds)", 14.3,
+            study["extreme_share/dr_grpo"], 1, "%"),
+        row(f"hardest quartile's mean solve rate after 150 steps, GRPO ({n} seeds)", 0.99,
+            study["quartile/grpo"][:, -1], 2),
+        row(f"hardest quartile's mean solve rate after 150 steps, Dr. GRPO ({n} seeds)", 0.88,
+            study["quartile/dr_grpo"][:, -1], 2),
+        row(f"DAPO groups drawn per prompt and step ({n} seeds)", 3.5, study["dapo_oversampling"], 1),
+    ]
 
 
 def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:

@@ -1,4 +1,4 @@
-"""Per-prompt solve counts and the silent-fraction analysis of real data (chapters 5 and 6).
+"""Per-prompt solve counts and the silent-fraction analysis of real data (chapters 5 and 7).
 
 A solve-count table holds, for each prompt, k successes out of n sampled rollouts
 (:class:`SolveCounts`). All curves are computed on its k-histogram (:class:`KHistogram`), so a
@@ -36,6 +36,7 @@ __all__ = [
     "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
     "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
     "load_committed_histograms", "DEEPSCALER_SOURCE", "model_solve_counts",
+    "PAPER_BANDS", "gradient_budget", "band_shares", "decile_shares",
 ]
 
 #: Where the DeepScaleR difficulty files come from (see the provenance JSON beside the tables).
@@ -178,6 +179,48 @@ def expected_update_mass(hist: KHistogram, group_size: int, recipe: Recipe) -> n
     return mass
 
 
+# --- where the gradient budget goes --------------------------------------------------------------
+
+#: The source paper's difficulty bands (Bay and Yearick, 2026, §7): extreme is 0 < p̂ < 0.1 or
+#: 0.9 < p̂ < 1 (prompts that are never or always solved are silent and excluded), medium is
+#: 0.4 ≤ p̂ ≤ 0.6.
+PAPER_BANDS = {
+    "extreme": lambda p: ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1)),
+    "medium": lambda p: (p >= 0.4) & (p <= 0.6),
+}
+
+
+def gradient_budget(hist: KHistogram, recipe: Recipe, group_size: int | None = None) -> np.ndarray:
+    """Each stored k's share of a recipe's total gradient budget over the pool (sums to 1).
+
+    With ``group_size=None`` the large-group weights of :func:`stddial_book.identity.large_group_gradient`
+    (√(p(1 − p)) for GRPO, p(1 − p) for Dr. GRPO: the paper's budget); with a G, each prompt's
+    expected update weight at that G (:func:`expected_update_mass`), which is what a run at that
+    group size spends. Chapter 7.
+    """
+    from .identity import large_group_gradient
+
+    if group_size is None:
+        mass = np.asarray(large_group_gradient(hist.solve_rates, recipe)) * hist.counts
+    else:
+        mass = expected_update_mass(hist, group_size, recipe) * hist.counts
+    total = mass.sum()
+    if total <= 0:
+        raise ValueError("every prompt of this histogram is silent: there is no gradient budget to share.")
+    return mass / total
+
+
+def band_shares(hist: KHistogram, budget: np.ndarray) -> dict[str, float]:
+    """The share of ``budget`` (per k, from :func:`gradient_budget`) in each of :data:`PAPER_BANDS`."""
+    return {name: float(budget[rule(hist.solve_rates)].sum()) for name, rule in PAPER_BANDS.items()}
+
+
+def decile_shares(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
+    """The share of ``budget`` in each tenth of p̂ ([0, .1), [.1, .2), …, [.9, 1]), as the paper bins."""
+    decile = np.digitize(hist.solve_rates, np.linspace(0.0, 1.0, 11)[1:-1])
+    return np.bincount(decile, weights=budget, minlength=10)
+
+
 # --- loaders -----------------------------------------------------------------------------------
 
 def _read_parquet(path: str | os.PathLike, columns: list[str] | None = None):
@@ -196,7 +239,7 @@ def load_big_math(source: str | os.PathLike | None = None, config: str | None = 
     ``SynthLabsAI/Big-Math-RL-Verified`` (about 251k rows, some without a solve rate) works too.
     Hub datasets are read with ``datasets.load_dataset``, which fails at once offline with a
     message naming the alternatives. Rows whose solve rate is null are counted in
-    ``num_missing`` and excluded. (Bay and Yearick, 2026, §6; chapter 6.)
+    ``num_missing`` and excluded. (Bay and Yearick, 2026, §6; chapter 7.)
     """
     source = BIG_MATH_REPO if source is None else source
     if Path(source).suffix == ".parquet" or Path(source).is_file():
@@ -402,7 +445,8 @@ def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, 
     if not problems:
         raise ValueError("problems is empty; pass at least one task problem.")
     codec = CharCodec()
-    generator = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device  # ids and the generator follow the model (CPU or GPU)
+    generator = torch.Generator(device=device).manual_seed(seed)
     counts: list[int] = []
     order = sorted(range(len(problems)), key=lambda i: len(problems[i].prompt))  # equal lengths together
     by_index: dict[int, int] = {}
@@ -411,7 +455,7 @@ def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, 
         lengths = {len(problems[i].prompt) for i in chunk}
         for length in sorted(lengths):
             rows = [i for i in chunk if len(problems[i].prompt) == length]
-            ids = torch.tensor([codec.encode(problems[i].prompt) for i in rows])
+            ids = torch.tensor([codec.encode(problems[i].prompt) for i in rows], device=device)
             out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, generator=generator,
                          num_samples=num_rollouts)
             texts = [codec.decode(r[m].tolist()) for r, m in zip(out.completion_ids, out.mask)]

@@ -1,4 +1,4 @@
-"""The training loop: SFT warm start, then RL under any :class:`Recipe` (chapters 7-11).
+"""The training loop: SFT warm start, then RL under any :class:`Recipe` (chapters 8-12).
 
 One step of :func:`train` runs in one direction (DESIGN §4)::
 
@@ -215,7 +215,7 @@ def _divisor_near(n: int, k: int) -> int:
 def bucket_of(problem: Problem) -> str:
     """The difficulty bucket of a problem: ``D{digits}``, its digit count.
 
-    Chapter 7 measures accuracy by carries too; with the answer's digits reversed, carries
+    Chapter 8 measures accuracy by carries too; with the answer's digits reversed, carries
     barely change how hard a problem is for the model, while each extra digit does.
     """
     return f"D{problem.digits}"
@@ -242,10 +242,10 @@ def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.
     """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding)."""
     encoded = [codec.encode(p.prompt) for p in problems]
     width = max(len(e) for e in encoded)
-    ids = torch.full((len(encoded), width), codec.pad_id, dtype=torch.long)
-    mask = torch.zeros((len(encoded), width), dtype=torch.bool)
+    ids = torch.full((len(encoded), width), codec.pad_id, dtype=torch.long)  # cpu-then-move
+    mask = torch.zeros((len(encoded), width), dtype=torch.bool)  # cpu-then-move
     for row, e in enumerate(encoded):
-        ids[row, width - len(e):] = torch.tensor(e)
+        ids[row, width - len(e):] = torch.tensor(e)  # cpu-then-move
         mask[row, width - len(e):] = True
     return ids.to(device), mask.to(device)
 
@@ -384,12 +384,12 @@ def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[t
     """Left-padded prompt + answer + EOS ids, attention mask and the answer-token loss mask."""
     rows = [(codec.encode(p.prompt), codec.encode(p.answer) + [codec.eos_id]) for p in problems]
     width = max(len(a) + len(b) for a, b in rows)
-    ids = torch.full((len(rows), width), codec.pad_id, dtype=torch.long)
-    attn = torch.zeros((len(rows), width), dtype=torch.bool)
-    target = torch.zeros((len(rows), width), dtype=torch.bool)
+    ids = torch.full((len(rows), width), codec.pad_id, dtype=torch.long)  # cpu-then-move
+    attn = torch.zeros((len(rows), width), dtype=torch.bool)  # cpu-then-move
+    target = torch.zeros((len(rows), width), dtype=torch.bool)  # cpu-then-move
     for r, (a, b) in enumerate(rows):
         seq = a + b
-        ids[r, width - len(seq):] = torch.tensor(seq)
+        ids[r, width - len(seq):] = torch.tensor(seq)  # cpu-then-move
         attn[r, width - len(seq):] = True
         target[r, width - len(b):] = True
     return ids.to(device), attn.to(device), target.to(device)
@@ -398,7 +398,7 @@ def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[t
 def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], config: SFTConfig = SFTConfig(),
         *, max_new_tokens: int = 8, log: RunLog | None = None, progress: bool = False,
         codec: CharCodec | None = None) -> SFTResult:
-    """Supervised warm start until the held-out sampled pass rate reaches the target (chapter 7).
+    """Supervised warm start until the held-out sampled pass rate reaches the target (chapter 8).
 
     The loss is the mean cross-entropy of the answer tokens (the reversed digits and EOS) given
     the prompt. Every ``eval_every`` steps the pass rate is measured on the first

@@ -1,0 +1,201 @@
+"""Figures of the source paper's results, recomputed by the package (chapters 5, 6 and 7).
+
+Bay and Yearick (2026): the group-size law (§4), the implicit objectives and the difficulty
+weight (§6), Big-Math (§7), DAPO's Figure 3b (§5). Every figure computes what it shows from the
+package; none has more than two panels, so each stays legible in the book's text column.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .plots import RECIPE_COLORS
+from .recipes import DR_GRPO, GRPO
+
+__all__ = ["fidelity_figure", "objective_figure", "difficulty_weight_figure", "big_math_histogram_figure",
+           "silent_by_group_size_figure", "budget_by_decile_figure", "dapo_allcorrect_figure",
+           "controlled_silent_figure", "controlled_mass_figure", "controlled_quartile_figure"]
+
+_P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
+
+
+def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
+    """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
+    from .identity import attenuated_fidelity, gradient_fidelity, group_size_law, minimal_group_size
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+    sizes = np.arange(2, max_group_size + 1)
+    for p, color in _P_COLORS.items():
+        left.plot(sizes, gradient_fidelity(np.full(sizes.shape, p), sizes), color=color, lw=2, label=f"p = {p:g}")
+        left.plot(sizes, attenuated_fidelity(np.full(sizes.shape, p), sizes), color=color, lw=1, ls="--")
+    left.set_xscale("log", base=2)
+    left.set(xlabel="group size G", ylabel="fidelity φ(G, p)", ylim=(0, 1.02),
+             title="exact (solid) and 1 − 1/(8Gp(1−p)) (dashed)")
+    left.axvline(8, color="0.6", lw=0.8, ls=":")
+    left.legend(frameon=False, fontsize=9, loc="lower right")
+    p_grid = np.linspace(0.03, 0.97, 48)
+    for eps, color in ((0.05, "#1f77b4"), (0.01, "#9467bd")):
+        exact = [minimal_group_size(eps, p) for p in p_grid]
+        right.plot(p_grid, exact, color=color, lw=2, label=f"exact, {100 * (1 - eps):.0f}%")
+        right.plot(p_grid, group_size_law(eps, p_grid), color=color, lw=1, ls="--", label=f"G*, {100 * (1 - eps):.0f}%")
+    right.set_yscale("log")
+    right.set(xlabel="solve rate p", ylabel="group size needed", title="the group-size bathtub")
+    right.legend(frameon=False, fontsize=9)
+    return fig
+
+
+def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
+    """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
+    markers at G = 64 (and the exact curves at G = 8)."""
+    from .bernoulli import monte_carlo_gradient
+    from .identity import arcsine_objective, expected_group_std, expected_group_variance, large_group_gradient
+
+    p = np.linspace(0.0, 1.0, 401)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+    left.plot(p, p, color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: p")
+    left.plot(p, arcsine_objective(p) / np.pi, color=RECIPE_COLORS["GRPO"], lw=2, label=r"GRPO: $(2/\pi)\arcsin\sqrt{p}$")
+    left.set(xlabel="solve rate p", ylabel="objective (scaled to [0, 1])", title="what each recipe ascends")
+    left.legend(frameon=False, fontsize=9)
+    markers = np.linspace(0.05, 0.95, 13)
+    for recipe, exact in ((GRPO, expected_group_std), (DR_GRPO, expected_group_variance)):
+        color = RECIPE_COLORS[recipe.name]
+        right.plot(p, large_group_gradient(p, recipe), color=color, lw=2, label=f"{recipe.name}, G → ∞")
+        right.plot(p, exact(p, 8), color=color, lw=1, ls="--", label=f"{recipe.name}, exact at G = 8")
+        mean, se = monte_carlo_gradient(markers, 64, recipe, num_groups, seed=seed)
+        right.errorbar(markers, mean, yerr=2 * se, fmt="o", ms=4, color=color, capsize=0)
+    right.plot([], [], "ko", ms=4, label=f"Monte Carlo, G = 64 (±2 s.e.)")
+    right.set(xlabel="solve rate p", ylabel="expected gradient in θ", title="Bernoulli-logit prompt p = ς(θ)")
+    right.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def difficulty_weight_figure() -> plt.Figure:
+    """Chapter 6: w(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
+    from .identity import difficulty_weight
+
+    p = np.linspace(0.005, 0.995, 397)
+    fig, ax = plt.subplots(figsize=(6.5, 3.6), constrained_layout=True)
+    ax.semilogy(p, difficulty_weight(p), color=RECIPE_COLORS["GRPO"], lw=2, label="GRPO: w(p) = 1/√(p(1−p))")
+    ax.semilogy(p, np.ones_like(p), color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: w = 1")
+    ax.plot([0.05, 0.5, 0.95], difficulty_weight(np.array([0.05, 0.5, 0.95])), "ko", ms=4)
+    ax.set(xlabel="solve rate p", ylabel="weight on a unit of solve rate", title="the difficulty weight")
+    ax.legend(frameon=False, fontsize=9)
+    return fig
+
+
+def big_math_histogram_figure(hist) -> plt.Figure:
+    """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
+    k = np.arange(hist.num_rollouts + 1)
+    fig, ax = plt.subplots(figsize=(7.5, 3.4), constrained_layout=True)
+    colors = ["#d62728" if j in (0, hist.num_rollouts) else "0.45" for j in k]
+    ax.bar(k, hist.counts, width=0.85, color=colors)
+    ax.set(xlabel="k, correct of 64 samples", ylabel="problems", xlim=(-1, hist.num_rollouts + 1),
+           title="Big-Math: never (k = 0) and always (k = 64) solved in red")
+    return fig
+
+
+def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
+                                markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> plt.Figure:
+    """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    for name, curve in curves.items():
+        ax.plot(group_sizes, curve, lw=2.2 if name.startswith("Big-Math") else 1.3, label=name)
+    for name, (sizes, values) in (markers or {}).items():
+        ax.plot(sizes, values, "k^", ms=6, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="group size G", ylabel="silent fraction", ylim=(0, 1.0))
+    ax.legend(frameon=False, fontsize=8, ncol=2)
+    return fig
+
+
+def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
+    """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
+    fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
+    centers = np.arange(10)
+    width = 0.8 / (len(shares) + 1)
+    ax.bar(centers - 0.4 + width / 2, prompt_share, width=width, color="0.75", label="prompts")
+    for i, (name, share) in enumerate(shares.items()):
+        base = name.split(",")[0]
+        ax.bar(centers - 0.4 + width * (i + 1.5), share, width=width, color=RECIPE_COLORS.get(base, None),
+               alpha=1.0 if "∞" in name or len(shares) <= 2 else 0.55 + 0.45 * (i % 2), label=name)
+    ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate p̂", title=title)
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=8)
+    ax.legend(frameon=False, fontsize=8, ncol=2)
+    return fig
+
+
+def dapo_allcorrect_figure(fit) -> plt.Figure:
+    """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve; and
+    E[p^32] against the pool's mean solve rate (the competence)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+    steps = np.linspace(0, fit.steps[-1], 300)
+    a, b = fit.generic_params
+    left.plot(fit.steps, fit.logged, color="#08306b", lw=1.5, label="DAPO Fig. 3b, digitised")
+    left.plot(fit.steps, fit.predicted, color="#b5532a", lw=2.5, label=f"E[p³²], one free τ (R² = {fit.r2:.2f})")
+    left.plot(steps, a * (1 - np.exp(-steps / b)), color="0.5", ls="--", lw=1.2,
+              label=f"a(1 − exp(−t/b)) (R² = {fit.generic_r2:.2f})")
+    left.axhline(fit.plateau, color="0.6", lw=0.8, ls=":")
+    left.set(xlabel="training step", ylabel="all 32 samples correct", ylim=(0, 0.65))
+    left.legend(frameon=False, fontsize=8, loc="lower right")
+    right.plot(fit.curve_means, fit.curve_allcorrect, color="#b5532a", lw=2.5)
+    right.plot([fit.frozen_mean], [fit.frozen], "o", mfc="white", mec="#08306b", ms=7, label="Big-Math as it is")
+    right.plot([fit.end_mean], [fit.plateau], "D", color="#08306b", ms=6, label="at DAPO's plateau")
+    right.set(xlabel="mean solve rate of the sharpened pool", ylabel="E[p³²]")
+    right.legend(frameon=False, fontsize=8, loc="upper left")
+    return fig
+
+
+def controlled_silent_figure(study: dict) -> plt.Figure:
+    """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
+    measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
+    steps = np.arange(measured.shape[1])
+    fig, ax = plt.subplots(figsize=(6.5, 3.5), constrained_layout=True)
+    ax.plot(steps, expected.mean(axis=0), color="k", lw=2, label="closed form, mean of p^G + (1−p)^G")
+    ax.plot(steps, measured[0], ".", color=RECIPE_COLORS["GRPO"], ms=3, label="measured (one seed)")
+    ax.set(xlabel="step", ylabel="silent fraction", ylim=(0, 1), title="GRPO, 6,000 prompts, G = 8")
+    ax.legend(frameon=False, fontsize=9, loc="lower right")
+    return fig
+
+
+def controlled_mass_figure(study: dict) -> plt.Figure:
+    """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
+    mean over seeds) against the finite-G closed form (markers)."""
+    fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
+    centers = np.arange(10)
+    for offset, (key, name) in zip((-0.2, 0.2), (("grpo", "GRPO"), ("dr_grpo", "Dr. GRPO"))):
+        measured = study[f"decile_share/{key}"]
+        ax.bar(centers + offset, measured.mean(axis=0), width=0.38, yerr=2 * measured.std(axis=0, ddof=1),
+               color=RECIPE_COLORS[name], alpha=0.75, ecolor="0.45", label=f"{name}, measured (±2 SD over seeds)")
+        ax.plot(centers + offset, study[f"decile_share_closed/{key}"].mean(axis=0), "kD", ms=4)
+    ax.plot([], [], "kD", ms=4, label="finite-G closed form")
+    ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p")
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=8)
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
+    """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
+    learning rate (left), and per generated group with Dr. GRPO's step matched (right)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
+    colors = {"grpo": RECIPE_COLORS["GRPO"], "dr_grpo": RECIPE_COLORS["Dr. GRPO"], "dapo": RECIPE_COLORS["DAPO"],
+              "dr_grpo_matched": RECIPE_COLORS["Dr. GRPO"]}
+    labels = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO", "dr_grpo_matched": "Dr. GRPO, matched step"}
+
+    def band(ax, x, curves, key, ls="-"):
+        mean, sd = curves.mean(axis=0), curves.std(axis=0, ddof=1)
+        ax.plot(x, mean, color=colors[key], ls=ls, lw=2, label=labels[key])
+        ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color=colors[key], alpha=0.2, lw=0)
+
+    steps = np.arange(study["quartile/grpo"].shape[1])
+    for key in ("grpo", "dr_grpo", "dapo"):
+        band(left, steps, study[f"quartile/{key}"], key)
+    left.set(xlabel="step", ylabel="hardest quartile, mean p", title="the paper's setting (lr 0.5)", ylim=(0, 1.02))
+    left.legend(frameon=False, fontsize=8, loc="lower right")
+    band(right, steps, study["quartile/grpo"], "grpo")  # one group per prompt and step
+    band(right, steps, study["quartile/dr_grpo_matched"], "dr_grpo_matched", ls="--")
+    band(right, study["dapo_groups_drawn"].mean(axis=0) / num_prompts, study["quartile/dapo"], "dapo")
+    right.set(xlabel="groups generated per prompt", xlim=(0, steps[-1]), title="matched step; per generated group")
+    right.legend(frameon=False, fontsize=8, loc="lower right")
+    return fig

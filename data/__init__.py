@@ -7,5 +7,5 @@ which finds the same files in a checkout and in a wheel install:
 
 - ``solve_rates/``: small derived solve-count tables (chapter 7), each with a
   ``.provenance.json`` that says where it came from and which script made it;
-- ``runs/``: recorded reference training runs (chapters 9-12), each with its provenance.
+- ``runs/``: recorded reference training runs (chapters 10-13), each with its provenance.
 """

@@ -1,4 +1,4 @@
-"""Reading training logs: final accuracies, update mass per bucket, seed statistics (chapters 9-12).
+"""Reading training logs: final accuracies, update mass per bucket, seed statistics (chapters 10-13).
 
 Everything here takes the records of :func:`stddial_book.runs.load_run` (one dict per logged
 step) and returns plain numbers or arrays, so chapters can glue them and tests can check them.
@@ -83,7 +83,7 @@ def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) 
 
 
 def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """(σ, w) of every group that reached an update, pooled over the run (chapter 12's check)."""
+    """(σ, w) of every group that reached an update, pooled over the run (chapter 13's check)."""
     sig = [s for r in records for s in r.get("groups/sigma", [])]
     w = [x for r in records for x in r.get("groups/weight", [])]
     return np.array(sig, dtype=float), np.array(w, dtype=float)
@@ -108,7 +108,7 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
     """Share of a run's update mass that went to groups with k = 1 or k = G − 1 correct.
 
     Those groups have the smallest non-zero σ = sqrt(G − 1)/G; GRPO weights them by σ and
-    Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 12).
+    Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 13).
     """
     sigma, weight = identity_from_log(records)
     if weight.sum() == 0:

@@ -1,4 +1,4 @@
-"""The Bernoulli-logit prompt: one parameter θ, success probability p = ς(θ) (chapters 6 and 11).
+"""The Bernoulli-logit prompt: one parameter θ, success probability p = ς(θ) (chapters 6 and 8).
 
 The source paper (Bay and Yearick, 2026) uses this smallest possible policy twice: to check the
 large-group gradients by Monte Carlo (its Figure 5, right) and, with 6,000 such prompts, as its

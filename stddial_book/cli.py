@@ -1,4 +1,4 @@
-"""The command line: ``python -m stddial_book sft|train|eval`` (chapter 8 shows how to use it).
+"""The command line: ``python -m stddial_book sft|train|eval`` (chapter 9 shows how to use it).
 
 Each command reads its sizes from a profile (``quick`` on a CPU, ``full`` on a GPU) and writes
 everything into one output directory, so a run can be plotted with

@@ -1,9 +1,9 @@
-"""The runs of chapters 8-12, as functions: SFT into a directory, RL into a directory, and cached.
+"""The runs of chapters 9-13, as functions: SFT into a directory, RL into a directory, and cached.
 
 :func:`sft_to_dir` and :func:`train_to_dir` are what the command line runs
 (``python -m stddial_book sft|train``). :func:`warm_start` and :func:`rl_run` wrap them with a
-cache so that the chapters can share one SFT checkpoint and chapter 12 can reuse the runs of
-chapters 9-11: a run is stored under a key that hashes its full configuration, the package's
+cache so that the chapters can share one SFT checkpoint and chapter 13 can reuse the runs of
+chapters 10-12: a run is stored under a key that hashes its full configuration, the package's
 source code and the torch version, so a cached run is exactly the run the code would produce
 now (a changed line of the package gives a new key). An interrupted cached run is resumed from
 its last checkpoint. The cache lives in ``$STDDIAL_CACHE`` (default ``~/.cache/stddial_book``).

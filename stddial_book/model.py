@@ -1,4 +1,4 @@
-"""The testbed's model: a character tokenizer and a tiny Llama-style transformer (chapter 8).
+"""The testbed's model: a character tokenizer and a tiny Llama-style transformer (chapter 9).
 
 * :func:`make_tokenizer` builds a character-level vocabulary for the addition task as a
   ``tokenizers`` WordLevel model wrapped in ``transformers.PreTrainedTokenizerFast``, so it

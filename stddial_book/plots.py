@@ -158,7 +158,7 @@ def _xs(records, name):
 
 
 def training_dashboard(records: list[dict], title: str) -> plt.Figure:
-    """Chapters 9-11: one run at a glance, every panel against the samples generated so far.
+    """Chapters 10-12: one run at a glance, every panel against the samples generated so far.
 
     Held-out accuracy (sampled and greedy), sampled accuracy per difficulty bucket, the silent
     fraction of each step's groups, the update mass each bucket received, σ against the weight
@@ -212,7 +212,7 @@ def training_dashboard(records: list[dict], title: str) -> plt.Figure:
 
 
 def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
-    """Chapter 11: DAPO's dynamic sampling, samples generated against samples that reached an update."""
+    """Chapter 12: DAPO's dynamic sampling, samples generated against samples that reached an update."""
     from .runs import metric_series
 
     steps, generated = metric_series(records, "samples/generated")
@@ -233,7 +233,7 @@ def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
 
 
 def comparison_figure(runs: dict[str, list[list[dict]]]) -> plt.Figure:
-    """Chapter 12: the three recipes side by side, mean ± standard error over seeds.
+    """Chapter 13: the three recipes side by side, mean ± standard error over seeds.
 
     ``runs`` maps a recipe name to the records of each of its seeds. Panels: final sampled
     accuracy per bucket, the share of update mass per bucket, held-out accuracy against samples

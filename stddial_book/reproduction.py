@@ -110,7 +110,7 @@ def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
 
 
 def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:
-    """All rows, in the paper's order. ``controlled_run`` appends the §8 rows (chapter 11)."""
+    """All rows, in the paper's order. ``controlled_run`` appends the §8 rows (chapter 8)."""
     from .bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
     from .dapo_curve import fit_consistency, load_dapo_fig3b
     from .identity import attenuated_fidelity, difficulty_weight, gradient_fidelity, minimal_group_size

@@ -1,4 +1,4 @@
-"""Batched sampling with a KV cache, and log-probs of given completions (chapters 4 and 8).
+"""Batched sampling with a KV cache, and log-probs of given completions (chapters 4 and 9).
 
 :func:`sample` draws one completion per prompt row at pure temperature sampling (no top-k, no
 top-p: every token keeps its probability, as the policy-gradient estimator assumes), reusing

@@ -1,4 +1,4 @@
-"""Run logs: a metrics JSONL file and a provenance JSON per run (chapters 8-12).
+"""Run logs: a metrics JSONL file and a provenance JSON per run (chapters 9-13).
 
 A run directory holds ``metrics.jsonl`` (one JSON object per logged step) and
 ``provenance.json`` (the command, git commit, package versions, device, seed, profile, start

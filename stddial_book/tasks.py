@@ -1,4 +1,4 @@
-"""The testbed's task: D-digit addition with a difficulty dial, and its verifier (chapter 8).
+"""The testbed's task: D-digit addition with a difficulty dial, and its verifier (chapter 9).
 
 A prompt is two zero-padded D-digit operands, ``57+68=``; the answer is the sum's digits
 reversed (least significant first, the order a carry propagates), then the end-of-sequence

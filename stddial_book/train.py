@@ -1,4 +1,4 @@
-"""The training loop: SFT warm start, then RL under any :class:`Recipe` (chapters 8-12).
+"""The training loop: SFT warm start, then RL under any :class:`Recipe` (chapters 9-13).
 
 One step of :func:`train` runs in one direction (DESIGN §4)::
 
@@ -215,7 +215,7 @@ def _divisor_near(n: int, k: int) -> int:
 def bucket_of(problem: Problem) -> str:
     """The difficulty bucket of a problem: ``D{digits}``, its digit count.
 
-    Chapter 8 measures accuracy by carries too; with the answer's digits reversed, carries
+    Chapter 9 measures accuracy by carries too; with the answer's digits reversed, carries
     barely change how hard a problem is for the model, while each extra digit does.
     """
     return f"D{problem.digits}"
@@ -398,7 +398,7 @@ def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[t
 def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], config: SFTConfig = SFTConfig(),
         *, max_new_tokens: int = 8, log: RunLog | None = None, progress: bool = False,
         codec: CharCodec | None = None) -> SFTResult:
-    """Supervised warm start until the held-out sampled pass rate reaches the target (chapter 8).
+    """Supervised warm start until the held-out sampled pass rate reaches the target (chapter 9).
 
     The loss is the mean cross-entropy of the answer tokens (the reversed digits and EOS) given
     the prompt. Every ``eval_every`` steps the pass rate is measured on the first

@@ -19,7 +19,7 @@ from .recipes import Recipe, get_recipe, group_advantages
 
 __all__ = ["sampled_gradients", "monte_carlo_gradient", "ControlledRun", "ControlledRunResult",
            "initial_solve_rates", "controlled_run", "silent_r2", "extreme_share", "decile_share", "hardest_quartile",
-           "quartile_curve", "matched_lr", "value_at_budget", "controlled_run_study"]
+           "quartile_curve", "matched_lr", "value_at_budget", "controlled_run_study", "quartile_gap"]
 
 
 def sampled_gradients(solve_rate: np.ndarray, group_size: int, recipe: Recipe | str,
@@ -269,4 +269,24 @@ def controlled_run_study(solve_rates: np.ndarray, counts: np.ndarray, seeds: int
         add("dapo_quartile_at_grpo_budget",
             value_at_budget(dapo, quartile_curve(dapo), float(runs["grpo"].groups_drawn.sum())))
         add("dapo_groups_drawn", np.concatenate([[0], np.cumsum(dapo.groups_drawn)]))
+        add("num_prompts", config.num_prompts)
     return {name: np.array(values) for name, values in rows.items()}
+
+
+def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.ndarray:
+    """Per seed: the hardest quartile's mean solve rate under run ``first`` minus under ``second``,
+    averaged over the run, with both read per generated group (groups drawn per prompt, 0 to the
+    run's step count). For the runs without redraws a step is one group per prompt; DAPO's curve is
+    interpolated at the same numbers of groups. One number per seed and pair: the chapter's
+    comparisons are made on it (chapter 8)."""
+    steps = study["quartile/grpo"].shape[1]
+    grid = np.arange(steps, dtype=np.float64)
+
+    def per_group(name: str, seed: int) -> np.ndarray:
+        curve = study[f"quartile/{name}"][seed]
+        if name != "dapo":
+            return curve
+        drawn = study["dapo_groups_drawn"][seed] / study["num_prompts"][seed]
+        return np.interp(grid, drawn, curve)
+
+    return np.array([np.mean(per_group(first, s) - per_group(second, s)) for s in range(len(study["matched_lr"]))])

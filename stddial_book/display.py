@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["glue", "show_claim", "show_equation", "BOOK_BUILD_ENV"]
+__all__ = ["glue", "show_claim", "show_equation", "table", "BOOK_BUILD_ENV"]
 
 #: Set (to "1") by the book's Sphinx extension while Jupyter Book executes the chapters.
 BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"
@@ -43,6 +43,24 @@ def glue(name: str, value: Any, display: bool = False) -> None:
             print(f"{name} = {_shown(value)}")
         return
     _myst_glue(name, value, display=display)
+
+
+def table(header: list[str], rows: list[list[object]], caption: str = ""):
+    """A Markdown table (an IPython ``Markdown`` object): rendered as a table on the website, in
+    Colab and in Jupyter, never as fixed-width text that scrolls sideways.
+
+    Cells are converted with ``str``; a ``|`` inside a cell is escaped.
+    """
+    from IPython.display import Markdown
+
+    if any(len(row) != len(header) for row in rows):
+        raise ValueError(f"every row needs {len(header)} cells, one per column of {header}.")
+
+    def line(cells: list[object]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    body = [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows]
+    return Markdown((caption + "\n\n" if caption else "") + "\n".join(body))
 
 
 def show_equation(latex: str) -> None:

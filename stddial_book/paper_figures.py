@@ -7,6 +7,8 @@ package; none has more than two panels, so each stays legible in the book's text
 
 from __future__ import annotations
 
+import functools
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -19,7 +21,21 @@ __all__ = ["fidelity_figure", "objective_figure", "difficulty_weight_figure", "b
 
 _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
 
+#: Type sizes chosen for the book's text column (about 830 px): a 9.5-inch figure is shown at
+#: about 0.87 of its size, so 10-point legends stay about 12 px high.
+_STYLE = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": 10,
+          "xtick.labelsize": 10, "ytick.labelsize": 10}
 
+
+def _styled(figure_function):
+    @functools.wraps(figure_function)
+    def wrapper(*args, **kwargs):
+        with plt.rc_context(_STYLE):
+            return figure_function(*args, **kwargs)
+    return wrapper
+
+
+@_styled
 def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
     from .identity import attenuated_fidelity, gradient_fidelity, group_size_law, minimal_group_size
@@ -33,7 +49,7 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     left.set(xlabel="group size G", ylabel="fidelity φ(G, p)", ylim=(0, 1.02),
              title="exact (solid) and 1 − 1/(8Gp(1−p)) (dashed)")
     left.axvline(8, color="0.6", lw=0.8, ls=":")
-    left.legend(frameon=False, fontsize=9, loc="lower right")
+    left.legend(frameon=False, loc="lower right")
     p_grid = np.linspace(0.03, 0.97, 48)
     for eps, color in ((0.05, "#1f77b4"), (0.01, "#9467bd")):
         exact = [minimal_group_size(eps, p) for p in p_grid]
@@ -41,10 +57,11 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
         right.plot(p_grid, group_size_law(eps, p_grid), color=color, lw=1, ls="--", label=f"G*, {100 * (1 - eps):.0f}%")
     right.set_yscale("log")
     right.set(xlabel="solve rate p", ylabel="group size needed", title="the group-size bathtub")
-    right.legend(frameon=False, fontsize=9)
+    right.legend(frameon=False)
     return fig
 
 
+@_styled
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
@@ -56,7 +73,7 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     left.plot(p, p, color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: p")
     left.plot(p, arcsine_objective(p) / np.pi, color=RECIPE_COLORS["GRPO"], lw=2, label=r"GRPO: $(2/\pi)\arcsin\sqrt{p}$")
     left.set(xlabel="solve rate p", ylabel="objective (scaled to [0, 1])", title="what each recipe ascends")
-    left.legend(frameon=False, fontsize=9)
+    left.legend(frameon=False)
     markers = np.linspace(0.05, 0.95, 13)
     for recipe, exact in ((GRPO, expected_group_std), (DR_GRPO, expected_group_variance)):
         color = RECIPE_COLORS[recipe.name]
@@ -66,10 +83,11 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
         right.errorbar(markers, mean, yerr=2 * se, fmt="o", ms=4, color=color, capsize=0)
     right.plot([], [], "ko", ms=4, label=f"Monte Carlo, G = 64 (±2 s.e.)")
     right.set(xlabel="solve rate p", ylabel="expected gradient in θ", title="Bernoulli-logit prompt p = ς(θ)")
-    right.legend(frameon=False, fontsize=8)
+    right.legend(frameon=False)
     return fig
 
 
+@_styled
 def difficulty_weight_figure() -> plt.Figure:
     """Chapter 6: w(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
     from .identity import difficulty_weight
@@ -80,10 +98,11 @@ def difficulty_weight_figure() -> plt.Figure:
     ax.semilogy(p, np.ones_like(p), color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: w = 1")
     ax.plot([0.05, 0.5, 0.95], difficulty_weight(np.array([0.05, 0.5, 0.95])), "ko", ms=4)
     ax.set(xlabel="solve rate p", ylabel="weight on a unit of solve rate", title="the difficulty weight")
-    ax.legend(frameon=False, fontsize=9)
+    ax.legend(frameon=False)
     return fig
 
 
+@_styled
 def big_math_histogram_figure(hist) -> plt.Figure:
     """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
     k = np.arange(hist.num_rollouts + 1)
@@ -95,6 +114,7 @@ def big_math_histogram_figure(hist) -> plt.Figure:
     return fig
 
 
+@_styled
 def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
                                 markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> plt.Figure:
     """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
@@ -105,10 +125,11 @@ def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.n
         ax.plot(sizes, values, "k^", ms=6, label=name)
     ax.set_xscale("log", base=2)
     ax.set(xlabel="group size G", ylabel="silent fraction", ylim=(0, 1.0))
-    ax.legend(frameon=False, fontsize=8, ncol=2)
+    ax.legend(frameon=False, ncol=2)
     return fig
 
 
+@_styled
 def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
     """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
@@ -120,11 +141,12 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
         ax.bar(centers - 0.4 + width * (i + 1.5), share, width=width, color=RECIPE_COLORS.get(base, None),
                alpha=1.0 if "∞" in name or len(shares) <= 2 else 0.55 + 0.45 * (i % 2), label=name)
     ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate p̂", title=title)
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=8)
-    ax.legend(frameon=False, fontsize=8, ncol=2)
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=9)
+    ax.legend(frameon=False, ncol=2)
     return fig
 
 
+@_styled
 def dapo_allcorrect_figure(fit) -> plt.Figure:
     """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve; and
     E[p^32] against the pool's mean solve rate (the competence)."""
@@ -137,15 +159,16 @@ def dapo_allcorrect_figure(fit) -> plt.Figure:
               label=f"a(1 − exp(−t/b)) (R² = {fit.generic_r2:.2f})")
     left.axhline(fit.plateau, color="0.6", lw=0.8, ls=":")
     left.set(xlabel="training step", ylabel="all 32 samples correct", ylim=(0, 0.65))
-    left.legend(frameon=False, fontsize=8, loc="lower right")
+    left.legend(frameon=False, loc="lower right")
     right.plot(fit.curve_means, fit.curve_allcorrect, color="#b5532a", lw=2.5)
     right.plot([fit.frozen_mean], [fit.frozen], "o", mfc="white", mec="#08306b", ms=7, label="Big-Math as it is")
     right.plot([fit.end_mean], [fit.plateau], "D", color="#08306b", ms=6, label="at DAPO's plateau")
     right.set(xlabel="mean solve rate of the sharpened pool", ylabel="E[p³²]")
-    right.legend(frameon=False, fontsize=8, loc="upper left")
+    right.legend(frameon=False, loc="upper left")
     return fig
 
 
+@_styled
 def controlled_silent_figure(study: dict) -> plt.Figure:
     """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
     measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
@@ -154,10 +177,11 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
     ax.plot(steps, expected.mean(axis=0), color="k", lw=2, label="closed form, mean of p^G + (1−p)^G")
     ax.plot(steps, measured[0], ".", color=RECIPE_COLORS["GRPO"], ms=3, label="measured (one seed)")
     ax.set(xlabel="step", ylabel="silent fraction", ylim=(0, 1), title="GRPO, 6,000 prompts, G = 8")
-    ax.legend(frameon=False, fontsize=9, loc="lower right")
+    ax.legend(frameon=False, loc="lower right")
     return fig
 
 
+@_styled
 def controlled_mass_figure(study: dict) -> plt.Figure:
     """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
     mean over seeds) against the finite-G closed form (markers)."""
@@ -170,11 +194,12 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
         ax.plot(centers + offset, study[f"decile_share_closed/{key}"].mean(axis=0), "kD", ms=4)
     ax.plot([], [], "kD", ms=4, label="finite-G closed form")
     ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p")
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=8)
-    ax.legend(frameon=False, fontsize=8)
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=9)
+    ax.legend(frameon=False)
     return fig
 
 
+@_styled
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
     learning rate (left), and per generated group with Dr. GRPO's step matched (right)."""
@@ -192,10 +217,10 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     for key in ("grpo", "dr_grpo", "dapo"):
         band(left, steps, study[f"quartile/{key}"], key)
     left.set(xlabel="step", ylabel="hardest quartile, mean p", title="the paper's setting (lr 0.5)", ylim=(0, 1.02))
-    left.legend(frameon=False, fontsize=8, loc="lower right")
+    left.legend(frameon=False, loc="lower right")
     band(right, steps, study["quartile/grpo"], "grpo")  # one group per prompt and step
     band(right, steps, study["quartile/dr_grpo_matched"], "dr_grpo_matched", ls="--")
     band(right, study["dapo_groups_drawn"].mean(axis=0) / num_prompts, study["quartile/dapo"], "dapo")
     right.set(xlabel="groups generated per prompt", xlim=(0, steps[-1]), title="matched step; per generated group")
-    right.legend(frameon=False, fontsize=8, loc="lower right")
+    right.legend(frameon=False, loc="lower right")
     return fig

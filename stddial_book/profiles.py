@@ -64,8 +64,8 @@ PROFILES: dict[str, Profile] = {
                                 max_new_tokens=8, sample_budget=8192, eval_every=8, eval_samples=8,
                                 checkpoint_every=8),
                      seeds=(0, 1, 2)),
-    "full": Profile("full", "cuda", "GPU-scale runs; their logs are committed with provenance "
-                    "and plotted beside the quick runs",
+    "full": Profile("full", "cuda", "GPU-scale runs for a reader with a GPU (Colab); not run by the "
+                    "book's authors, who had no GPU",
                     model=dict(hidden_size=256, num_layers=8, num_heads=8, intermediate_size=1024),
                     task=dict(digits=(2, 3, 4), num_train=30000, num_heldout=1536),
                     sft=dict(lr=1e-3, batch_size=256, target_pass_rate=0.6, eval_every=25,

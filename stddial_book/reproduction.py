@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Row", "reproduction_rows", "controlled_run_rows", "identity_max_error", "rloo_max_error"]
+__all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
 
 
 @dataclass(frozen=True)
@@ -162,3 +162,28 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
             note="pairs bootstrap, 90th percentile; the paper does not say how its bootstrap was drawn"),
     ]
     return rows + list(controlled_run or [])
+
+
+def _shown(value: float, decimals: int, unit: str) -> str:
+    if decimals >= 6:
+        return f"{value:.1e}"
+    if decimals == 0 and float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.{decimals}f}" + ("%" if unit == "%" else "")
+
+
+def rows_table(rows: list[Row]):
+    """The rows as a Markdown table (:func:`stddial_book.display.table`): where, quantity, the
+    paper's value, the book's (one more decimal, ± the SD over seeds for random results), verdict."""
+    from .display import table
+
+    body = []
+    for r in rows:
+        more = r.decimals if r.decimals >= 6 else r.decimals + 1
+        book = _shown(r.book, more if not float(r.book).is_integer() or r.decimals else 0, r.unit)
+        if r.spread > 0:
+            book += f" ± {_shown(r.spread, more, r.unit)}"
+        paper = "0 (exact)" if r.decimals >= 6 else _shown(r.paper, r.decimals, r.unit)
+        verdict = "yes" if r.agrees else ("differs" if r.expected_to_differ else "**no**")
+        body.append([r.section, r.quantity + (f" ({r.note})" if r.note else ""), paper, book, verdict])
+    return table(["where", "quantity", "paper", "book", "agrees"], body)

@@ -56,11 +56,18 @@ def overlong_mask(truncated) -> np.ndarray:
 
 @dataclass
 class SamplingCost:
-    """Samples generated, kept and discarded by dynamic sampling, and the rounds it took."""
+    """Groups and samples generated, kept and discarded by dynamic sampling, and the rounds it took.
+
+    Discarded groups are of two kinds: *silent* ones (all samples agree: what the filter is for)
+    and *surplus* mixed ones (drawn when the batch was already full). Rounds sized to the groups
+    still missing never draw a surplus; the split makes that checkable.
+    """
 
     rounds: int = 0
     groups_generated: int = 0
     groups_kept: int = 0
+    groups_silent: int = 0
+    groups_surplus: int = 0
     samples_generated: int = 0
     samples_kept: int = 0
     hit_cap: bool = False
@@ -78,11 +85,13 @@ class SamplingCost:
 class DynamicSampler:
     """DAPO's dynamic sampling: draw rounds of groups until ``num_groups`` non-silent ones are kept.
 
-    ``draw(round_index)`` must return ``(batch, correct)`` for one round: any per-sample batch
-    object supporting ``batch[indices]`` (numpy fancy indexing) and a flat 0/1 array of
-    correctness, groups contiguous. Surplus mixed groups of the last round are dropped so the
-    batch has exactly ``num_groups`` groups; if ``max_rounds`` pass first, the batch is returned
-    short and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
+    ``draw(round_index, num_groups)`` must return ``(batch, correct)`` for one round of
+    ``num_groups`` groups: any per-sample batch object supporting ``batch[indices]`` (numpy fancy
+    indexing) and a flat 0/1 array of correctness, groups contiguous. Each round asks for exactly
+    the groups still missing, so with a silent fraction f the expected cost is 1/(1 − f) groups
+    generated per group kept (chapter 7) and no mixed group is wasted. If ``draw`` returns more
+    groups than asked, the surplus mixed ones are dropped and counted. If ``max_rounds`` pass
+    first, the batch is returned short and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
     """
 
     num_groups: int
@@ -97,18 +106,22 @@ class DynamicSampler:
         if self.max_rounds < 1:
             raise ValueError(f"max_rounds must be at least 1; got {self.max_rounds}.")
 
-    def fill(self, draw: Callable[[int], tuple[object, np.ndarray]]) -> tuple[list[object], SamplingCost]:
+    def fill(self, draw: Callable[[int, int], tuple[object, np.ndarray]]) -> tuple[list[object], SamplingCost]:
         """Run rounds until full or capped; returns the kept per-round slices and the cost."""
         cost = SamplingCost()
         kept: list[object] = []
         for round_index in range(self.max_rounds):
-            batch, correct = draw(round_index)
+            missing = self.num_groups - cost.groups_kept
+            batch, correct = draw(round_index, missing)
             correct = np.asarray(correct)
             mixed = nonsilent_groups(correct, self.group_size)
             cost.rounds += 1
             cost.groups_generated += len(mixed)
             cost.samples_generated += len(correct)
-            take = np.flatnonzero(mixed)[: self.num_groups - cost.groups_kept]
+            cost.groups_silent += int((~mixed).sum())
+            mixed_index = np.flatnonzero(mixed)
+            take = mixed_index[:missing]
+            cost.groups_surplus += len(mixed_index) - len(take)
             if len(take):
                 rows = (take[:, None] * self.group_size + np.arange(self.group_size)).reshape(-1)
                 kept.append(batch[rows])

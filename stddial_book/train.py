@@ -485,11 +485,13 @@ class _State:
 
 
 def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, state: _State,
-                   codec: CharCodec) -> Batch:
-    """One round: draw prompts, sample G completions each, verify, shape rewards."""
+                   codec: CharCodec, num_prompts: int | None = None) -> Batch:
+    """One round: draw ``num_prompts`` prompts (default ``prompts_per_step``), sample G
+    completions each, verify, shape rewards."""
     recipe = config.recipe
     device = next(model.parameters()).device
-    rows = state.rng.choice(len(problems), size=min(config.prompts_per_step, len(problems)), replace=False)
+    wanted = config.prompts_per_step if num_prompts is None else num_prompts
+    rows = state.rng.choice(len(problems), size=min(wanted, len(problems)), replace=False)
     chosen = [problems[i] for i in rows]
     ids, pmask = encode_prompts(chosen, codec, device)
     out = sample(model, ids, config.max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=pmask,
@@ -708,7 +710,6 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         first = run_eval(0)
         log.log(0, {**first.metrics(), "samples/generated": 0, "samples/kept": 0, "updates": 0})
     last_eval: EvalResult | None = None
-    samples_per_round = config.prompts_per_step * config.group_size
     bar = _progress(config.sample_budget, f"RL {recipe.name}", progress)
     bar.update(state.samples_generated)
     stopped_early = False
@@ -719,20 +720,24 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         t0 = time.perf_counter()
         generated: list[Batch] = []
 
-        def draw(_round: int) -> tuple[Batch, np.ndarray]:
-            batch = _rollout_round(model, train_problems, config, state, codec)
+        def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
+            batch = _rollout_round(model, train_problems, config, state, codec, num_groups)
             generated.append(batch)
             return batch, batch.correct
 
+        discarded = {"silent": 0, "surplus": 0}
         if recipe.dynamic_sampling:
+            # refill rounds ask for the groups still missing, from new prompts (verl's DAPO)
             sampler = DynamicSampler(config.prompts_per_step, config.group_size, config.max_rounds)
             parts, cost = sampler.fill(draw)
             kept = Batch.cat(parts, codec.pad_id) if parts else None
             rounds, hit_cap = cost.rounds, cost.hit_cap
+            discarded = {"silent": cost.groups_silent * config.group_size,
+                         "surplus": cost.groups_surplus * config.group_size}
         else:
             batch, _ = draw(0)
             kept, rounds, hit_cap = batch, 1, False
-        num_generated = len(generated) * samples_per_round
+        num_generated = sum(len(b) for b in generated)
         t1 = time.perf_counter()
         state.step += 1
         state.samples_generated += num_generated
@@ -748,6 +753,8 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         metrics.update({
             "samples/generated": state.samples_generated, "samples/kept": state.samples_kept,
             "samples/discarded": state.samples_generated - state.samples_kept,
+            "samples/step_discarded_silent": discarded["silent"],
+            "samples/step_discarded_surplus": discarded["surplus"],
             "samples/step_generated": num_generated, "updates": state.updates,
             "dynamic_sampling/rounds": rounds, "dynamic_sampling/hit_cap": bool(hit_cap),
             "time/generation_s": t1 - t0, "time/update_s": t2 - t1,

@@ -111,3 +111,12 @@ def test_study_shapes_and_bad_settings() -> None:
             ControlledRun(**bad)
     with pytest.raises(ValueError):
         controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=1, config=SMALL)
+
+
+def test_quartile_gap_is_paired_and_signed() -> None:
+    from stddial_book.bernoulli import quartile_gap
+
+    study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=2, config=SMALL)
+    assert np.allclose(quartile_gap(study, "grpo", "grpo"), 0.0)
+    assert np.all(quartile_gap(study, "grpo", "dr_grpo") > 0)  # same lr: σ̂ > σ̂² moves GRPO further
+    assert np.allclose(quartile_gap(study, "grpo", "dapo"), -quartile_gap(study, "dapo", "grpo"))

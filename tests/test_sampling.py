@@ -25,27 +25,49 @@ def test_soft_overlong_penalty_by_hand() -> None:
 
 
 def test_dynamic_sampling_keeps_only_mixed_groups_and_counts_the_rest() -> None:
+    """A draw that ignores the size it is asked for: the surplus mixed group is dropped and counted."""
     G = 4
     rounds = [
         np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]),   # silent, mixed, silent
         np.array([0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1]),   # mixed, silent, mixed
     ]
+    asked = []
 
-    def draw(i):
+    def draw(i, num_groups):
+        asked.append(num_groups)
         ids = np.arange(12) + 100 * i  # which sample is which
         return ids, rounds[i]
 
     kept, cost = DynamicSampler(num_groups=2, group_size=G, max_rounds=5).fill(draw)
     flat = np.concatenate(kept)
-    assert flat.tolist() == [4, 5, 6, 7, 100, 101, 102, 103]  # surplus mixed group dropped
+    assert asked == [2, 1]  # each round asks for the groups still missing
+    assert flat.tolist() == [4, 5, 6, 7, 100, 101, 102, 103]
     assert cost.rounds == 2 and cost.groups_generated == 6 and cost.groups_kept == 2
+    assert cost.groups_silent == 3 and cost.groups_surplus == 1
     assert cost.samples_generated == 24 and cost.samples_kept == 8 and cost.samples_discarded == 16
     assert cost.generated_per_kept == 3.0 and not cost.hit_cap
 
 
+def test_rounds_sized_to_the_missing_groups_cost_one_over_one_minus_f() -> None:
+    """Groups silent with probability f, each round drawing only what is missing: generated per
+    kept is 1/(1 − f) on average and no mixed group is ever discarded."""
+    rng = np.random.default_rng(0)
+    f, G, ratios = 0.4, 4, []
+    for _ in range(400):
+        def draw(i, num_groups):
+            silent = rng.random(num_groups) < f
+            correct = np.where(silent[:, None], 0, np.r_[1, 0, 0, 0][None, :]).reshape(-1)
+            return np.arange(len(correct)), correct
+
+        _, cost = DynamicSampler(num_groups=32, group_size=G, max_rounds=50).fill(draw)
+        assert cost.groups_surplus == 0 and cost.groups_kept == 32
+        ratios.append(cost.groups_generated / cost.groups_kept)
+    assert np.mean(ratios) == pytest.approx(1 / (1 - f), rel=0.02)
+
+
 def test_dynamic_sampling_cap() -> None:
     silent = np.zeros(8)
-    kept, cost = DynamicSampler(num_groups=1, group_size=4, max_rounds=3).fill(lambda i: (np.arange(8), silent))
+    kept, cost = DynamicSampler(num_groups=1, group_size=4, max_rounds=3).fill(lambda i, n: (np.arange(8), silent))
     assert kept == [] and cost.hit_cap and cost.rounds == 3 and cost.samples_generated == 24
 
 

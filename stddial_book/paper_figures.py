@@ -23,15 +23,25 @@ _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
 
 #: Type sizes chosen for the book's text column (about 830 px): a 9.5-inch figure is shown at
 #: about 0.87 of its size, so 10-point legends stay about 12 px high.
-_STYLE = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "legend.fontsize": 10,
-          "xtick.labelsize": 10, "ytick.labelsize": 10}
+_SIZES = {"title": 11, "label": 11, "ticks": 10, "legend": 10}
 
 
 def _styled(figure_function):
+    """Set the type sizes on the finished figure. (Not with ``plt.rc_context``: restoring the
+    rcParams on exit can reset the notebook's inline backend, and later figures then vanish.)"""
     @functools.wraps(figure_function)
     def wrapper(*args, **kwargs):
-        with plt.rc_context(_STYLE):
-            return figure_function(*args, **kwargs)
+        fig = figure_function(*args, **kwargs)
+        for ax in fig.axes:
+            ax.title.set_fontsize(_SIZES["title"])
+            ax.xaxis.label.set_fontsize(_SIZES["label"])
+            ax.yaxis.label.set_fontsize(_SIZES["label"])
+            ax.tick_params(labelsize=_SIZES["ticks"])
+            legend = ax.get_legend()
+            if legend is not None:
+                for text in legend.get_texts():
+                    text.set_fontsize(_SIZES["legend"])
+        return fig
     return wrapper
 
 
@@ -141,7 +151,7 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
         ax.bar(centers - 0.4 + width * (i + 1.5), share, width=width, color=RECIPE_COLORS.get(base, None),
                alpha=1.0 if "∞" in name or len(shares) <= 2 else 0.55 + 0.45 * (i % 2), label=name)
     ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate p̂", title=title)
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=9)
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
     ax.legend(frameon=False, ncol=2)
     return fig
 
@@ -194,7 +204,7 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
         ax.plot(centers + offset, study[f"decile_share_closed/{key}"].mean(axis=0), "kD", ms=4)
     ax.plot([], [], "kD", ms=4, label="finite-G closed form")
     ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p")
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30, fontsize=9)
+    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
     ax.legend(frameon=False)
     return fig
 

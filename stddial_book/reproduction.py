@@ -182,7 +182,7 @@ def rows_table(rows: list[Row]):
         more = r.decimals if r.decimals >= 6 else r.decimals + 1
         book = _shown(r.book, more if not float(r.book).is_integer() or r.decimals else 0, r.unit)
         if r.spread > 0:
-            book += f" ± {_shown(r.spread, more, r.unit)}"
+            book += f" ± {r.spread:.2g}" + ("%" if r.unit == "%" else "")
         paper = "0 (exact)" if r.decimals >= 6 else _shown(r.paper, r.decimals, r.unit)
         verdict = "yes" if r.agrees else ("differs" if r.expected_to_differ else "**no**")
         body.append([r.section, r.quantity + (f" ({r.note})" if r.note else ""), paper, book, verdict])

@@ -74,7 +74,10 @@ def test_first_cell_installs_only_when_missing(chapter: Path) -> None:
 
 @pytest.mark.chapters
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_chapter_executes(chapter: Path, tmp_path: Path) -> None:
+def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel must pick its inline backend, as in the book and in Colab: with MPLBACKEND=Agg
+    # (the tests' setting) a notebook shows no figure at all
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     notebook = jupytext.read(chapter)
     env_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["PATH"] = env_path  # the kernel must be this environment's Python
@@ -86,6 +89,12 @@ def test_chapter_executes(chapter: Path, tmp_path: Path) -> None:
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    # every cell that draws a figure (a line "fig = ...") shows it: a figure lost to a backend
+    # mix-up raises nothing, so check the outputs themselves
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and re.search(r"^fig = ", cell.source, re.M):
+            kinds = {key for out in cell.get("outputs", []) for key in out.get("data", {})}
+            assert "image/png" in kinds, f"no figure shown by the cell:\n{cell.source[:200]}"
     # every {glue:text}`name` the prose uses was glued by a cell: recorded for myst-nb where it is
     # installed, and printed as "name = value" by stddial_book.display.glue outside the site build
     glued = set()

@@ -200,10 +200,12 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
     for offset, (key, name) in zip((-0.2, 0.2), (("grpo", "GRPO"), ("dr_grpo", "Dr. GRPO"))):
         measured = study[f"decile_share/{key}"]
         ax.bar(centers + offset, measured.mean(axis=0), width=0.38, yerr=2 * measured.std(axis=0, ddof=1),
-               color=RECIPE_COLORS[name], alpha=0.75, ecolor="0.45", label=f"{name}, measured (±2 SD over seeds)")
+               color=RECIPE_COLORS[name], alpha=0.75, ecolor="0.45", label=f"{name}, measured (±2 SD)")
         ax.plot(centers + offset, study[f"decile_share_closed/{key}"].mean(axis=0), "kD", ms=4)
     ax.plot([], [], "kD", ms=4, label="finite-G closed form")
-    ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p")
+    top = max(float(study[f"decile_share/{k}"].mean(axis=0).max()) for k in ("grpo", "dr_grpo"))
+    ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p",
+           ylim=(0, 1.45 * top))
     ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
     ax.legend(frameon=False)
     return fig

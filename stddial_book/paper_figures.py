@@ -207,7 +207,7 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
     ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p",
            ylim=(0, 1.45 * top))
     ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, ncol=3, loc="upper center")
     return fig
 
 

@@ -24,6 +24,8 @@ examples:
   python -m stddial_book train --recipe grpo --init runs/sft --seed 1 --out runs/grpo-1
   python -m stddial_book train --recipe grpo --init runs/sft --seed 1 --out runs/grpo-1 --resume
         continue an interrupted run from its last checkpoint (same result as never stopping)
+  python -m stddial_book record --profile reference
+        the book's recorded reference runs: every recipe over five seeds, logs into data/runs
   python -m stddial_book eval --checkpoint runs/grpo-1
         held-out accuracy per difficulty bucket, greedy and sampled, as JSON
 """
@@ -35,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train the book's tiny model on the addition task with GRPO, Dr. GRPO or DAPO "
                     "(three settings of one dial: the group's reward std).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,eval}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval}")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--profile", default=None, metavar="NAME",
@@ -66,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after N generated samples (default: the profile's)")
     p.add_argument("--micro-batch-size", type=int, default=None, metavar="N",
                    help="samples per forward/backward pass (lower it if the GPU runs out of memory)")
+
+    p = sub.add_parser("record", help="the recorded reference runs: one SFT, every recipe over several seeds",
+                       description="Run (or resume) every recipe over the profile's seeds from one SFT model "
+                                   "and copy each run's metrics.jsonl and provenance.json to --out.")
+    common(p)
+    p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="S",
+                   help="RL seeds (default: the profile's)")
+    p.add_argument("--work", type=Path, default=None,
+                   help="where the runs and checkpoints live (default: runs/record-PROFILE)")
+    p.add_argument("--out", type=Path, default=None, help="where the logs go (default: data/runs/PROFILE)")
 
     p = sub.add_parser("eval", help="held-out accuracy of a checkpoint, per difficulty bucket",
                        description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.")
@@ -148,6 +161,14 @@ def main(argv: list[str] | None = None) -> int:
                        args.progress, command)
         elif args.command == "train":
             run_train(args, profile, command)
+        elif args.command == "record":
+            from .record import record_runs
+
+            for path in record_runs(profile, args.recipes, args.seeds or list(profile.seeds),
+                                    args.work or Path("runs") / f"record-{profile.name}",
+                                    args.out or Path("data") / "runs" / profile.name,
+                                    progress=args.progress, command=command):
+                print(f"recorded {path}")
         else:
             run_eval(args, profile)
     except torch.cuda.OutOfMemoryError:

@@ -64,6 +64,17 @@ PROFILES: dict[str, Profile] = {
                                 max_new_tokens=8, sample_budget=8192, eval_every=8, eval_samples=8,
                                 checkpoint_every=8),
                      seeds=(0, 1, 2)),
+    "reference": Profile("reference", "cpu", "the recorded reference runs: a pool of 256 two- and "
+                         "three-digit prompts whose solve rates span hard to easy, 65,536 samples a run; "
+                         "a few CPU-minutes each, committed under data/runs/reference with provenance",
+                         model=dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512),
+                         task=dict(digits=(2, 3), num_train=4000, num_heldout=256),
+                         sft=dict(lr=1e-3, batch_size=128, target_pass_rate=0.3, eval_every=25,
+                                  eval_prompts=128, eval_samples=4, max_steps=4000),
+                         train=dict(group_size=8, prompts_per_step=32, num_minibatches=2, lr=1e-4,
+                                    max_new_tokens=8, sample_budget=65536, eval_every=16, eval_samples=8,
+                                    checkpoint_every=16, pool_size=256, pool_samples=32),
+                         seeds=(0, 1, 2, 3, 4)),
     "full": Profile("full", "cuda", "GPU-scale runs for a reader with a GPU (Colab); not run by the "
                     "book's authors, who had no GPU",
                     model=dict(hidden_size=256, num_layers=8, num_heads=8, intermediate_size=1024),

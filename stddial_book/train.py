@@ -132,6 +132,12 @@ class TrainConfig:
         checkpoint_every: write a checkpoint every this many steps (and at the end).
         temperature: sampling temperature of rollouts (1 = the policy itself).
         seed: seeds the prompt order, the sampler and the minibatch order.
+        pool_size: train on the first ``pool_size`` training problems only (``None``: all of
+            them). A small pool is visited many times, so each prompt's solve rate can be
+            followed through the run (chapters 9-13): at the start and at every evaluation the
+            whole pool is measured with ``pool_samples`` samples per prompt and logged as
+            ``pool/k`` (correct counts, in pool order) and ``pool/n``.
+        pool_samples: samples per pool prompt at each measurement.
     """
 
     recipe: Recipe | str = "grpo"
@@ -149,6 +155,8 @@ class TrainConfig:
     checkpoint_every: int = 16
     temperature: float = 1.0
     seed: int = 0
+    pool_size: int | None = None
+    pool_samples: int = 32
 
     def __post_init__(self) -> None:
         recipe = get_recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
@@ -175,6 +183,14 @@ class TrainConfig:
                 f"micro_batch_size ({self.micro_batch_size}) must divide the minibatch of {minibatch} "
                 "samples (prompts_per_step · G / num_minibatches); pick a divisor or None."
             )
+        if self.pool_size is not None and self.pool_size < self.prompts_per_step:
+            raise ValueError(
+                f"pool_size ({self.pool_size}) must hold at least prompts_per_step ({self.prompts_per_step}) "
+                "prompts, or a step could not draw distinct prompts; raise pool_size or lower prompts_per_step."
+            )
+        if self.pool_samples < 2:
+            raise ValueError(f"pool_samples must be at least 2 (a solve rate from one sample is 0 or 1); "
+                             f"got {self.pool_samples}.")
         if not self.lr > 0 or not self.max_grad_norm > 0 or not self.temperature > 0:
             raise ValueError("lr, max_grad_norm and temperature must all be > 0.")
         if self.recipe.overlong_penalty and self.overlong_cache < 1:
@@ -263,6 +279,7 @@ class Batch:
     correct: np.ndarray       # verifier: 1 exact answer + EOS, else 0
     rewards: np.ndarray       # the recipe's reward values, plus the overlong penalty if on
     buckets: np.ndarray       # difficulty bucket per row
+    prompt_index: np.ndarray  # index of each row's prompt in the training problems
 
     def __len__(self) -> int:
         return len(self.correct)
@@ -271,7 +288,8 @@ class Batch:
         rows = np.asarray(rows)
         t = torch.as_tensor(rows, dtype=torch.long, device=self.prompt_ids.device)
         return Batch(self.prompt_ids[t], self.prompt_mask[t], self.completion_ids[t], self.mask[t],
-                     self.truncated[t], self.logprobs[t], self.correct[rows], self.rewards[rows], self.buckets[rows])
+                     self.truncated[t], self.logprobs[t], self.correct[rows], self.rewards[rows], self.buckets[rows],
+                     self.prompt_index[rows])
 
     @staticmethod
     def cat(parts: Sequence["Batch"], pad_id: int) -> "Batch":
@@ -297,6 +315,7 @@ class Batch:
             np.concatenate([p.correct for p in parts]),
             np.concatenate([p.rewards for p in parts]),
             np.concatenate([p.buckets for p in parts]),
+            np.concatenate([p.prompt_index for p in parts]),
         )
 
 
@@ -502,7 +521,8 @@ def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, stat
     if recipe.overlong_penalty:
         shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(), config.max_new_tokens, config.overlong_cache)
     return Batch(out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask, out.truncated,
-                 out.logprobs, correct, shaped, np.array([bucket_of(p) for p in repeated]))
+                 out.logprobs, correct, shaped, np.array([bucket_of(p) for p in repeated]),
+                 np.repeat(np.asarray(rows, dtype=np.int64), config.group_size))
 
 
 def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
@@ -523,6 +543,9 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
         "completions/clipped_ratio": float(allgen.truncated.float().mean()),
         "dial/sigma_mean": float(sigma_all.mean()),
         "dial/silent_fraction": float(silent.mean()),
+        # every generated group: its prompt (index into the training problems) and k correct
+        "groups_generated/prompt": allgen.prompt_index.reshape(-1, G)[:, 0].tolist(),
+        "groups_generated/k": [int(k) for k in allgen.correct.reshape(-1, G).sum(axis=1)],
     }
     if len(kept):
         sigma = group_std(kept.correct.reshape(-1, G))
@@ -532,6 +555,7 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
         out["groups/sigma"] = [round(float(s), 6) for s in sigma]
         out["groups/weight"] = [round(float(w), 6) for w in weight]
         out["groups/bucket"] = buckets.tolist()
+        out["groups/prompt"] = kept.prompt_index.reshape(-1, G)[:, 0].tolist()
         for b in sorted(set(buckets.tolist())):
             sel = buckets == b
             out[f"dial/update_mass/{b}"] = float(weight[sel].sum() / num_groups)
@@ -665,6 +689,13 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     codec = codec or CharCodec()
     recipe: Recipe = config.recipe
     directory = Path(out)
+    if config.pool_size is not None and len(train_problems) < config.pool_size:
+        raise ValueError(f"pool_size is {config.pool_size} but only {len(train_problems)} training problems "
+                         "were given; pass more problems or a smaller pool_size.")
+    if len(train_problems) < config.prompts_per_step:
+        raise ValueError(f"{len(train_problems)} training problems cannot fill a step of prompts_per_step = "
+                         f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step.")
+    pool = list(train_problems) if config.pool_size is None else list(train_problems[:config.pool_size])
     device = next(model.parameters()).device
     has_checkpoint = (directory / CHECKPOINT / "state.json").exists()
     config_dict = config.to_dict()
@@ -706,9 +737,20 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         gen = torch.Generator(device=device).manual_seed(eval_gen_seed + step)
         return evaluate(model, heldout, config.max_new_tokens, config.eval_samples, gen, codec)
 
+    def measure_pool(step: int) -> dict[str, Any]:
+        if config.pool_size is None:
+            return {}
+        from .solve_rates import model_solve_counts
+
+        counts = model_solve_counts(model, pool, config.pool_samples, config.max_new_tokens,
+                                    seed=eval_gen_seed + 500_009 + step)
+        model.train()
+        return {"pool/k": counts.num_correct.tolist(), "pool/n": config.pool_samples}
+
     if state.step == 0 and config.eval_every:
         first = run_eval(0)
-        log.log(0, {**first.metrics(), "samples/generated": 0, "samples/kept": 0, "updates": 0})
+        log.log(0, {**first.metrics(), **measure_pool(0), "samples/generated": 0, "samples/kept": 0,
+                    "updates": 0})
     last_eval: EvalResult | None = None
     bar = _progress(config.sample_budget, f"RL {recipe.name}", progress)
     bar.update(state.samples_generated)
@@ -721,7 +763,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         generated: list[Batch] = []
 
         def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
-            batch = _rollout_round(model, train_problems, config, state, codec, num_groups)
+            batch = _rollout_round(model, pool, config, state, codec, num_groups)
             generated.append(batch)
             return batch, batch.correct
 
@@ -763,6 +805,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         if config.eval_every and (state.step % config.eval_every == 0 or done):
             last_eval = run_eval(state.step)
             metrics.update(last_eval.metrics())
+            metrics.update(measure_pool(state.step))
         log.log(state.step, metrics)
         bar.update(num_generated)
         bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")

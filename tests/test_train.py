@@ -90,6 +90,39 @@ def test_each_recipe_end_to_end(recipe, problems, warm, tmp_path) -> None:
         assert result.samples_kept == result.samples_generated
 
 
+@pytest.mark.parametrize("recipe", ["grpo", "dapo"])
+def test_a_fixed_pool_is_measured_and_every_group_names_its_prompt(recipe, problems, warm, tmp_path) -> None:
+    train_set, heldout = problems
+    config = TINY.train_config(recipe, pool_size=12, pool_samples=6)
+    train(fresh(warm), train_set, heldout, config, tmp_path)
+    _, records = load_run(tmp_path)
+    measured = [r for r in records if "pool/k" in r]
+    assert measured[0]["step"] == 0 and [r["step"] for r in measured] == \
+        [r["step"] for r in records if "eval/accuracy_greedy" in r]
+    assert all(len(r["pool/k"]) == 12 and r["pool/n"] == 6 and 0 <= min(r["pool/k"]) <= max(r["pool/k"]) <= 6
+               for r in measured)
+    for r in records[1:]:
+        G = config.group_size
+        assert all(0 <= i < 12 for i in r["groups_generated/prompt"])  # only pool prompts are drawn
+        assert len(r["groups_generated/k"]) * G == r["samples/step_generated"]
+        silent = [k in (0, G) for k in r["groups_generated/k"]]
+        assert r["frac_reward_zero_std"] == pytest.approx(np.mean(silent))
+        assert set(r.get("groups/prompt", [])) <= set(r["groups_generated/prompt"])
+        if recipe == "dapo":  # refill rounds ask only for the groups still missing
+            assert r["samples/step_discarded_surplus"] == 0
+            assert r["samples/step_discarded_silent"] == G * sum(silent)
+
+
+def test_pool_settings_are_checked(problems) -> None:
+    train_set, heldout = problems
+    with pytest.raises(ValueError, match="pool_size"):
+        TINY.train_config("grpo", pool_size=4)  # fewer than prompts_per_step = 8
+    with pytest.raises(ValueError, match="pool_samples"):
+        TINY.train_config("grpo", pool_size=12, pool_samples=1)
+    with pytest.raises(ValueError, match="pool_size is 500"):
+        train(model_for_profile(TINY), train_set[:20], heldout, TINY.train_config("grpo", pool_size=500), "unused")
+
+
 def test_update_mass_is_the_identity_weight(problems, warm, tmp_path) -> None:
     """Logged per-group weight mean|A|/2 is σ for GRPO (0/1 rewards, population std)."""
     train_set, heldout = problems
@@ -101,11 +134,12 @@ def test_update_mass_is_the_identity_weight(problems, warm, tmp_path) -> None:
     assert mass == pytest.approx(np.mean(record["groups/weight"]))
 
 
-@pytest.mark.parametrize("recipe", ["grpo", "dapo"])
-def test_resume_continues_exactly(recipe, problems, warm, tmp_path) -> None:
-    """Stop after 3 steps (checkpoint at 2), resume: same weights and metrics as one straight run."""
+@pytest.mark.parametrize("recipe, pool", [("grpo", None), ("dapo", None), ("dapo", 12)])
+def test_resume_continues_exactly(recipe, pool, problems, warm, tmp_path) -> None:
+    """Stop after 3 steps (checkpoint at 2), resume: same weights and metrics as one straight run
+    (with a fixed pool too, whose measurements must not disturb the sampler's random state)."""
     train_set, heldout = problems
-    config = TINY.train_config(recipe, sample_budget=320)
+    config = TINY.train_config(recipe, sample_budget=320, pool_size=pool)
     straight = fresh(warm)
     train(straight, train_set, heldout, config, tmp_path / "a")
     interrupted = fresh(warm)
@@ -184,13 +218,14 @@ def test_batch_concatenation_pads_both_sides() -> None:
         return Batch(torch.full((n, prompt_width), fill), torch.ones(n, prompt_width, dtype=torch.bool),
                      torch.full((n, completion_width), fill), torch.ones(n, completion_width, dtype=torch.bool),
                      torch.zeros(n, dtype=torch.bool), torch.zeros(n, completion_width),
-                     np.ones(n), np.ones(n), np.array(["a"] * n))
+                     np.ones(n), np.ones(n), np.array(["a"] * n), np.arange(n) + fill)
 
     out = Batch.cat([part(4, 2, 5), part(6, 3, 7)], pad_id=0)
     assert out.prompt_ids.shape == (4, 6) and out.completion_ids.shape == (4, 3)
     assert out.prompt_ids[0].tolist() == [0, 0, 5, 5, 5, 5] and not bool(out.prompt_mask[0, :2].any())
     assert out.completion_ids[0].tolist() == [5, 5, 0] and not bool(out.mask[0, 2])
     assert out[np.array([3])].completion_ids.tolist() == [[7, 7, 7]]
+    assert out.prompt_index.tolist() == [5, 6, 7, 8] and out[np.array([3])].prompt_index.tolist() == [8]
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -282,3 +317,17 @@ def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
     assert again == first and not calls and (first / "done").exists()
     experiments.rl_run(TINY, "dr_grpo", seed=2, sample_budget=32)  # another seed is another run
     assert calls == [2]
+
+
+def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profile, tmp_path) -> None:
+    from stddial_book.record import record_runs
+
+    out = tmp_path / "data"
+    paths = record_runs(tiny_profile, ["grpo", "dapo"], [0], tmp_path / "work", out)
+    assert [p.name for p in paths] == ["grpo-seed0", "dapo-seed0"]
+    for p in paths:
+        assert sorted(f.name for f in p.iterdir()) == ["metrics.jsonl", "provenance.json"]
+    assert (out / "sft" / "sft.json").exists() and not (out / "sft" / "model.safetensors").exists()
+    before = (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns
+    record_runs(tiny_profile, ["grpo"], [0], tmp_path / "work", out)  # finished: not run again
+    assert (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns == before

@@ -17,7 +17,8 @@ from .resources import data_path
 from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
-           "identity_from_log", "recorded_runs", "RECORDED_DIR"]
+           "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
+           "initial_bands", "band_trajectories", "silent_check", "mass_by_band"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
@@ -115,3 +116,129 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
         raise ValueError("no group reached an update in this run.")
     edge = math.sqrt(group_size - 1) / group_size
     return float(weight[np.isclose(sigma, edge, atol=1e-5)].sum() / weight.sum())
+
+
+# --- a fixed prompt pool followed through a run (chapters 9-13) ------------------------------
+
+def pool_history(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, np.ndarray]:
+    """(steps, n, K) of a run's pool measurements: ``K[i, x]`` correct of ``n`` samples for pool
+    prompt x at ``steps[i]`` (step 0 is the start of RL). Needs a run with ``pool_size`` set."""
+    rows = [r for r in records if "pool/k" in r]
+    if not rows:
+        raise ValueError("this run log holds no pool measurement; train with pool_size set.")
+    ns = {int(r["pool/n"]) for r in rows}
+    if len(ns) != 1:
+        raise ValueError(f"the pool was measured with different sample counts {sorted(ns)}.")
+    return (np.array([r["step"] for r in rows]), ns.pop(),
+            np.array([r["pool/k"] for r in rows], dtype=np.int64))
+
+
+def hypergeometric_expectation(k: np.ndarray, n: int, group_size: int, values: np.ndarray) -> np.ndarray:
+    """Σⱼ P(j | G of the n measured samples, k of them correct) · values[j], per prompt.
+
+    Averaging a function of j over all G-subsets of n Bernoulli(p) samples is an unbiased estimate
+    of its expectation under j ~ Binomial(G, p) (a U-statistic), so a pool measured with n ≥ G
+    samples gives unbiased silent probabilities and expected update weights, with no plug-in bias.
+    """
+    if n < group_size:
+        raise ValueError(f"need at least G = {group_size} measured samples per prompt; got n = {n}.")
+    k = np.asarray(k, dtype=np.int64)
+    j = np.arange(group_size + 1)
+    lg = np.vectorize(math.lgamma)
+
+    def log_choose(a, b):
+        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
+
+    kk, jj = k[:, None], j[None, :]
+    valid = (jj <= kk) & (group_size - jj <= n - kk)
+    with np.errstate(invalid="ignore"):
+        logp = (log_choose(np.maximum(kk, jj), jj) + log_choose(np.maximum(n - kk, group_size - jj), group_size - jj)
+                - log_choose(n, group_size))
+    pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
+    return pmf @ np.asarray(values, dtype=np.float64)
+
+
+def initial_bands(records: list[dict[str, Any]], num_bands: int = 4) -> np.ndarray:
+    """Band of each pool prompt by its solve rate at the start of RL: 0 is the hardest
+    ``1/num_bands`` of the pool (by rank, ties broken by pool order), as in the source paper."""
+    _, _, K = pool_history(records)
+    order = np.argsort(K[0], kind="stable")
+    bands = np.empty(order.size, dtype=np.int64)
+    bands[order] = np.arange(order.size) * num_bands // order.size
+    return bands
+
+
+def band_trajectories(records: list[dict[str, Any]], num_bands: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, mean solve rate per band and measurement), shape (num_bands, measurements)."""
+    steps, n, K = pool_history(records)
+    bands = initial_bands(records, num_bands)
+    return steps, np.array([(K[:, bands == b] / n).mean(axis=1) for b in range(num_bands)])
+
+
+def _measurement_before(steps: np.ndarray, step: int) -> int:
+    """Index of the last pool measurement taken before a training step ran."""
+    return int(np.searchsorted(steps, step, side="right") - 1) if step > 0 else 0
+
+
+def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np.ndarray]:
+    """Measured silent fraction of the generated groups against its unbiased closed form.
+
+    For each training step, the prediction averages P(silent) = p^G + (1 − p)^G over the prompts
+    the step actually drew, estimated without bias from the most recent pool measurement
+    (:func:`hypergeometric_expectation`). Steps are pooled into the intervals between
+    measurements (hundreds of groups each) before R² is taken. Chapter 11.
+    """
+    steps_m, n, K = pool_history(records)
+    G = group_size
+    silent_value = np.zeros(G + 1)
+    silent_value[[0, G]] = 1.0
+    per_prompt = np.array([hypergeometric_expectation(k, n, G, silent_value) for k in K])
+    step_ids, measured, predicted, interval = [], [], [], []
+    for r in records:
+        if r["step"] == 0 or "groups_generated/k" not in r:
+            continue
+        ks = np.asarray(r["groups_generated/k"])
+        prompts = np.asarray(r["groups_generated/prompt"])
+        i = _measurement_before(steps_m, r["step"] - 1)
+        step_ids.append(r["step"])
+        measured.append(float(np.mean((ks == 0) | (ks == G))))
+        predicted.append(float(per_prompt[i, prompts].mean()))
+        interval.append(i)
+    measured_arr, predicted_arr, interval_arr = map(np.asarray, (measured, predicted, interval))
+    groups = np.unique(interval_arr)
+    m_int = np.array([measured_arr[interval_arr == g].mean() for g in groups])
+    p_int = np.array([predicted_arr[interval_arr == g].mean() for g in groups])
+    spread = float(np.sum((m_int - m_int.mean()) ** 2))
+    r2 = float(1 - np.sum((m_int - p_int) ** 2) / spread) if m_int.size > 1 and spread > 0 else float("nan")
+    return {"step": np.asarray(step_ids), "measured": measured_arr, "predicted": predicted_arr,
+            "interval_measured": m_int, "interval_predicted": p_int, "r2": np.asarray(r2)}
+
+
+def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_bands: int = 4) -> dict[str, np.ndarray]:
+    """Share of a run's update mass per band of initial solve rate: realised (the weights of the
+    groups that reached the update) against the closed form (each generated group's expected
+    weight E[w] at its prompt's measured solve rate, unbiased as in :func:`silent_check`).
+
+    w is σ̂ for GRPO and DAPO, σ̂² for Dr. GRPO (chapter 3). The shares sum to 1 each. Chapter 11.
+    """
+    from .identity import update_weight
+
+    steps_m, n, K = pool_history(records)
+    bands = initial_bands(records, num_bands)
+    G = group_size
+    weights = np.asarray(update_weight(np.arange(G + 1) / G, recipe, G), dtype=np.float64)
+    expected_per_prompt = np.array([hypergeometric_expectation(k, n, G, weights) for k in K])
+    realised = np.zeros(num_bands)
+    expected = np.zeros(num_bands)
+    for r in records:
+        if r["step"] == 0 or "groups_generated/prompt" not in r:
+            continue
+        i = _measurement_before(steps_m, r["step"] - 1)
+        drawn = np.asarray(r["groups_generated/prompt"])
+        np.add.at(expected, bands[drawn], expected_per_prompt[i, drawn])
+        kept = np.asarray(r.get("groups/prompt", []), dtype=np.int64)
+        if kept.size:
+            np.add.at(realised, bands[kept], np.asarray(r["groups/weight"], dtype=np.float64))
+    if realised.sum() <= 0 or expected.sum() <= 0:
+        raise ValueError("no update mass in this run (every group was silent).")
+    return {"realised": realised / realised.sum(), "expected": expected / expected.sum()}

@@ -1,0 +1,73 @@
+"""Following a fixed prompt pool through a run: unbiased closed forms, bands, silent and mass checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from stddial_book import DR_GRPO, GRPO
+from stddial_book.analysis import (band_trajectories, hypergeometric_expectation, initial_bands, mass_by_band,
+                                   pool_history, silent_check)
+from stddial_book.identity import expected_update_weight, silent_probability
+
+
+@pytest.mark.parametrize("n, G, p", [(16, 8, 0.3), (32, 8, 0.05), (8, 8, 0.6), (12, 4, 0.9)])
+def test_hypergeometric_estimate_is_unbiased(n, G, p) -> None:
+    """Averaged over k ~ Binomial(n, p), the estimate equals the Binomial(G, p) expectation exactly."""
+    silent = np.zeros(G + 1)
+    silent[[0, G]] = 1.0
+    k = np.arange(n + 1)
+    weight_k = np.array([math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in k])
+    assert weight_k @ hypergeometric_expectation(k, n, G, silent) == pytest.approx(silent_probability(p, G), abs=1e-12)
+    from stddial_book.identity import update_weight
+
+    w = np.asarray(update_weight(np.arange(G + 1) / G, GRPO, G))
+    assert weight_k @ hypergeometric_expectation(k, n, G, w) == pytest.approx(expected_update_weight(p, G, GRPO),
+                                                                               abs=1e-12)
+    with pytest.raises(ValueError, match="at least G"):
+        hypergeometric_expectation(k, G - 1, G, silent)
+
+
+def fake_run() -> list[dict]:
+    """Three pool prompts measured at steps 0 and 2; two training steps of two groups each (G = 4)."""
+    return [
+        {"step": 0, "pool/k": [0, 8, 4], "pool/n": 8},
+        {"step": 1, "groups_generated/prompt": [0, 2], "groups_generated/k": [0, 2],
+         "groups/prompt": [2], "groups/weight": [0.5]},
+        {"step": 2, "groups_generated/prompt": [1, 2], "groups_generated/k": [4, 1],
+         "groups/prompt": [2], "groups/weight": [0.433013], "pool/k": [2, 8, 6], "pool/n": 8},
+        {"step": 3, "groups_generated/prompt": [0, 1], "groups_generated/k": [1, 4],
+         "groups/prompt": [0], "groups/weight": [0.433013]},
+    ]
+
+
+def test_pool_history_bands_and_trajectories() -> None:
+    records = fake_run()
+    steps, n, K = pool_history(records)
+    assert steps.tolist() == [0, 2] and n == 8 and K.tolist() == [[0, 8, 4], [2, 8, 6]]
+    assert initial_bands(records, 3).tolist() == [0, 2, 1]  # hardest first
+    _, traj = band_trajectories(records, 3)
+    assert traj[:, 1].tolist() == [0.25, 0.75, 1.0]
+    with pytest.raises(ValueError, match="pool"):
+        pool_history([{"step": 0}])
+
+
+def test_silent_check_uses_the_measurement_before_each_step() -> None:
+    check = silent_check(fake_run(), 4)
+    assert check["step"].tolist() == [1, 2, 3]
+    assert check["measured"].tolist() == [0.5, 0.5, 0.5]
+    # step 1 and 2 use the step-0 measurement: prompt 0 (0 of 8) is surely silent, prompt 1 (8 of 8) too
+    silent_mid = hypergeometric_expectation(np.array([4]), 8, 4, np.r_[1.0, 0, 0, 0, 1.0])[0]
+    assert check["predicted"][0] == pytest.approx((1 + silent_mid) / 2)
+    assert check["predicted"][1] == pytest.approx((1 + silent_mid) / 2)
+
+
+def test_mass_by_band_shares() -> None:
+    for recipe in (GRPO, DR_GRPO):
+        shares = mass_by_band(fake_run(), recipe, 4, num_bands=3)
+        assert shares["realised"].sum() == pytest.approx(1) and shares["expected"].sum() == pytest.approx(1)
+    grpo = mass_by_band(fake_run(), GRPO, 4, num_bands=3)
+    assert grpo["realised"][2] == 0  # the always-solved prompt never reached the update
+    assert grpo["realised"][1] == pytest.approx((0.5 + 0.433013) / (0.5 + 2 * 0.433013))

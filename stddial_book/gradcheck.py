@@ -22,7 +22,8 @@ from .losses import policy_loss
 from .recipes import Recipe, group_advantages
 from .rollout import completion_logprobs
 
-__all__ = ["GroupBatch", "build_group", "move_policy", "pearson", "flat_grad", "per_sample_scores", "identity_check", "group_gradient_norms"]
+__all__ = ["GroupBatch", "build_group", "move_policy", "pearson", "flat_grad", "per_sample_scores", "identity_check",
+           "group_gradient_norms", "identity_drift"]
 
 
 @dataclass
@@ -154,6 +155,32 @@ def group_gradient_norms(model, groups: list[GroupBatch], recipe: Recipe, max_ne
         clipped += out.metrics["clip_ratio/region_mean"] * count
         tokens += count
     return np.array(norms), clipped / max(tokens, 1)
+
+
+def identity_drift(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int,
+                   old_logprobs: torch.Tensor) -> dict[str, float]:
+    """How far one group's actual update strays from the identity once the policy has moved.
+
+    The update is −∇ of the recipe's clipped loss with ratios against ``old_logprobs`` (the
+    policy that sampled the group); the reference is the identity's exact on-policy form at the
+    *current* weights, w (ḡ₊ − ḡ₋) with the current scores. Before any step they coincide to
+    rounding (ratio 1); after minibatch steps the ratio and the clip make them differ, and this
+    measures by how much, per group, instead of correlating norms. Returns the relative error,
+    the fraction of the group's tokens clipped, and the group's σ (chapter 4).
+    """
+    correct = group.rewards == 1
+    if correct.all() or not correct.any():
+        raise ValueError("the identity concerns mixed groups: need 0 < k < G correct samples.")
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = _loss(model, group, recipe, max_new_tokens, old_logprobs)
+    gradient = -flat_grad(out.loss, params)
+    scores = per_sample_scores(model, group, recipe, max_new_tokens)
+    mask = torch.as_tensor(correct, device=scores.device)
+    predicted = float(update_weight(float(correct.mean()), recipe, len(correct))) * (
+        scores[mask].mean(0) - scores[~mask].mean(0))
+    return {"rel_error": float((gradient - predicted).norm() / predicted.norm()),
+            "clipped": float(out.metrics["clip_ratio/region_mean"]),
+            "group_std": float(np.sqrt(correct.mean() * (1 - correct.mean())))}
 
 
 def move_policy(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens: int, steps: int,

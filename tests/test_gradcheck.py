@@ -68,3 +68,20 @@ def test_pearson() -> None:
     assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="same length"):
         pearson([1, 2], [1, 2])
+
+
+def test_identity_drift_is_zero_on_policy_and_grows_once_the_policy_moves(setup) -> None:
+    from stddial_book.gradcheck import identity_drift
+
+    model, group = setup
+    moved = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
+    moved.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        from stddial_book.rollout import completion_logprobs
+
+        old = completion_logprobs(moved, group.prompt_ids, group.prompt_mask, group.completion_ids, group.mask)
+    on_policy = identity_drift(moved, group, EXACT, 6, old)
+    assert on_policy["rel_error"] < 1e-10 and on_policy["clipped"] == 0.0
+    move_policy(moved, [group], EXACT, 6, steps=3, lr=3e-3)
+    after = identity_drift(moved, group, EXACT, 6, old)
+    assert after["rel_error"] > 1e-4  # the ratio has left 1: no longer the exact identity

@@ -86,7 +86,7 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     model = model_for_profile(profile, seed=seed).to(profile.device)
     shutil.rmtree(out, ignore_errors=True)  # a half-finished SFT is cheap to redo
     log = RunLog(out, command=command, seed=seed, profile=profile.name,
-                 config={"task": vars(task), "sft": vars(config), "model": profile.model})
+                 config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device)
     result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
                  log=log, progress=progress)
     summary = {"steps": result.steps, "pass_rate": result.pass_rate, "reached": result.reached,

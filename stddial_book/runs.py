@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -41,23 +42,26 @@ def _git_commit(cwd: Path) -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-def environment() -> dict[str, Any]:
-    """Package versions and the device a run used."""
+def environment(device: str | None = None) -> dict[str, Any]:
+    """Package versions and the device a run used.
+
+    ``device`` is the torch device the run computed on (``"cpu"``, ``"cuda"``, ``"cuda:1"``):
+    a CPU run is recorded as ``cpu (<processor>, <n> cores)`` even on a machine that has a GPU, and
+    only a run on a CUDA device names the GPU. Without ``device`` the CPU is assumed.
+    """
     versions = {}
     for name in ("stddial-book", "torch", "transformers", "numpy"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    device = platform.processor() or platform.machine()
-    try:
+    kind = str(device or "cpu")
+    name = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    if kind.startswith("cuda"):
         import torch
 
-        if torch.cuda.is_available():
-            device = torch.cuda.get_device_name(0)
-    except ImportError:  # pragma: no cover
-        pass
-    return {"python": sys.version.split()[0], "packages": versions, "device": device,
+        name = torch.cuda.get_device_name(torch.device(kind))
+    return {"python": sys.version.split()[0], "packages": versions, "device": name,
             "platform": platform.platform()}
 
 
@@ -78,7 +82,7 @@ class RunLog:
     """Writes one run's metrics and provenance; appends when the run is resumed."""
 
     def __init__(self, directory: str | Path, command: str, seed: int, profile: str,
-                 config: dict[str, Any] | None = None, resume: bool = False) -> None:
+                 config: dict[str, Any] | None = None, resume: bool = False, device: str | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._start = time.perf_counter()
@@ -95,7 +99,7 @@ class RunLog:
             self.provenance = {
                 "command": command, "git_commit": _git_commit(Path.cwd()), "seed": seed,
                 "profile": profile, "config": _clean(config or {}),
-                "started_at": datetime.now(timezone.utc).isoformat(), **environment(),
+                "started_at": datetime.now(timezone.utc).isoformat(), **environment(device),
                 "wall_time_s": None,
             }
         self._write_provenance()

@@ -711,7 +711,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     elif (directory / "metrics.jsonl").exists():
         raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
     log = RunLog(directory, command=command, seed=config.seed, profile=profile,
-                 config={"train": config_dict, **(extra_provenance or {})}, resume=resume)
+                 config={"train": config_dict, **(extra_provenance or {})}, resume=resume, device=str(device))
     init = directory / INIT / "model.safetensors"
     if not resume:
         init.parent.mkdir(parents=True, exist_ok=True)

@@ -44,3 +44,12 @@ def test_resume_appends_and_fresh_run_refuses_to_overwrite(tmp_path) -> None:
 def test_load_run_rejects_other_folders(tmp_path) -> None:
     with pytest.raises(ValueError, match="not a run directory"):
         load_run(tmp_path)
+
+
+def test_a_cpu_run_is_recorded_as_cpu(tmp_path) -> None:
+    """Never labelled with a GPU it did not use: the device comes from the run, not the machine."""
+    from stddial_book.runs import environment
+
+    assert environment("cpu")["device"].startswith("cpu (") and environment()["device"].startswith("cpu (")
+    log = RunLog(tmp_path, "cmd", 0, "quick", device="cpu")
+    assert log.provenance["device"].startswith("cpu (")

@@ -184,9 +184,11 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     """Measured silent fraction of the generated groups against its unbiased closed form.
 
     For each training step, the prediction averages P(silent) = p^G + (1 − p)^G over the prompts
-    the step actually drew, estimated without bias from the most recent pool measurement
-    (:func:`hypergeometric_expectation`). Steps are pooled into the intervals between
-    measurements (hundreds of groups each) before R² is taken. Chapter 11.
+    the step actually drew, estimated without bias from the pool measurements
+    (:func:`hypergeometric_expectation`) and interpolated linearly in steps between the
+    measurement before the step and the one after it (the policy moves in between; holding the
+    earlier value would lag). Steps are pooled into the intervals between measurements (hundreds
+    of groups each) before R² is taken. Chapter 11.
     """
     steps_m, n, K = pool_history(records)
     G = group_size
@@ -200,9 +202,13 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
         ks = np.asarray(r["groups_generated/k"])
         prompts = np.asarray(r["groups_generated/prompt"])
         i = _measurement_before(steps_m, r["step"] - 1)
+        estimate = per_prompt[i, prompts]
+        if i + 1 < len(steps_m):  # the policy that drew at step t sits between the two measurements
+            frac = (r["step"] - 1 - steps_m[i]) / (steps_m[i + 1] - steps_m[i])
+            estimate = (1 - frac) * estimate + frac * per_prompt[i + 1, prompts]
         step_ids.append(r["step"])
         measured.append(float(np.mean((ks == 0) | (ks == G))))
-        predicted.append(float(per_prompt[i, prompts].mean()))
+        predicted.append(float(estimate.mean()))
         interval.append(i)
     measured_arr, predicted_arr, interval_arr = map(np.asarray, (measured, predicted, interval))
     groups = np.unique(interval_arr)

@@ -54,14 +54,20 @@ def test_pool_history_bands_and_trajectories() -> None:
         pool_history([{"step": 0}])
 
 
-def test_silent_check_uses_the_measurement_before_each_step() -> None:
+def test_silent_check_interpolates_between_measurements() -> None:
     check = silent_check(fake_run(), 4)
     assert check["step"].tolist() == [1, 2, 3]
     assert check["measured"].tolist() == [0.5, 0.5, 0.5]
-    # step 1 and 2 use the step-0 measurement: prompt 0 (0 of 8) is surely silent, prompt 1 (8 of 8) too
-    silent_mid = hypergeometric_expectation(np.array([4]), 8, 4, np.r_[1.0, 0, 0, 0, 1.0])[0]
-    assert check["predicted"][0] == pytest.approx((1 + silent_mid) / 2)
-    assert check["predicted"][1] == pytest.approx((1 + silent_mid) / 2)
+
+    def s(k):  # unbiased P(silent) of a prompt measured k of 8, for G = 4
+        return hypergeometric_expectation(np.array([k]), 8, 4, np.r_[1.0, 0, 0, 0, 1.0])[0]
+
+    # step 1 is drawn by the starting policy: the step-0 measurement; prompt 0 (0 of 8) is surely silent
+    assert check["predicted"][0] == pytest.approx((1 + s(4)) / 2)
+    # step 2 is drawn after one update: halfway between the measurements at steps 0 and 2
+    assert check["predicted"][1] == pytest.approx((1 + 0.5 * s(4) + 0.5 * s(6)) / 2)
+    # step 3 follows the last measurement (step 2)
+    assert check["predicted"][2] == pytest.approx((s(2) + 1) / 2)
 
 
 def test_mass_by_band_shares() -> None:

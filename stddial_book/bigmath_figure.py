@@ -331,13 +331,10 @@ def check_against_paper(counts: Sequence[int]) -> list[dict[str, object]]:
 def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> Path:
     """Extract, check against every published number, and write ``big_math_k_histogram.csv`` and
     its provenance. Raises ``ValueError`` naming each mismatch; writes nothing then."""
-    from .resources import data_path
-    from .solve_rates import sha256
+    from .resources import data_path, require_sha256, write_table
 
     pdf = Path(pdf)
-    digest = sha256(pdf)
-    if digest != FIGURE_SOURCE["sha256"]:
-        raise ValueError(f"{pdf} has sha256 {digest}, not the paper's figure ({FIGURE_SOURCE['sha256']}).")
+    require_sha256(pdf, FIGURE_SOURCE["sha256"], "the paper's figure")
     figure = read_figure(pdf)
     counts = counts_from_figure(figure)
     rows = check_against_paper(counts)
@@ -345,27 +342,20 @@ def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> 
     if bad:
         raise ValueError("the extracted histogram disagrees with the paper: " + "; ".join(
             f"{r['quantity']}: paper {r['paper']}, extracted {r['book']:.3f}" for r in bad))
-    out = Path(out_dir) if out_dir is not None else data_path("solve_rates")
-    out.mkdir(parents=True, exist_ok=True)
-    table = out / f"{TABLE_NAME}.csv"
-    with open(table, "w", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["k", "count"])
-        writer.writerows([k, int(c)] for k, c in enumerate(counts))
+    worst = float(np.max(np.abs(figure.bar_counts - np.round(figure.bar_counts))))
     provenance = {
         "source": FIGURE_SOURCE,
         "method": "the left panel's 64 bar heights (bins linspace(0, 1, 65)), calibrated by a least-squares "
                   "line through the labelled y ticks, rounded to whole problems (largest deviation from a whole "
-                  f"number {float(np.max(np.abs(figure.bar_counts - np.round(figure.bar_counts)))):.2e}); the "
-                  "last bar (k = 63 and 64) split by the right panel's top-decile gradient-budget shares, both "
-                  "weights giving the same n_63; all ten decile shares of both weights then recomputed from "
-                  "the counts and matched.",
+                  f"number {worst:.2e}); the last bar (k = 63 and 64) split by the right panel's top-decile "
+                  "gradient-budget shares, both weights giving the same n_63; all ten decile shares of both "
+                  "weights then recomputed from the counts and matched.",
         "checked_against_paper": {r["quantity"]: {"paper": r["paper"], "extracted": round(float(r["book"]), 4)}
                                   for r in rows},
         "made_by": "python -m stddial_book.bigmath_figure --pdf <fig_realdata.pdf>",
     }
-    (out / f"{TABLE_NAME}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    return table
+    out = Path(out_dir) if out_dir is not None else data_path("solve_rates")
+    return write_table(out, TABLE_NAME, ["k", "count"], ([k, int(c)] for k, c in enumerate(counts)), provenance)
 
 
 def load_big_math_histogram(data_dir: str | Path | None = None):

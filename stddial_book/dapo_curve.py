@@ -68,29 +68,20 @@ def _read_points(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) -> Path:
     """Copy the digitised points into ``data/dapo/`` as a plain two-column table, with provenance."""
-    from .resources import data_path
-    from .solve_rates import sha256
+    from .resources import data_path, require_sha256, write_table
 
     source_csv = Path(source_csv)
-    digest = sha256(source_csv)
-    if digest != DAPO_SOURCE["sha256"]:
-        raise ValueError(f"{source_csv} has sha256 {digest}, not the digitised DAPO points ({DAPO_SOURCE['sha256']}).")
+    require_sha256(source_csv, DAPO_SOURCE["sha256"], "the digitised DAPO points")
     steps, values = _read_points(source_csv)
     out = Path(out_dir) if out_dir is not None else data_path("dapo")
-    out.mkdir(parents=True, exist_ok=True)
-    table = out / f"{TABLE_NAME}.csv"
-    with open(table, "w", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["step", "allcorrect_fraction"])
-        writer.writerows([int(s), float(v)] for s, v in zip(steps, values))
-    (out / f"{TABLE_NAME}.provenance.json").write_text(json.dumps({
+    return write_table(out, TABLE_NAME, ["step", "allcorrect_fraction"],
+                       ([int(s), float(v)] for s, v in zip(steps, values)), {
         "source": DAPO_SOURCE,
         "licence": "the points are measurements read off DAPO's published figure; cite DAPO (Yu et al., 2025) "
                    "and the digitising repository",
         "rows": int(steps.size),
         "made_by": "python -m stddial_book.dapo_curve --csv <dapo_fig3b_accuracy1_fraction.csv>",
-    }, indent=2) + "\n")
-    return table
+    })
 
 
 def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -9,10 +9,14 @@ a path from ``__file__``, which breaks once the package sits in ``site-packages`
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import json
 from importlib import resources
 from pathlib import Path
+from typing import Any, Iterable, Sequence
 
-__all__ = ["data_path"]
+__all__ = ["data_path", "sha256", "require_sha256", "write_table"]
 
 
 def _data_root() -> Path:
@@ -33,3 +37,33 @@ def data_path(*parts: str) -> Path:
     The path need not exist; callers check and say what is missing.
     """
     return _data_root().joinpath(*parts)
+
+
+def sha256(path: str | Path) -> str:
+    """Hex sha256 of a file (the provenance of every derived table)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def require_sha256(path: str | Path, expected: str, what: str) -> None:
+    """Refuse a source file whose sha256 is not the one its provenance names."""
+    digest = sha256(path)
+    if digest != expected:
+        raise ValueError(f"{path} has sha256 {digest}, not {what} ({expected}); pass the file its SOURCE.md names.")
+
+
+def write_table(directory: str | Path, name: str, header: Sequence[str], rows: Iterable[Sequence[Any]],
+                provenance: dict[str, Any]) -> Path:
+    """Write ``<name>.csv`` and ``<name>.provenance.json`` into ``directory``; returns the CSV's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    table = directory / f"{name}.csv"
+    with open(table, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(list(header))
+        writer.writerows(rows)
+    (directory / f"{name}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return table

@@ -17,7 +17,6 @@ authors (k of 128 Qwen2.5-Math-7B samples).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .resources import data_path
+from .resources import data_path, sha256  # sha256: provenance of the derived tables
 from .identity import expected_update_weight
 from .recipes import Recipe
 
@@ -352,15 +351,6 @@ def _union(files_rows: Sequence[tuple[list[str], np.ndarray]]) -> tuple[SolveCou
                 seen[text] = value
     return (SolveCounts("deepscaler_union", np.array(list(seen.values()), dtype=np.int64), DEEPSCALER_ROLLOUTS),
             len(conflicting))
-
-
-def sha256(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file (provenance of the derived tables)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> Path:

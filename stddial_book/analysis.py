@@ -18,7 +18,7 @@ from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
-           "initial_bands", "band_trajectories", "silent_check", "mass_by_band"]
+           "initial_bands", "band_trajectories", "silent_check", "mass_by_band", "pool_study", "welch"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
@@ -248,3 +248,41 @@ def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_ban
     if realised.sum() <= 0 or expected.sum() <= 0:
         raise ValueError("no update mass in this run (every group was silent).")
     return {"realised": realised / realised.sum(), "expected": expected / expected.sum()}
+
+
+def pool_study(runs: dict[str, list[list[dict[str, Any]]]], group_size: int, num_bands: int = 4) -> dict[str, Any]:
+    """The paper's three predictions over a set of pool runs, per recipe (chapter 13).
+
+    ``runs`` maps a recipe key (``grpo``, ``dr_grpo``, ``dapo``) to the records of its seeds.
+    Returns, per recipe: ``samples`` (generated samples at each pool measurement, per seed),
+    ``bands`` (mean solve rate per band and measurement, per seed), ``silent`` (per seed: the
+    interval-pooled measured and predicted silent fractions and R²), ``mass`` (per seed: realised
+    and expected shares per band), ``final`` (per seed: the last measurement's mean solve rate per
+    band) and ``heldout`` (per seed: the last held-out sampled accuracy).
+    """
+    from .recipes import get_recipe
+
+    out: dict[str, Any] = {}
+    for key, seeds in runs.items():
+        recipe = get_recipe(key)
+        entry: dict[str, list] = {"samples": [], "bands": [], "silent": [], "mass": [], "final": [], "heldout": []}
+        for records in seeds:
+            steps, traj = band_trajectories(records, num_bands)
+            generated = {r["step"]: r.get("samples/generated", 0) for r in records}
+            entry["samples"].append(np.array([generated.get(int(s), 0) for s in steps], dtype=float))
+            entry["bands"].append(traj)
+            entry["final"].append(traj[:, -1])
+            entry["silent"].append(silent_check(records, group_size))
+            entry["mass"].append(mass_by_band(records, recipe, group_size, num_bands))
+            entry["heldout"].append(final_eval(records)["accuracy_sampled"])
+        out[key] = entry
+    return out
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se."""
+    ma, sa = seed_summary(a)
+    mb, sb = seed_summary(b)
+    se = math.sqrt(sa**2 + sb**2)
+    diff = ma - mb
+    return {"difference": diff, "se": se, "z": diff / se if se > 0 else float("inf") * np.sign(diff)}

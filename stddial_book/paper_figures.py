@@ -17,7 +17,8 @@ from .recipes import DR_GRPO, GRPO
 
 __all__ = ["fidelity_figure", "objective_figure", "difficulty_weight_figure", "big_math_histogram_figure",
            "silent_by_group_size_figure", "budget_by_decile_figure", "dapo_allcorrect_figure",
-           "controlled_silent_figure", "controlled_mass_figure", "controlled_quartile_figure"]
+           "controlled_silent_figure", "controlled_mass_figure", "controlled_quartile_figure",
+           "pool_bands_figure", "pool_silent_figure", "pool_mass_figure"]
 
 _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
 
@@ -235,4 +236,69 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     band(right, study["dapo_groups_drawn"].mean(axis=0) / num_prompts, study["quartile/dapo"], "dapo")
     right.set(xlabel="groups generated per prompt", xlim=(0, steps[-1]), title="matched step; per generated group")
     right.legend(frameon=False, loc="lower right")
+    return fig
+
+
+_KEY_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
+
+
+@_styled
+def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
+    """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
+    per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""
+    fig, axes = plt.subplots(1, len(bands), figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
+    axes = np.atleast_1d(axes)
+    top = min(float(np.max(s[-1])) for entry in study.values() for s in entry["samples"])
+    grid = np.linspace(0, top, 60)
+    for ax, band in zip(axes, bands):
+        for key, entry in study.items():
+            curves = np.array([np.interp(grid, s, b[band]) for s, b in zip(entry["samples"], entry["bands"])])
+            mean, sd = curves.mean(axis=0), curves.std(axis=0, ddof=1) if len(curves) > 1 else 0 * grid
+            color = RECIPE_COLORS[_KEY_NAMES[key]]
+            ax.plot(grid / 1000, mean, color=color, lw=2, label=f"{_KEY_NAMES[key]} ({len(curves)} seeds)")
+            ax.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
+        ax.set(xlabel="samples generated (thousands)", title=f"quartile {band + 1} of initial solve rate")
+    axes[0].set(ylabel="mean solve rate of the quartile")
+    axes[0].legend(frameon=False, loc="upper left")
+    return fig
+
+
+@_styled
+def pool_silent_figure(study: dict) -> plt.Figure:
+    """Chapter 13: measured silent fraction of the generated groups against its unbiased closed
+    form, one point per interval between pool measurements and per seed."""
+    fig, ax = plt.subplots(figsize=(5.5, 4.2), constrained_layout=True)
+    for key, entry in study.items():
+        m = np.concatenate([c["interval_measured"] for c in entry["silent"]])
+        p = np.concatenate([c["interval_predicted"] for c in entry["silent"]])
+        ax.plot(p, m, "o", ms=4, alpha=0.7, color=RECIPE_COLORS[_KEY_NAMES[key]], label=_KEY_NAMES[key])
+    low = min(ax.get_xlim()[0], ax.get_ylim()[0])
+    high = max(ax.get_xlim()[1], ax.get_ylim()[1])
+    ax.plot([low, high], [low, high], "k--", lw=1, label="measured = predicted")
+    ax.set(xlabel="closed form, E[p^G + (1−p)^G]", ylabel="measured silent fraction")
+    ax.legend(frameon=False)
+    return fig
+
+
+@_styled
+def pool_mass_figure(study: dict) -> plt.Figure:
+    """Chapter 13: each recipe's share of its update mass per quartile of initial solve rate,
+    realised (bars, mean over seeds) against the closed form (markers)."""
+    fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
+    keys = list(study)
+    width = 0.8 / len(keys)
+    num_bands = len(study[keys[0]]["mass"][0]["realised"])
+    centers = np.arange(num_bands)
+    for i, key in enumerate(keys):
+        realised = np.array([m["realised"] for m in study[key]["mass"]])
+        expected = np.array([m["expected"] for m in study[key]["mass"]])
+        x = centers - 0.4 + width * (i + 0.5)
+        ax.bar(x, realised.mean(axis=0), width=width, color=RECIPE_COLORS[_KEY_NAMES[key]], alpha=0.8,
+               label=_KEY_NAMES[key])
+        ax.plot(x, expected.mean(axis=0), "kD", ms=4)
+    ax.plot([], [], "kD", ms=4, label="closed form")
+    ax.set(xticks=centers, xticklabels=[f"quartile {b + 1}" for b in range(num_bands)],
+           xlabel="initial solve rate (quartile 1 = hardest)", ylabel="share of the update mass")
+    ax.set_ylim(0, 1.35 * ax.get_ylim()[1])
+    ax.legend(frameon=False, ncol=4, loc="upper center")
     return fig

@@ -77,3 +77,25 @@ def test_mass_by_band_shares() -> None:
     grpo = mass_by_band(fake_run(), GRPO, 4, num_bands=3)
     assert grpo["realised"][2] == 0  # the always-solved prompt never reached the update
     assert grpo["realised"][1] == pytest.approx((0.5 + 0.433013) / (0.5 + 2 * 0.433013))
+
+
+def test_welch_by_hand() -> None:
+    from stddial_book.analysis import welch
+
+    out = welch([1.0, 2.0, 3.0], [0.0, 0.0, 2.0])
+    se = math.sqrt(1.0 / 3 + (4.0 / 3) / 3)  # sample variances 1 and 4/3, three seeds each
+    assert out["difference"] == pytest.approx(2 - 2 / 3) and out["se"] == pytest.approx(se)
+    assert out["z"] == pytest.approx((2 - 2 / 3) / se)
+
+
+def test_pool_study_over_fake_seeds() -> None:
+    from stddial_book.analysis import pool_study
+
+    records = fake_run()
+    for r in records:
+        r["samples/generated"] = 8 * r["step"]
+    records[-1]["eval/accuracy_sampled"] = 0.5
+    study = pool_study({"grpo": [records, records]}, 4, num_bands=3)
+    entry = study["grpo"]
+    assert len(entry["final"]) == 2 and entry["final"][0].tolist() == [0.25, 0.75, 1.0]
+    assert entry["samples"][0].tolist() == [0.0, 16.0] and entry["heldout"] == [0.5, 0.5]

@@ -76,10 +76,8 @@ def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) 
     Returns the difference, its standard error and ``exceeds``. With three seeds this is a rough
     screen, not a test at a stated level; the chapter says so.
     """
-    ma, sa = seed_summary(a)
-    mb, sb = seed_summary(b)
-    se = math.sqrt(sa**2 + sb**2)
-    diff = ma - mb
+    d = welch(a, b)
+    diff, se = d["difference"], d["se"]
     return {"difference": diff, "se": se, "exceeds": bool(abs(diff) > z * se) if se > 0 else diff != 0}
 
 
@@ -140,22 +138,9 @@ def hypergeometric_expectation(k: np.ndarray, n: int, group_size: int, values: n
     of its expectation under j ~ Binomial(G, p) (a U-statistic), so a pool measured with n ≥ G
     samples gives unbiased silent probabilities and expected update weights, with no plug-in bias.
     """
-    if n < group_size:
-        raise ValueError(f"need at least G = {group_size} measured samples per prompt; got n = {n}.")
-    k = np.asarray(k, dtype=np.int64)
-    j = np.arange(group_size + 1)
-    lg = np.vectorize(math.lgamma)
+    from .identity import hypergeometric_pmf
 
-    def log_choose(a, b):
-        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
-
-    kk, jj = k[:, None], j[None, :]
-    valid = (jj <= kk) & (group_size - jj <= n - kk)
-    with np.errstate(invalid="ignore"):
-        logp = (log_choose(np.maximum(kk, jj), jj) + log_choose(np.maximum(n - kk, group_size - jj), group_size - jj)
-                - log_choose(n, group_size))
-    pmf = np.where(valid, np.exp(np.where(valid, logp, 0.0)), 0.0)
-    return pmf @ np.asarray(values, dtype=np.float64)
+    return hypergeometric_pmf(k, n, group_size) @ np.asarray(values, dtype=np.float64)
 
 
 def initial_bands(records: list[dict[str, Any]], num_bands: int = 4) -> np.ndarray:

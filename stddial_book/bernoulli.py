@@ -15,11 +15,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._arrays import check_group_size, check_unit_interval
+from .identity import expected_update_weight
 from .recipes import Recipe, get_recipe, group_advantages
+from .solve_rates import PAPER_BANDS, decile_of
 
 __all__ = ["sampled_gradients", "monte_carlo_gradient", "ControlledRun", "ControlledRunResult",
            "initial_solve_rates", "controlled_run", "silent_r2", "extreme_share", "decile_share", "hardest_quartile",
            "quartile_curve", "matched_lr", "value_at_budget", "controlled_run_study", "quartile_gap"]
+
+
+def _expected_gain(solve_rate: np.ndarray, group_size: int, recipe: Recipe) -> np.ndarray:
+    """The finite-G closed form of :func:`sampled_gradients`: the recipe's expected update weight
+    at 0/1 rewards, E[σ̂] when it divides by the std and E[σ̂²] when it does not."""
+    return np.asarray(expected_update_weight(solve_rate, group_size, _binary(recipe)))
+
+
+def _binary(recipe: Recipe) -> Recipe:
+    """The recipe with the 0/1 rewards of a Bernoulli-logit prompt."""
+    return recipe.replace(reward_wrong=0.0, reward_correct=1.0)
 
 
 def sampled_gradients(solve_rate: np.ndarray, group_size: int, recipe: Recipe | str,
@@ -37,7 +50,7 @@ def sampled_gradients(solve_rate: np.ndarray, group_size: int, recipe: Recipe | 
         raise ValueError(f"solve_rate must be a non-empty 1-D array of per-prompt p; got shape {p.shape}.")
     check_unit_interval(p, "solve_rate")
     answers = (rng.random((p.size, size)) < p[:, None]).astype(np.float64)
-    advantages = group_advantages(answers.reshape(-1), size, recipe.replace(reward_wrong=0.0, reward_correct=1.0))
+    advantages = group_advantages(answers.reshape(-1), size, _binary(recipe))
     scores = answers - p[:, None]
     return (advantages.reshape(p.size, size) * scores).mean(axis=1)
 
@@ -122,8 +135,6 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
     ``config.redraw_tries`` draws in all. ``lr`` overrides ``config.lr`` (the matched-step runs).
     The expected gain is E[σ̂] for a recipe that divides by the std and E[σ̂²] otherwise.
     """
-    from .identity import expected_group_std, expected_group_variance
-
     recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     rate = config.lr if lr is None else float(lr)
     if not rate > 0:
@@ -143,7 +154,7 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
         p = 1.0 / (1.0 + np.exp(-theta))
         history[step] = p
         silent_expected[step] = float(np.mean(p**G + (1.0 - p) ** G))
-        expected[step] = expected_group_std(p, G) if recipe.scale_std else expected_group_variance(p, G)
+        expected[step] = _expected_gain(p, G, recipe)
         gain = sampled_gradients(p, G, recipe, rng)
         silent = gain == 0.0
         silent_measured[step] = float(silent.mean())
@@ -172,14 +183,14 @@ def silent_r2(result: ControlledRunResult) -> float:
 def extreme_share(result: ControlledRunResult, step: int = 0) -> tuple[float, float]:
     """(measured, closed form) share of one step's update mass on extreme prompts, p < 0.1 or
     p > 0.9 at the start of the run (the source paper's band; chapter 8)."""
-    extreme = (result.initial_p < 0.1) | (result.initial_p > 0.9)
+    extreme = PAPER_BANDS["extreme"](result.initial_p)
     gain, expected = result.gain[step], result.expected_gain[step]
     return float(gain[extreme].sum() / gain.sum()), float(expected[extreme].sum() / expected.sum())
 
 
 def decile_share(result: ControlledRunResult, step: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(measured, closed form) share of one step's update mass per tenth of the initial p."""
-    decile = np.digitize(result.initial_p, np.linspace(0.0, 1.0, 11)[1:-1])
+    decile = decile_of(result.initial_p)
     measured = np.bincount(decile, weights=result.gain[step], minlength=10)
     closed = np.bincount(decile, weights=result.expected_gain[step], minlength=10)
     return measured / measured.sum(), closed / closed.sum()
@@ -206,12 +217,9 @@ def matched_lr(initial_p: np.ndarray, reference: Recipe | str, other: Recipe | s
     prompt less; scaling its rate by mean E[σ̂] / mean E[σ̂²] over the initial pool makes the two
     take the same average first step, and what remains is *where* each puts it (chapter 8).
     """
-    from .identity import expected_group_std, expected_group_variance
-
     def mean_gain(recipe: Recipe | str) -> float:
         recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-        fn = expected_group_std if recipe.scale_std else expected_group_variance
-        return float(np.mean(fn(np.asarray(initial_p), config.group_size)))
+        return float(np.mean(_expected_gain(np.asarray(initial_p), config.group_size, recipe)))
 
     return config.lr * mean_gain(reference) / mean_gain(other)
 

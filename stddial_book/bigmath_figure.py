@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -34,6 +33,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from .identity import large_group_gradient
+from .recipes import get_recipe
+from .solve_rates import KHistogram, band_shares, decile_of, decile_shares, gradient_budget, silent_fraction
 
 __all__ = ["FIGURE_SOURCE", "PUBLISHED", "FigureData", "read_figure", "counts_from_figure",
            "check_against_paper", "build_big_math_table", "load_big_math_histogram", "TABLE_NAME"]
@@ -237,17 +240,15 @@ def read_figure(path: str | Path) -> FigureData:
     return FigureData(counts, shares, {"left_tick_residual": res_l, "right_tick_residual": res_r})
 
 
-def _decile_of(k: np.ndarray) -> np.ndarray:
-    """Decile index 0..9 of p̂ = k/64, as ``np.digitize(p̂, linspace(0, 1, 11)[1:-1])``."""
-    return np.digitize(k / ROLLOUTS, np.linspace(0, 1, 11)[1:-1])
+def _weights(name: str) -> np.ndarray:
+    """Each k's large-group weight under a recipe: p(1 − p) for Dr. GRPO, √(p(1 − p)) for GRPO."""
+    return np.asarray(large_group_gradient(np.arange(ROLLOUTS + 1) / ROLLOUTS, get_recipe(name)))
 
 
-def _decile_shares(counts: np.ndarray, weight: str) -> np.ndarray:
-    k = np.arange(ROLLOUTS + 1)
-    p = k / ROLLOUTS
-    w = p * (1 - p) if weight == "dr_grpo" else np.sqrt(p * (1 - p))
-    mass = counts * w
-    return 100 * np.bincount(_decile_of(k), weights=mass, minlength=10) / mass.sum()
+def _decile_shares(counts: np.ndarray, name: str) -> np.ndarray:
+    """The percent of a recipe's large-group gradient budget per tenth of p̂, as the figure shows."""
+    hist = KHistogram(ROLLOUTS, counts)
+    return 100 * decile_shares(hist, gradient_budget(hist, get_recipe(name)))
 
 
 def counts_from_figure(figure: FigureData) -> np.ndarray:
@@ -262,16 +263,12 @@ def counts_from_figure(figure: FigureData) -> np.ndarray:
         raise ValueError("the bar heights are not whole numbers of problems: the axis calibration is off.")
     base = np.zeros(ROLLOUTS + 1)
     base[:ROLLOUTS - 1] = bars[:ROLLOUTS - 1]
-    p63 = (ROLLOUTS - 1) / ROLLOUTS
+    top = decile_of(np.arange(ROLLOUTS + 1) / ROLLOUTS) == 9
     estimates = {}
     for name, shares in figure.decile_shares.items():
         s = shares[-1] / shares.sum()
-        k = np.arange(ROLLOUTS + 1)
-        p = k / ROLLOUTS
-        w = p * (1 - p) if name == "dr_grpo" else np.sqrt(p * (1 - p))
-        w63 = p63 * (1 - p63) if name == "dr_grpo" else math.sqrt(p63 * (1 - p63))
-        top = _decile_of(k) == 9
-        estimates[name] = (s * (base * w).sum() - (base * w)[top].sum()) / (w63 * (1 - s))
+        w = _weights(name)
+        estimates[name] = (s * (base * w).sum() - (base * w)[top].sum()) / (w[ROLLOUTS - 1] * (1 - s))
     rounded = {name: round(value) for name, value in estimates.items()}
     if len(set(rounded.values())) != 1:
         raise ValueError(f"the two weights disagree on n_63: {estimates}; the figure was not read correctly.")
@@ -291,14 +288,8 @@ def counts_from_figure(figure: FigureData) -> np.ndarray:
 
 def _paper_numbers(counts: np.ndarray) -> dict[str, float]:
     """Every number of :data:`PUBLISHED`, recomputed from the 65 counts (in percent)."""
-    from .solve_rates import KHistogram, silent_fraction
-
     hist = KHistogram(ROLLOUTS, counts)
     n = counts.sum()
-    k = np.arange(ROLLOUTS + 1)
-    p = k / ROLLOUTS
-    extreme = ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1))
-    medium = (p >= 0.4) & (p <= 0.6)
     out: dict[str, float] = {
         "num_problems": float(n),
         "never_solved_pct": 100 * counts[0] / n,
@@ -309,10 +300,10 @@ def _paper_numbers(counts: np.ndarray) -> dict[str, float]:
         out[f"silent_bernoulli_G{G}_pct"] = 100 * float(value)
     for G, value in zip((4, 8, 16), silent_fraction(hist, [4, 8, 16], model="hypergeometric")):
         out[f"silent_subsampled_G{G}_pct"] = 100 * float(value)
-    for name, w in (("dr_grpo", p * (1 - p)), ("grpo", np.sqrt(p * (1 - p)))):
-        mass = counts * w
-        out[f"extreme_mass_{name}_pct"] = 100 * mass[extreme].sum() / mass.sum()
-        out[f"medium_mass_{name}_pct"] = 100 * mass[medium].sum() / mass.sum()
+    for name in ("dr_grpo", "grpo"):  # the paper's bands (solve_rates.PAPER_BANDS), large-group weights
+        shares = band_shares(hist, gradient_budget(hist, get_recipe(name)))
+        out[f"extreme_mass_{name}_pct"] = 100 * shares["extreme"]
+        out[f"medium_mass_{name}_pct"] = 100 * shares["medium"]
     return out
 
 
@@ -361,7 +352,6 @@ def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> 
 def load_big_math_histogram(data_dir: str | Path | None = None):
     """The committed Big-Math k-of-64 histogram as a :class:`~stddial_book.solve_rates.KHistogram`."""
     from .resources import data_path
-    from .solve_rates import KHistogram
 
     path = (Path(data_dir) if data_dir is not None else data_path("solve_rates")) / f"{TABLE_NAME}.csv"
     if not path.is_file():

@@ -55,6 +55,7 @@ __all__ = [
     "arcsine_objective",
     "difficulty_weight",
     "large_group_gradient",
+    "hypergeometric_pmf",
 ]
 
 
@@ -387,6 +388,36 @@ def large_group_gradient(solve_rate: ArrayLike, recipe: "Recipe") -> ArrayLike:
     check_unit_interval(p, "solve_rate")
     variance = p * (1.0 - p)
     return like(np.sqrt(variance) if recipe.scale_std else variance, solve_rate)
+
+
+def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int) -> np.ndarray:
+    """P(j correct in a group of G drawn without replacement from n stored samples, k of them
+    correct), for j = 0..G: shape (len(k), G + 1).
+
+    Averaging any function of j under it is an unbiased estimate of that function's expectation
+    under j ~ Binomial(G, p) when the n samples are Bernoulli(p) (a U-statistic); it is also the
+    subsampled silent fraction of chapter 7. Needs 1 ≤ G ≤ n (a "group" of one is allowed here:
+    it is always silent, and the silent-fraction curves start there).
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size must be a positive integer; got {group_size!r}.")
+    size = int(group_size)
+    if num_samples < size:
+        raise ValueError(f"need at least G = {size} stored samples per prompt to draw a group; got n = {num_samples}.")
+    k = np.atleast_1d(np.asarray(num_correct, dtype=np.int64))
+    if np.any((k < 0) | (k > num_samples)):
+        raise ValueError(f"num_correct must lie in [0, n = {num_samples}].")
+    lg = np.vectorize(math.lgamma)
+
+    def log_choose(a, b):
+        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
+
+    kk, jj = k[:, None], np.arange(size + 1)[None, :]
+    valid = (jj <= kk) & (size - jj <= num_samples - kk)
+    with np.errstate(invalid="ignore"):
+        log_p = (log_choose(np.maximum(kk, jj), jj) + log_choose(np.maximum(num_samples - kk, size - jj), size - jj)
+                 - log_choose(num_samples, size))
+    return np.where(valid, np.exp(np.where(valid, log_p, 0.0)), 0.0)
 
 
 def _log_choose(size: int) -> np.ndarray:

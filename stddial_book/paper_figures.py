@@ -21,6 +21,7 @@ __all__ = ["fidelity_figure", "objective_figure", "difficulty_weight_figure", "b
            "pool_bands_figure", "pool_silent_figure", "pool_mass_figure"]
 
 _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
+_DECILE_LABELS = [f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)]  # solve_rates.decile_of's tenths
 
 #: Type sizes chosen for the book's text column (about 830 px): a 9.5-inch figure is shown at
 #: about 0.87 of its size, so 10-point legends stay about 12 px high.
@@ -152,7 +153,7 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
         ax.bar(centers - 0.4 + width * (i + 1.5), share, width=width, color=RECIPE_COLORS.get(base, None),
                alpha=1.0 if "∞" in name or len(shares) <= 2 else 0.55 + 0.45 * (i % 2), label=name)
     ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate p̂", title=title)
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
+    ax.set_xticklabels(_DECILE_LABELS, rotation=30)
     ax.legend(frameon=False, ncol=2)
     return fig
 
@@ -207,7 +208,7 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
     top = max(float(study[f"decile_share/{k}"].mean(axis=0).max()) for k in ("grpo", "dr_grpo"))
     ax.set(xticks=centers, ylabel="share of the step's update", xlabel="initial solve rate p",
            ylim=(0, 1.45 * top))
-    ax.set_xticklabels([f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)], rotation=30)
+    ax.set_xticklabels(_DECILE_LABELS, rotation=30)
     ax.legend(frameon=False, ncol=3, loc="upper center")
     return fig
 

@@ -45,6 +45,7 @@ def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -
     """Largest relative gap between (1/G) Σ Aᵢ sᵢ and σ(s̄₊ − s̄₋) over every k of every G ≤ 64,
     with random score vectors and a random reward baseline (the identity holds for any)."""
     from .identity import std_from_pass_rate
+    from .recipes import GRPO, group_advantages
 
     rng = np.random.default_rng(seed)
     worst = 0.0
@@ -53,7 +54,7 @@ def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -
             scores = rng.normal(size=(G, dims))
             rewards = np.r_[np.ones(k), np.zeros(G - k)] + rng.normal()  # any baseline shift
             sigma = float(std_from_pass_rate(k / G))
-            advantages = (rewards - rewards.mean()) / rewards.std()
+            advantages = group_advantages(rewards, G, GRPO)  # the advantages the trainer uses
             lhs = (advantages[:, None] * scores).mean(axis=0)
             rhs = sigma * (scores[:k].mean(axis=0) - scores[k:].mean(axis=0))
             worst = max(worst, float(np.max(np.abs(lhs - rhs)) / np.max(np.abs(rhs))))

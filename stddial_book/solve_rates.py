@@ -18,7 +18,6 @@ authors (k of 128 Qwen2.5-Math-7B samples).
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ __all__ = [
     "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
     "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
     "load_committed_histograms", "DEEPSCALER_SOURCE", "model_solve_counts",
-    "PAPER_BANDS", "gradient_budget", "band_shares", "decile_shares",
+    "PAPER_BANDS", "gradient_budget", "band_shares", "decile_of", "decile_shares",
 ]
 
 #: Where the DeepScaleR difficulty files come from (see the provenance JSON beside the tables).
@@ -116,10 +115,10 @@ class SolveCounts:
         if any(isinstance(v, (list, tuple, np.ndarray)) for v in values):
             # A list-valued label (Big-Math's ``domain``): a prompt counts once under each of its
             # values, so the histograms may together hold more prompts than the table.
-            members = [set(v) if isinstance(v, (list, tuple, np.ndarray)) else {v} for v in values]
-            names = sorted({str(x) for m in members for x in m if x is not None})
-            return {name: self.histogram(np.array([name in {str(x) for x in m} for m in members], dtype=bool))
-                    for name in names}
+            members = [{str(x) for x in (v if isinstance(v, (list, tuple, np.ndarray)) else [v]) if x is not None}
+                       for v in values]
+            names = sorted(set().union(*members))
+            return {name: self.histogram(np.array([name in m for m in members], dtype=bool)) for name in names}
         return {str(v): self.histogram(values == v) for v in np.unique(values)}
 
 
@@ -135,12 +134,11 @@ def _silent_given_k(n: int, group_sizes: np.ndarray, model: str) -> np.ndarray:
     if model == "hypergeometric":
         if np.any(g > n):
             raise ValueError(f"the hypergeometric model draws G of the n = {n} stored rollouts: need G <= {n}.")
-        lg = np.vectorize(math.lgamma)
-        log_c = lambda a, b: lg(a + 1) - lg(b + 1) - lg(a - b + 1)  # noqa: E731
-        with np.errstate(invalid="ignore"):
-            all_right = np.where(k >= g, np.exp(log_c(np.maximum(k, g), g) - log_c(n, g)), 0.0)
-            all_wrong = np.where(n - k >= g, np.exp(log_c(np.maximum(n - k, g), g) - log_c(n, g)), 0.0)
-        return all_right + all_wrong
+        from .identity import hypergeometric_pmf
+
+        ks = np.arange(n + 1)
+        rows = [hypergeometric_pmf(ks, n, int(size)) for size in g[:, 0]]
+        return np.array([pmf[:, 0] + pmf[:, -1] for pmf in rows])  # all wrong + all right
     raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {model!r}.")
 
 
@@ -214,10 +212,14 @@ def band_shares(hist: KHistogram, budget: np.ndarray) -> dict[str, float]:
     return {name: float(budget[rule(hist.solve_rates)].sum()) for name, rule in PAPER_BANDS.items()}
 
 
+def decile_of(solve_rate: np.ndarray) -> np.ndarray:
+    """The tenth of p each solve rate falls in, 0..9: [0, .1), [.1, .2), …, [.9, 1], as the paper bins."""
+    return np.digitize(np.asarray(solve_rate), np.linspace(0.0, 1.0, 11)[1:-1])
+
+
 def decile_shares(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
-    """The share of ``budget`` in each tenth of p̂ ([0, .1), [.1, .2), …, [.9, 1]), as the paper bins."""
-    decile = np.digitize(hist.solve_rates, np.linspace(0.0, 1.0, 11)[1:-1])
-    return np.bincount(decile, weights=budget, minlength=10)
+    """The share of ``budget`` in each tenth of p̂ (:func:`decile_of`)."""
+    return np.bincount(decile_of(hist.solve_rates), weights=budget, minlength=10)
 
 
 # --- loaders -----------------------------------------------------------------------------------

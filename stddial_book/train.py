@@ -509,8 +509,8 @@ def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, stat
     completions each, verify, shape rewards."""
     recipe = config.recipe
     device = next(model.parameters()).device
-    wanted = config.prompts_per_step if num_prompts is None else num_prompts
-    rows = state.rng.choice(len(problems), size=min(wanted, len(problems)), replace=False)
+    wanted = config.prompts_per_step if num_prompts is None else num_prompts  # train() checked the pool holds it
+    rows = state.rng.choice(len(problems), size=wanted, replace=False)
     chosen = [problems[i] for i in rows]
     ids, pmask = encode_prompts(chosen, codec, device)
     out = sample(model, ids, config.max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=pmask,

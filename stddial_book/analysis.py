@@ -18,7 +18,7 @@ from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
-           "initial_bands", "band_trajectories", "silent_check", "mass_by_band", "pool_study", "welch"]
+           "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "welch"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
@@ -180,7 +180,7 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     silent_value = np.zeros(G + 1)
     silent_value[[0, G]] = 1.0
     per_prompt = np.array([hypergeometric_expectation(k, n, G, silent_value) for k in K])
-    step_ids, measured, predicted, interval = [], [], [], []
+    step_ids, measured, predicted, interval, variance, counts = [], [], [], [], [], []
     for r in records:
         if r["step"] == 0 or "groups_generated/k" not in r:
             continue
@@ -194,15 +194,56 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
         step_ids.append(r["step"])
         measured.append(float(np.mean((ks == 0) | (ks == G))))
         predicted.append(float(estimate.mean()))
+        variance.append(float(np.sum(estimate * (1 - estimate))))  # Σ s(1 − s) over the step's groups
+        counts.append(ks.size)
         interval.append(i)
     measured_arr, predicted_arr, interval_arr = map(np.asarray, (measured, predicted, interval))
+    variance_arr = np.asarray(variance)
     groups = np.unique(interval_arr)
-    m_int = np.array([measured_arr[interval_arr == g].mean() for g in groups])
-    p_int = np.array([predicted_arr[interval_arr == g].mean() for g in groups])
+    counts_arr = np.asarray(counts, dtype=np.float64)  # DAPO's steps generate different numbers of groups
+
+    def pooled(values: np.ndarray) -> np.ndarray:  # group-weighted mean per interval
+        return np.array([np.average(values[interval_arr == g], weights=counts_arr[interval_arr == g])
+                         for g in groups])
+
+    m_int, p_int = pooled(measured_arr), pooled(predicted_arr)
+    # the binomial (Poisson-binomial) noise of an interval's measured fraction if the closed form
+    # is right: sqrt(Σ s(1 − s)) / N over its N groups
+    se_int = np.array([np.sqrt(variance_arr[interval_arr == g].sum()) / counts_arr[interval_arr == g].sum()
+                       for g in groups])
     spread = float(np.sum((m_int - m_int.mean()) ** 2))
     r2 = float(1 - np.sum((m_int - p_int) ** 2) / spread) if m_int.size > 1 and spread > 0 else float("nan")
     return {"step": np.asarray(step_ids), "measured": measured_arr, "predicted": predicted_arr,
-            "interval_measured": m_int, "interval_predicted": p_int, "r2": np.asarray(r2)}
+            "interval_measured": m_int, "interval_predicted": p_int, "interval_se": se_int,
+            "r2": np.asarray(r2)}
+
+
+def silent_fit(checks: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Pooled over runs (seeds): R² of measured against predicted interval silent fractions, the
+    root-mean-square gap, and the RMS of the gaps in units of their binomial noise (about 1 when
+    the closed form is right and the gaps are sampling noise; R² alone rewards a wide range)."""
+    m = np.concatenate([c["interval_measured"] for c in checks])
+    q = np.concatenate([c["interval_predicted"] for c in checks])
+    se = np.concatenate([c["interval_se"] for c in checks])
+    spread = float(np.sum((m - m.mean()) ** 2))
+    return {"r2": float(1 - np.sum((m - q) ** 2) / spread) if spread > 0 else float("nan"),
+            "rms": float(np.sqrt(np.mean((m - q) ** 2))),
+            "rms_z": float(np.sqrt(np.mean(((m - q) / se) ** 2))),
+            "points": int(m.size)}
+
+
+def identity_during_training(runs: Sequence[list[dict[str, Any]]]) -> dict[str, np.ndarray]:
+    """Every in-update identity check of a set of runs (``identity_check_every``), pooled:
+    per checked group its relative error, minibatch index (0 = ratio 1), clipped-token fraction
+    and σ. Chapters 10-12."""
+    out: dict[str, list] = {"rel_error": [], "minibatch": [], "clipped": [], "sigma": []}
+    for records in runs:
+        for r in records:
+            for name in out:
+                out[name].extend(r.get(f"identity/{name}", []))
+    if not out["rel_error"]:
+        raise ValueError("these runs hold no identity check; train with identity_check_every > 0.")
+    return {k: np.asarray(v, dtype=np.float64 if k != "minibatch" else np.int64) for k, v in out.items()}
 
 
 def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_bands: int = 4) -> dict[str, np.ndarray]:
@@ -262,6 +303,45 @@ def pool_study(runs: dict[str, list[list[dict[str, Any]]]], group_size: int, num
             entry["heldout"].append(final_eval(records)["accuracy_sampled"])
         out[key] = entry
     return out
+
+
+def prediction_numbers(study: dict[str, Any], key: str) -> dict[str, float]:
+    """The numbers a recipe chapter quotes from one :func:`pool_study` (chapters 10-13), flat:
+    ``silent_r2``, ``silent_rms``, ``silent_rms_z`` (:func:`silent_fit`); ``mass_gap``, the largest
+    |realised − closed-form| share over quartiles (seed means), and ``mass_q1``, the hardest
+    quartile's realised share; ``q1_start``, ``q1_end``, ``q1_end_sd``, ``q4_start``, ``q4_end``
+    (mean solve rate of the hardest and easiest quartile, mean and SD over seeds); ``pool_start``,
+    ``pool_end``, ``pool_end_sd`` (the whole pool); ``fastest``, the quartile (1-based) whose mean
+    solve rate gains most, and ``fastest_gain``; ``seeds``; ``samples`` (generated per run)."""
+    entry = study[key]
+    fit = silent_fit(entry["silent"])
+    realised = np.array([m["realised"] for m in entry["mass"]]).mean(axis=0)
+    expected = np.array([m["expected"] for m in entry["mass"]]).mean(axis=0)
+    first = np.array([b[:, 0] for b in entry["bands"]])
+    last = np.array([b[:, -1] for b in entry["bands"]])
+    sd = (lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"))
+    return {"silent_r2": fit["r2"], "silent_rms": fit["rms"], "silent_rms_z": fit["rms_z"],
+            "mass_gap": float(np.max(np.abs(realised - expected))), "mass_q1": float(realised[0]),
+            "q1_start": float(first[:, 0].mean()), "q1_end": float(last[:, 0].mean()), "q1_end_sd": sd(last[:, 0]),
+            "q4_start": float(first[:, -1].mean()), "q4_end": float(last[:, -1].mean()),
+            "pool_start": float(first.mean()), "pool_end": float(last.mean()), "pool_end_sd": sd(last.mean(axis=1)),
+            "fastest": int(np.argmax((last - first).mean(axis=0))) + 1,
+            "fastest_gain": float(np.max((last - first).mean(axis=0))),
+            "seeds": len(entry["bands"]), "samples": float(np.mean([s[-1] for s in entry["samples"]]))}
+
+
+def identity_numbers(checks: dict[str, np.ndarray]) -> dict[str, float]:
+    """Summary of :func:`identity_during_training`: groups checked, the largest relative error on
+    the first minibatch (ratio 1), the median and 90th percentile on later minibatches, and the
+    mean fraction of a checked group's tokens clipped there."""
+    first = checks["minibatch"] == 0
+    later = ~first
+    if not first.any() or not later.any():
+        raise ValueError("need checks on the first and on later minibatches (num_minibatches >= 2).")
+    return {"checked": int(first.size), "first_max": float(checks["rel_error"][first].max()),
+            "later_median": float(np.median(checks["rel_error"][later])),
+            "later_p90": float(np.quantile(checks["rel_error"][later], 0.9)),
+            "later_clipped": float(checks["clipped"][later].mean())}
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:

@@ -117,8 +117,9 @@ def train_to_dir(profile, recipe, seed: int, init: str | os.PathLike, out: str |
 
 def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
     """The cached SFT directory of ``profile`` (made on first use)."""
-    key = _key("sft", {"profile": profile.name, "model": profile.model, "task": profile.task,
-                       "sft": profile.sft, "seed": seed, "max_new_tokens": profile.train["max_new_tokens"]})
+    # no profile name in the key: profiles with the same model, task and SFT share a warm start
+    key = _key("sft", {"model": profile.model, "task": profile.task, "sft": profile.sft, "seed": seed,
+                       "max_new_tokens": profile.train["max_new_tokens"], "device": profile.device})
     out = cache_dir() / key
     if not (out / "model.safetensors").exists():
         sft_to_dir(profile, seed, out, progress=progress, command=f"warm_start(profile={profile.name!r}, seed={seed})")
@@ -145,3 +146,18 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
                      command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})", **changes)
         done.write_text("finished\n")
     return out
+
+
+def recipe_logs(profile, key: str, recorded_profile: str = "reference",
+                progress: bool = False) -> dict[str, list[list[dict[str, Any]]]]:
+    """The run logs chapters 10-13 read for one recipe: ``"live"``, every seed of ``profile``
+    (trained now, or read from the cache), and ``"recorded"``, every committed run of
+    ``recorded_profile`` (:func:`stddial_book.analysis.recorded_runs`)."""
+    from .analysis import recorded_runs
+    from .runs import load_run
+
+    live = [load_run(rl_run(profile, key, seed=seed, progress=progress))[1] for seed in profile.seeds]
+    recorded = [load_run(d)[1] for d in recorded_runs(recorded_profile).get(key, [])]
+    if not recorded:
+        raise ValueError(f"no recorded {key!r} runs of profile {recorded_profile!r} were found in the package data.")
+    return {"live": live, "recorded": recorded}

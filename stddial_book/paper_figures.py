@@ -303,3 +303,57 @@ def pool_mass_figure(study: dict) -> plt.Figure:
     ax.set_ylim(0, 1.35 * ax.get_ylim()[1])
     ax.legend(frameon=False, ncol=4, loc="upper center")
     return fig
+
+
+_BAND_COLORS = ("#3b0f70", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")
+
+
+@_styled
+def recipe_predictions_figure(studies: dict[str, dict], key: str) -> plt.Figure:
+    """Chapters 10-12: one recipe's three predictions, for each set of runs in ``studies`` (e.g.
+    the live quick runs and the recorded reference runs, each a :func:`~stddial_book.analysis.pool_study`
+    result): the silent fraction against its closed form, the update-mass share per quartile of
+    initial solve rate against its closed form, and the mean solve rate per quartile along the
+    run (mean over seeds, shaded ± 2 SD)."""
+    fig, (silent, mass, bands) = plt.subplots(1, 3, figsize=(13, 4.0), constrained_layout=True)
+    markers = ("o", "s", "^")
+    names = list(studies)
+    width = 0.8 / len(names)
+    for i, (label, study) in enumerate(studies.items()):
+        entry = study[key]
+        m = np.concatenate([c["interval_measured"] for c in entry["silent"]])
+        p = np.concatenate([c["interval_predicted"] for c in entry["silent"]])
+        silent.plot(p, m, markers[i], ms=5, alpha=0.75, mfc="none" if i else None, color="0.2",
+                    label=f"{label} ({len(entry['silent'])} seeds)")
+        realised = np.array([x["realised"] for x in entry["mass"]]).mean(axis=0)
+        expected = np.array([x["expected"] for x in entry["mass"]]).mean(axis=0)
+        x = np.arange(realised.size) - 0.4 + width * (i + 0.5)
+        mass.bar(x, realised, width=width, color=RECIPE_COLORS[_KEY_NAMES[key]], alpha=0.9 - 0.4 * i,
+                 label=f"{label}, realised")
+        mass.plot(x, expected, "kD", ms=4)
+        top = min(float(s[-1]) for s in entry["samples"])
+        grid = np.linspace(0, top, 40)
+        for band in range(len(entry["bands"][0])):
+            curves = np.array([np.interp(grid, s, b[band]) for s, b in zip(entry["samples"], entry["bands"])])
+            mean = curves.mean(axis=0)
+            sd = curves.std(axis=0, ddof=1) if len(curves) > 1 else 0 * grid
+            color = _BAND_COLORS[band % len(_BAND_COLORS)]
+            bands.plot(grid / 1000, mean, color=color, lw=2 if i == 0 else 1.2, ls="-" if i == 0 else "--",
+                       label=f"quartile {band + 1}" if i == 0 else None)
+            bands.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
+    low = min(silent.get_xlim()[0], silent.get_ylim()[0])
+    high = max(silent.get_xlim()[1], silent.get_ylim()[1])
+    silent.plot([low, high], [low, high], "k--", lw=1)
+    silent.set(xlabel="closed form E[p^G + (1−p)^G]", ylabel="measured silent fraction",
+               title="1. silent groups")
+    silent.legend(frameon=False, loc="upper left")
+    mass.plot([], [], "kD", ms=4, label="closed form")
+    mass.set(xticks=range(4), xticklabels=["Q1\nhardest", "Q2", "Q3", "Q4\neasiest"],
+             ylabel="share of the update mass", title="2. update mass by quartile")
+    mass.set_ylim(0, 1.45 * mass.get_ylim()[1])
+    mass.legend(frameon=False, loc="upper left")
+    styles = " and ".join(f"{'solid' if i == 0 else 'dashed'}: {label}" for i, label in enumerate(names))
+    bands.set(xlabel="samples generated (thousands)", ylabel="mean solve rate of the quartile",
+              title="3. where learning happens", ylim=(0, 1))
+    bands.legend(frameon=False, loc="upper left", ncol=2, title=styles, title_fontsize=8)
+    return fig

@@ -161,9 +161,8 @@ def training_dashboard(records: list[dict], title: str) -> plt.Figure:
     """Chapters 10-12: one run at a glance, every panel against the samples generated so far.
 
     Held-out accuracy (sampled and greedy), sampled accuracy per difficulty bucket, the silent
-    fraction of each step's groups, the update mass each bucket received, σ against the weight
-    w = mean|A|/2 of every group that reached an update, response length, entropy and the
-    clip fractions.
+    fraction of each step's groups, the update mass each bucket received, the identity checked
+    inside the update (when the run logged it), response length, entropy and the clip fractions.
     """
     from .analysis import buckets, update_mass
 
@@ -191,11 +190,20 @@ def training_dashboard(records: list[dict], title: str) -> plt.Figure:
     ax.set(title="update mass per bucket (Σ w / groups)", ylabel="mass")
     ax.tick_params(axis="x", labelrotation=45, labelsize=7)
     ax = axes[1, 0]
-    from .analysis import identity_from_log
-
-    sigma, weight = identity_from_log(records)
-    ax.plot(sigma, weight, ".", alpha=0.3, ms=4)
-    ax.set(title=r"each group: $\sigma$ vs $w$ = mean|A|/2", xlabel=r"$\sigma$ (correctness)", ylabel=r"$w$")
+    checked = [r for r in records if r.get("identity/rel_error")]
+    if checked:  # the identity checked inside the update (TrainConfig.identity_check_every)
+        for index, marker, label in ((0, "o", "minibatch 1 (ratio 1)"), (1, "^", "later minibatches")):
+            xs = [r["samples/generated"] for r in checked for m in r["identity/minibatch"] if (m > 0) == bool(index)]
+            ys = [e for r in checked for e, m in zip(r["identity/rel_error"], r["identity/minibatch"])
+                  if (m > 0) == bool(index)]
+            ax.semilogy(xs, ys, marker, ms=4, alpha=0.6, label=label)
+        ax.set(title="identity check per group", xlabel="samples generated",
+               ylabel=r"relative error vs $w(\bar g_+ - \bar g_-)$")
+        ax.legend(frameon=False, fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no identity check in this log\n(identity_check_every = 0)", ha="center", va="center",
+                transform=ax.transAxes, color="0.4")
+        ax.set(title="identity check", xticks=[], yticks=[])
     for (name, ttl), ax in zip((("completions/mean_length", "response length (tokens)"), ("entropy", "entropy (nats/token)")),
                                axes[1, 1:3]):
         x, y = _xs(records, name)

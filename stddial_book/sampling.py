@@ -91,7 +91,8 @@ class DynamicSampler:
     the groups still missing, so with a silent fraction f the expected cost is 1/(1 − f) groups
     generated per group kept (chapter 7) and no mixed group is wasted. If ``draw`` returns more
     groups than asked, the surplus mixed ones are dropped and counted. If ``max_rounds`` pass
-    first, the batch is returned short and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
+    first, or ``draw`` returns an empty round (no prompt left to draw), the batch is returned short
+    and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
     """
 
     num_groups: int
@@ -114,6 +115,8 @@ class DynamicSampler:
             missing = self.num_groups - cost.groups_kept
             batch, correct = draw(round_index, missing)
             correct = np.asarray(correct)
+            if correct.size == 0:  # the source has no prompt left to draw this step
+                break
             mixed = nonsilent_groups(correct, self.group_size)
             cost.rounds += 1
             cost.groups_generated += len(mixed)

@@ -138,6 +138,13 @@ class TrainConfig:
             whole pool is measured with ``pool_samples`` samples per prompt and logged as
             ``pool/k`` (correct counts, in pool order) and ``pool/n``.
         pool_samples: samples per pool prompt at each measurement.
+        identity_check_every: every this many steps (and at the first), check the identity on
+            real gradients inside the update: for up to ``identity_check_groups`` mixed groups of
+            each minibatch, the group's own gradient at the weights that minibatch sees against
+            w (ḡ₊ − ḡ₋) there (:func:`stddial_book.gradcheck.identity_drift`). Exact to float
+            rounding on the first minibatch, a measured drift on later ones; 0 turns it off. It
+            reads the model and changes nothing, so a run is the same with or without it.
+        identity_check_groups: groups checked per minibatch at a check step.
     """
 
     recipe: Recipe | str = "grpo"
@@ -157,6 +164,8 @@ class TrainConfig:
     seed: int = 0
     pool_size: int | None = None
     pool_samples: int = 32
+    identity_check_every: int = 0
+    identity_check_groups: int = 2
 
     def __post_init__(self) -> None:
         recipe = get_recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
@@ -191,6 +200,9 @@ class TrainConfig:
         if self.pool_samples < 2:
             raise ValueError(f"pool_samples must be at least 2 (a solve rate from one sample is 0 or 1); "
                              f"got {self.pool_samples}.")
+        if self.identity_check_every < 0 or self.identity_check_groups < 1:
+            raise ValueError(f"identity_check_every must be >= 0 (0: off) and identity_check_groups >= 1; got "
+                             f"{self.identity_check_every} and {self.identity_check_groups}.")
         if not self.lr > 0 or not self.max_grad_norm > 0 or not self.temperature > 0:
             raise ValueError("lr, max_grad_norm and temperature must all be > 0.")
         if self.recipe.overlong_penalty and self.overlong_cache < 1:
@@ -504,13 +516,18 @@ class _State:
 
 
 def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, state: _State,
-                   codec: CharCodec, num_prompts: int | None = None) -> Batch:
-    """One round: draw ``num_prompts`` prompts (default ``prompts_per_step``), sample G
-    completions each, verify, shape rewards."""
+                   codec: CharCodec, num_prompts: int | None = None, exclude: np.ndarray | None = None) -> Batch:
+    """One round: draw ``num_prompts`` prompts (default ``prompts_per_step``), none of them in
+    ``exclude`` (the prompts a DAPO step already drew), sample G completions each, verify, shape
+    rewards."""
     recipe = config.recipe
     device = next(model.parameters()).device
     wanted = config.prompts_per_step if num_prompts is None else num_prompts  # train() checked the pool holds it
-    rows = state.rng.choice(len(problems), size=wanted, replace=False)
+    if exclude is None or len(exclude) == 0:
+        rows = state.rng.choice(len(problems), size=wanted, replace=False)
+    else:  # a refill round: distinct prompts within the step, as verl's DAPO batch holds
+        available = np.setdiff1d(np.arange(len(problems)), exclude)
+        rows = available[state.rng.choice(len(available), size=wanted, replace=False)]
     chosen = [problems[i] for i in rows]
     ids, pmask = encode_prompts(chosen, codec, device)
     out = sample(model, ids, config.max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=pmask,
@@ -563,9 +580,42 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
     return out
 
 
+def _checkable_groups(batch: Batch, groups: np.ndarray, config: TrainConfig) -> list[int]:
+    """Groups of a minibatch the identity covers: mixed, binary rewards, nothing truncated."""
+    G, recipe = config.group_size, config.recipe
+    chosen = []
+    for g in groups:
+        rows = slice(int(g) * G, (int(g) + 1) * G)
+        k = int(batch.correct[rows].sum())
+        binary = np.isin(batch.rewards[rows], (recipe.reward_correct, recipe.reward_wrong)).all()
+        if 0 < k < G and binary and not bool(batch.truncated[rows].any()):
+            chosen.append(int(g))
+        if len(chosen) == config.identity_check_groups:
+            break
+    return chosen
+
+
+def _identity_in_update(model, batch: Batch, groups: list[int], config: TrainConfig) -> list[dict[str, float]]:
+    """:func:`~stddial_book.gradcheck.identity_drift` for ``groups`` at the current weights, π_old
+    = the sampler's log-probs. Gradients go through ``autograd.grad``: nothing accumulates."""
+    from .gradcheck import GroupBatch, identity_drift
+
+    G = config.group_size
+    out = []
+    for g in groups:
+        r = slice(g * G, (g + 1) * G)
+        group = GroupBatch(batch.prompt_ids[r], batch.prompt_mask[r], batch.completion_ids[r], batch.mask[r],
+                           np.asarray(batch.correct[r], dtype=float))
+        out.append(identity_drift(model, group, config.recipe, config.max_new_tokens, batch.logprobs[r]))
+    return out
+
+
 def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: TrainConfig, state: _State,
-            ref_model) -> dict[str, float]:
-    """``num_minibatches`` optimizer steps on one rollout batch; returns averaged loss metrics."""
+            ref_model, check_identity: bool = False) -> dict[str, Any]:
+    """``num_minibatches`` optimizer steps on one rollout batch; returns averaged loss metrics.
+
+    With ``check_identity``, each minibatch's first groups are checked against the identity at
+    the weights that minibatch sees, before its gradient is taken (``identity/*`` lists)."""
     recipe = config.recipe
     G = config.group_size
     device = next(model.parameters()).device
@@ -582,12 +632,20 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
     sums: dict[str, float] = {}
     counted = 0
     before = [p.detach().clone() for p in model.parameters()]
+    checks: dict[str, list] = {"identity/minibatch": [], "identity/rel_error": [], "identity/clipped": [],
+                               "identity/sigma": []}
     # whole groups per minibatch; a short (capped) DAPO batch gives smaller minibatches
-    for groups in np.array_split(order, min(config.num_minibatches, num_groups)):
+    for index, groups in enumerate(np.array_split(order, min(config.num_minibatches, num_groups))):
         rows = torch.as_tensor((groups[:, None] * G + np.arange(G)).reshape(-1), device=device)
         step_tokens = int(loss_mask[rows].sum())
         if step_tokens == 0:
             continue  # every sample of this minibatch was filtered out (truncated)
+        if check_identity:
+            for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
+                checks["identity/minibatch"].append(index)
+                checks["identity/rel_error"].append(result["rel_error"])
+                checks["identity/clipped"].append(result["clipped"])
+                checks["identity/sigma"].append(result["group_std"])
         micro = config.micro_batch_size or len(rows)
         optimizer.zero_grad(set_to_none=True)
         for m in range(0, len(rows), micro):
@@ -615,6 +673,8 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
     with torch.no_grad():
         metrics["update_norm"] = float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before))))
     metrics["optimizer_steps"] = counted
+    if check_identity:
+        metrics.update(checks)
     return metrics
 
 
@@ -763,7 +823,13 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         generated: list[Batch] = []
 
         def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
-            batch = _rollout_round(model, pool, config, state, codec, num_groups)
+            drawn = (np.unique(np.concatenate([b.prompt_index for b in generated]))
+                     if generated else np.zeros(0, dtype=np.int64))
+            wanted = config.prompts_per_step if num_groups is None else num_groups
+            wanted = min(wanted, len(pool) - len(drawn))
+            if wanted == 0:  # every pool prompt was drawn this step: the round is empty
+                return generated[-1][np.zeros(0, dtype=np.int64)], np.zeros(0)
+            batch = _rollout_round(model, pool, config, state, codec, wanted, drawn)
             generated.append(batch)
             return batch, batch.correct
 
@@ -786,7 +852,8 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         if kept is not None and len(kept):
             advantages = group_advantages(kept.rewards, config.group_size, recipe)
             metrics = _batch_metrics(generated, kept, advantages, config)
-            metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model))
+            check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
+            metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check))
             state.samples_kept += len(kept)
         else:
             metrics = _batch_metrics(generated, generated[0][np.array([], dtype=int)], np.zeros(0), config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -157,6 +158,28 @@ def test_resume_continues_exactly(recipe, pool, problems, warm, tmp_path) -> Non
     assert len(load_run(tmp_path / "b")[0]["resumed_at"]) == 1
 
 
+@pytest.mark.parametrize("recipe", ["grpo", "dr_grpo", "dapo"])
+def test_identity_check_inside_the_update(recipe, problems, warm, tmp_path) -> None:
+    """The per-group gradient at the weights each minibatch sees, against w (ḡ₊ − ḡ₋): to float32
+    rounding on the first minibatch (ratio 1), measurably off on the second (the policy moved).
+    The check only reads the model: the run is the same with and without it."""
+    train_set, heldout = problems
+    config = TINY.train_config(recipe, sample_budget=64, eval_every=0, identity_check_every=1,
+                               identity_check_groups=4)
+    checked, plain = fresh(warm), fresh(warm)
+    train(checked, train_set, heldout, config, tmp_path / "checked")
+    train(plain, train_set, heldout, dataclasses.replace(config, identity_check_every=0), tmp_path / "plain")
+    for p, q in zip(checked.parameters(), plain.parameters()):
+        assert torch.equal(p, q)
+    records = [r for r in load_run(tmp_path / "checked")[1] if r["step"] > 0]
+    first = [e for r in records for e, m in zip(r["identity/rel_error"], r["identity/minibatch"]) if m == 0]
+    later = [e for r in records for e, m in zip(r["identity/rel_error"], r["identity/minibatch"]) if m > 0]
+    assert first and later
+    assert max(first) < 1e-3, first          # float32 rounding only
+    assert min(later) > 10 * max(first), (first, later)  # the moved policy is seen
+    assert all(0.0 < s <= 0.5 for r in records for s in r["identity/sigma"])
+
+
 def test_resume_refuses_other_config_and_missing_checkpoint(problems, warm, tmp_path) -> None:
     train_set, heldout = problems
     config = TINY.train_config("grpo", sample_budget=32)
@@ -193,6 +216,26 @@ def test_dynamic_sampling_counts_what_it_discards(problems, tmp_path) -> None:
     assert record["samples/generated"] == 3 * 8 * 4 and record["samples/kept"] == 0
     assert record["optimizer_steps"] == 0 and result.updates == 0
     assert record["frac_reward_zero_std"] == 1.0
+
+
+def test_dapo_refills_with_prompts_not_yet_drawn_this_step(problems, warm, tmp_path) -> None:
+    """Refill rounds ask for the missing groups only, from prompts the step has not drawn: no prompt
+    twice in a step. A pool the step exhausts ends the refill (short batch, hit_cap)."""
+    train_set, heldout = problems
+    config = TINY.train_config(DAPO, sample_budget=256, eval_every=0, pool_size=40)
+    train(fresh(warm), train_set, heldout, config, tmp_path / "pool")
+    records = [r for r in load_run(tmp_path / "pool")[1] if r["step"] > 0]
+    assert any(r["dynamic_sampling/rounds"] > 1 for r in records)
+    for r in records:
+        drawn = r["groups_generated/prompt"]
+        assert len(drawn) == len(set(drawn)), drawn
+        assert r["samples/step_discarded_surplus"] == 0
+        assert r["samples/step_generated"] == len(drawn) * 4
+    small = TINY.train_config(DAPO, sample_budget=1, eval_every=0, pool_size=8, max_rounds=4)
+    train(model_for_profile(TINY), train_set, heldout, small, tmp_path / "exhausted")  # untrained: all silent
+    record = load_run(tmp_path / "exhausted")[1][-1]
+    assert record["dynamic_sampling/hit_cap"] is True
+    assert record["samples/step_generated"] == 8 * 4  # the first round took the whole pool
 
 
 def test_evaluate_per_bucket_adds_up(problems, warm) -> None:

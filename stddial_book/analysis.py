@@ -18,7 +18,7 @@ from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
-           "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "welch"]
+           "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "dapo_cost", "comparison_screen", "welch"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
@@ -342,6 +342,65 @@ def identity_numbers(checks: dict[str, np.ndarray]) -> dict[str, float]:
             "later_median": float(np.median(checks["rel_error"][later])),
             "later_p90": float(np.quantile(checks["rel_error"][later], 0.9)),
             "later_clipped": float(checks["clipped"][later].mean())}
+
+
+def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float]:
+    """What DAPO's refill cost in one run (chapter 12): samples generated per sample kept; the same
+    from the measured silent fraction f of the generated groups, 1/(1 − f) (equal to the first
+    when rounds ask only for the missing groups and no step hit the cap: bookkeeping); and from
+    the closed form, f = E[p^G + (1 − p)^G] over the prompts drawn (:func:`silent_check`: the
+    prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap."""
+    steps = [r for r in records if r["step"] > 0 and "groups_generated/k" in r]
+    if not steps:
+        raise ValueError("this run log holds no training step.")
+    ks = np.concatenate([np.asarray(r["groups_generated/k"]) for r in steps])
+    measured = float(np.mean((ks == 0) | (ks == group_size)))
+    check = silent_check(records, group_size)
+    counts = np.array([len(r["groups_generated/k"]) for r in steps], dtype=np.float64)
+    predicted = float(np.average(check["predicted"], weights=counts))
+    last = steps[-1]
+    return {"generated_per_kept": last["samples/generated"] / last["samples/kept"],
+            "from_measured_f": 1.0 / (1.0 - measured), "from_closed_form_f": 1.0 / (1.0 - predicted),
+            "silent_measured": measured, "silent_closed_form": predicted,
+            "discarded_silent": float(sum(r.get("samples/step_discarded_silent", 0) for r in steps)),
+            "discarded_surplus": float(sum(r.get("samples/step_discarded_surplus", 0) for r in steps)),
+            "capped_steps": int(sum(bool(r.get("dynamic_sampling/hit_cap")) for r in steps))}
+
+
+def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: float = 0.05) -> dict[str, Any]:
+    """Every pair of recipes compared on every metric, each difference against the seed noise
+    (Welch standard error), with the Bonferroni threshold z* for a two-sided family-wise ``level``
+    over all the comparisons made (chapter 13).
+
+    ``values`` maps a metric label to {recipe name: one value per seed}. Returns ``header`` and
+    ``rows`` for :func:`stddial_book.display.table` (cells "difference ± se", a * where |z| > z*),
+    ``passed`` (labels of the comparisons beyond z*) and ``summary`` (``tests``, ``passed``,
+    ``passed_names``, ``z_star``).
+    """
+    from itertools import combinations
+    from statistics import NormalDist
+
+    if not values:
+        raise ValueError("values is empty; pass at least one metric.")
+    recipes = list(next(iter(values.values())))
+    pairs = list(combinations(recipes, 2))
+    tests = len(values) * len(pairs)
+    if tests == 0:
+        raise ValueError("need at least two recipes to compare.")
+    z_star = float(NormalDist().inv_cdf(1 - level / (2 * tests)))
+    rows, passed = [], []
+    for label, per_recipe in values.items():
+        row = [label]
+        for a, b in pairs:
+            result = welch(per_recipe[a], per_recipe[b])
+            beyond = abs(result["z"]) > z_star
+            row.append(f"{result['difference']:+.3f} ± {result['se']:.3f}{' *' if beyond else ''}")
+            if beyond:
+                passed.append(f"{label}, {a} − {b}")
+        rows.append(row)
+    return {"header": ["final value"] + [f"{a} − {b}" for a, b in pairs], "rows": rows, "passed": passed,
+            "summary": {"tests": tests, "passed": len(passed), "passed_names": "; ".join(passed) or "none",
+                        "z_star": z_star}}
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:

@@ -46,7 +46,7 @@ __all__ = [
     "expected_group_std",
     "expected_group_variance",
     "tries_needed",
-    "expected_update_weight",
+    "expected_update_weight", "refill_weight",
     "rloo_advantages",
     "gradient_fidelity",
     "attenuated_fidelity",
@@ -244,6 +244,39 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: "Reci
         pmf = np.exp(log_choose + _xlogy(j, flat) + _xlogy(size - j, 1.0 - flat))
     weights = to_numpy(update_weight(j / size, recipe, size), "weights")
     return like((pmf @ weights).reshape(p.shape), solve_rate)
+
+
+def refill_weight(solve_rate: ArrayLike, group_size: int, recipe: "Recipe", *, redraw_tries: int | None = None,
+                  pool_silent_fraction: float | None = None) -> ArrayLike:
+    """A prompt's expected update weight per draw under one of DAPO's two ways of replacing
+    silent groups (give exactly one keyword):
+
+    * ``redraw_tries = T``, the source paper's controlled run (chapter 8): a silent group of the
+      prompt is redrawn from the same prompt, at most T draws in all. The prompt then enters the
+      batch unless all T groups are silent: E[w | mixed] (1 − s^T) = E[w] (1 − s^T) / (1 − s),
+      with s = p^G + (1 − p)^G, up to T times E[w] for a prompt that is nearly always silent.
+    * ``pool_silent_fraction = f``, verl's DAPO and this book's trainer (chapter 12): silent
+      groups are dropped and the batch is refilled with groups of new prompts, so every prompt's
+      weight is scaled by the same 1/(1 − f), f the silent fraction over the prompts drawn:
+      E[w] / (1 − f). The allocation across prompts is then GRPO's.
+
+    E[w] is :func:`expected_update_weight`.
+    """
+    if (redraw_tries is None) == (pool_silent_fraction is None):
+        raise ValueError("give exactly one of redraw_tries (same-prompt redraw) and pool_silent_fraction "
+                         "(new-prompt refill).")
+    base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
+    if pool_silent_fraction is not None:
+        if not 0 <= pool_silent_fraction < 1:
+            raise ValueError(f"pool_silent_fraction must be in [0, 1); got {pool_silent_fraction}.")
+        return like(base / (1.0 - pool_silent_fraction), solve_rate)
+    if isinstance(redraw_tries, bool) or int(redraw_tries) != redraw_tries or redraw_tries < 1:
+        raise ValueError(f"redraw_tries must be a whole number >= 1; got {redraw_tries!r}.")
+    p = to_numpy(solve_rate, "solve_rate")
+    silent = p ** group_size + (1.0 - p) ** group_size
+    # (1 − s^T)/(1 − s) = 1 + s + … + s^(T−1): no division, exact at s = 1 (where E[w] = 0 anyway)
+    factor = sum(silent ** t for t in range(int(redraw_tries)))
+    return like(base * factor, solve_rate)
 
 
 def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:

@@ -211,3 +211,29 @@ def test_difficulty_weight_is_the_derivative_of_the_arcsine_objective() -> None:
 def test_theory_bad_input(call) -> None:
     with pytest.raises(ValueError):
         call()
+
+
+def test_refill_weight_same_prompt_redraw_matches_simulation() -> None:
+    """Same-prompt redraw (at most T draws): Monte Carlo of the redraw loop against the closed form."""
+    from stddial_book.identity import expected_update_weight, refill_weight, update_weight
+    from stddial_book.recipes import GRPO
+
+    rng = np.random.default_rng(0)
+    G, T, n = 8, 4, 200_000
+    weights = np.asarray(update_weight(np.arange(G + 1) / G, GRPO, G))
+    for p in (0.02, 0.3, 0.97):
+        j = rng.binomial(G, p, size=(T, n))
+        mixed = (j > 0) & (j < G)
+        first_mixed = np.where(mixed.any(axis=0), mixed.argmax(axis=0), -1)
+        kept = np.where(first_mixed >= 0, weights[j[np.maximum(first_mixed, 0), np.arange(n)]], 0.0)
+        closed = float(refill_weight(p, G, GRPO, redraw_tries=T))
+        assert kept.mean() == pytest.approx(closed, rel=0.02), p
+    # one draw is no redraw at all; new-prompt refill scales every prompt by the same 1/(1 − f)
+    p = np.linspace(0.01, 0.99, 9)
+    base = expected_update_weight(p, G, GRPO)
+    assert np.allclose(refill_weight(p, G, GRPO, redraw_tries=1), base)
+    assert np.allclose(refill_weight(p, G, GRPO, pool_silent_fraction=0.44), base / 0.56)
+    with pytest.raises(ValueError, match="exactly one"):
+        refill_weight(p, G, GRPO)
+    with pytest.raises(ValueError, match="redraw_tries"):
+        refill_weight(p, G, GRPO, redraw_tries=0)

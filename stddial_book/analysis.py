@@ -13,20 +13,34 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._arrays import check_group_size, check_int, check_number, to_numpy, unit_scale
 from .resources import data_path
 from .runs import metric_series
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
-           "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "dapo_cost", "comparison_screen", "welch"]
+           "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "dapo_cost", "comparison_screen", "welch",
+           "gradient_scale", "difference_phrase"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
 RECORDED_DIR = data_path("runs")
 
 
+def _check_records(records: list[dict[str, Any]], name: str = "records") -> list[dict[str, Any]]:
+    """``records`` as a list, after checking it is what :func:`stddial_book.runs.load_run` returns."""
+    if isinstance(records, (str, bytes, dict)) or not isinstance(records, Sequence):
+        raise TypeError(f"{name} must be the list of metric records load_run returns; got {type(records).__name__}.")
+    wrong = next((r for r in records if not isinstance(r, dict)), None)
+    if wrong is not None:
+        raise TypeError(f"{name} must hold one dict per logged step (as load_run returns); found "
+                        f"{type(wrong).__name__} {wrong!r:.40}.")
+    return list(records)
+
+
 def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
     """The last evaluation of a run: ``eval/...`` metrics without the prefix."""
+    records = _check_records(records)
     evals = [r for r in records if "eval/accuracy_sampled" in r]
     if not evals:
         raise ValueError("this run log holds no evaluation; train with eval_every > 0.")
@@ -36,6 +50,7 @@ def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
 def buckets(records: list[dict[str, Any]]) -> list[str]:
     """The difficulty buckets a run evaluated, in sorted order."""
     prefix = "eval/accuracy_sampled/"
+    records = _check_records(records)
     return sorted({k[len(prefix):] for r in records for k in r if k.startswith(prefix)})
 
 
@@ -46,6 +61,7 @@ def update_mass(records: list[dict[str, Any]]) -> dict[str, float]:
     chapter 3); silent groups add nothing. Buckets with no mixed group add 0.
     """
     prefix = "dial/update_mass/"
+    records = _check_records(records)
     totals: dict[str, float] = {}
     for r in records:
         for k, v in r.items():
@@ -63,11 +79,16 @@ def curve(records: list[dict[str, Any]], name: str, x: str = "samples/generated"
 
 def seed_summary(values: Sequence[float]) -> tuple[float, float]:
     """Mean and standard error of the mean across seeds (0 error for a single seed)."""
-    arr = np.asarray(values, dtype=float)
+    if isinstance(values, (list, tuple)) and not values:
+        raise ValueError("no values to summarise.")
+    arr = to_numpy(values, "values", allow_empty=True)
     if arr.size == 0:
         raise ValueError("no values to summarise.")
-    sem = arr.std(ddof=1) / math.sqrt(arr.size) if arr.size > 1 else 0.0
-    return float(arr.mean()), float(sem)
+    if arr.ndim > 1:
+        raise ValueError(f"values must be one number per seed (1-D); got shape {arr.shape}.")
+    unit, exponent, _ = unit_scale(arr.reshape(-1), axis=0)  # exact; no overflow in the squares
+    sem = np.ldexp(unit.std(ddof=1), exponent[0]) / math.sqrt(arr.size) if arr.size > 1 else 0.0
+    return float(np.ldexp(unit.mean(), exponent[0])), float(sem)
 
 
 def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) -> dict[str, float | bool]:
@@ -76,6 +97,7 @@ def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) 
     Returns the difference, its standard error and ``exceeds``. With three seeds this is a rough
     screen, not a test at a stated level; the chapter says so.
     """
+    z = check_number(z, "z")
     d = welch(a, b)
     diff, se = d["difference"], d["se"]
     return {"difference": diff, "se": se, "exceeds": bool(abs(diff) > z * se) if se > 0 else diff != 0}
@@ -83,9 +105,14 @@ def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) 
 
 def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """(σ, w) of every group that reached an update, pooled over the run (chapter 13's check)."""
+    records = _check_records(records)
     sig = [s for r in records for s in r.get("groups/sigma", [])]
     w = [x for r in records for x in r.get("groups/weight", [])]
-    return np.array(sig, dtype=float), np.array(w, dtype=float)
+    sig, w = to_numpy(sig, "groups/sigma", allow_empty=True), to_numpy(w, "groups/weight", allow_empty=True)
+    if sig.shape != w.shape or np.any(sig < 0) or np.any(w < 0):
+        raise ValueError("the log's groups/sigma and groups/weight must pair up as non-negative numbers "
+                         "(one σ and one w per group); is it a training run's metrics.jsonl?")
+    return sig, w
 
 
 def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) -> dict[str, list[Path]]:
@@ -93,6 +120,8 @@ def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) 
 
     An empty dict means no run of that profile has been recorded yet; chapters then say so.
     """
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")
     base = Path(root) if root is not None else RECORDED_DIR
     found: dict[str, list[Path]] = {}
     for path in sorted((base / profile).glob("*-seed*")):
@@ -109,6 +138,7 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
     Those groups have the smallest non-zero σ = sqrt(G − 1)/G; GRPO weights them by σ and
     Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 13).
     """
+    group_size = check_group_size(group_size)
     sigma, weight = identity_from_log(records)
     if weight.sum() == 0:
         raise ValueError("no group reached an update in this run.")
@@ -121,12 +151,14 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
 def pool_history(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, np.ndarray]:
     """(steps, n, K) of a run's pool measurements: ``K[i, x]`` correct of ``n`` samples for pool
     prompt x at ``steps[i]`` (step 0 is the start of RL). Needs a run with ``pool_size`` set."""
-    rows = [r for r in records if "pool/k" in r]
+    rows = [r for r in _check_records(records) if "pool/k" in r]
     if not rows:
         raise ValueError("this run log holds no pool measurement; train with pool_size set.")
     ns = {int(r["pool/n"]) for r in rows}
     if len(ns) != 1:
         raise ValueError(f"the pool was measured with different sample counts {sorted(ns)}.")
+    if min(ns) < 1:
+        raise ValueError(f"pool/n is {min(ns)}: the pool must be measured with at least one sample per prompt.")
     return (np.array([r["step"] for r in rows]), ns.pop(),
             np.array([r["pool/k"] for r in rows], dtype=np.int64))
 
@@ -140,13 +172,19 @@ def hypergeometric_expectation(k: np.ndarray, n: int, group_size: int, values: n
     """
     from .identity import hypergeometric_pmf
 
-    return hypergeometric_pmf(k, n, group_size) @ np.asarray(values, dtype=np.float64)
+    values = to_numpy(values, "values")
+    if values.shape != (group_size + 1,):
+        raise ValueError(f"values must hold one value per j = 0..G ({group_size + 1} values); got shape {values.shape}.")
+    return hypergeometric_pmf(k, n, group_size) @ values
 
 
 def initial_bands(records: list[dict[str, Any]], num_bands: int = 4) -> np.ndarray:
     """Band of each pool prompt by its solve rate at the start of RL: 0 is the hardest
     ``1/num_bands`` of the pool (by rank, ties broken by pool order), as in the source paper."""
     _, _, K = pool_history(records)
+    num_bands = check_int(num_bands, "num_bands", minimum=1)
+    if num_bands > K.shape[1]:
+        raise ValueError(f"num_bands={num_bands} exceeds the {K.shape[1]} pool prompts; some bands would be empty.")
     order = np.argsort(K[0], kind="stable")
     bands = np.empty(order.size, dtype=np.int64)
     bands[order] = np.arange(order.size) * num_bands // order.size
@@ -180,6 +218,7 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     silent_value = np.zeros(G + 1)
     silent_value[[0, G]] = 1.0
     per_prompt = np.array([hypergeometric_expectation(k, n, G, silent_value) for k in K])
+    group_size = check_group_size(group_size)
     step_ids, measured, predicted, interval, variance, counts = [], [], [], [], [], []
     for r in records:
         if r["step"] == 0 or "groups_generated/k" not in r:
@@ -197,6 +236,8 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
         variance.append(float(np.sum(estimate * (1 - estimate))))  # Σ s(1 − s) over the step's groups
         counts.append(ks.size)
         interval.append(i)
+    if not step_ids:
+        raise ValueError("this run log holds no training step with generated groups (groups_generated/k).")
     measured_arr, predicted_arr, interval_arr = map(np.asarray, (measured, predicted, interval))
     variance_arr = np.asarray(variance)
     groups = np.unique(interval_arr)
@@ -221,7 +262,10 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
 def silent_fit(checks: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
     """Pooled over runs (seeds): R² of measured against predicted interval silent fractions, the
     root-mean-square gap, and the RMS of the gaps in units of their binomial noise (about 1 when
-    the closed form is right and the gaps are sampling noise; R² alone rewards a wide range)."""
+    the closed form is right and the gaps are sampling noise; R² alone rewards a wide range).
+    R² is NaN when the measured fractions do not vary."""
+    if isinstance(checks, dict) or not isinstance(checks, Sequence) or not checks:
+        raise ValueError("checks must be a non-empty list of silent_check results (one per run).")
     m = np.concatenate([c["interval_measured"] for c in checks])
     q = np.concatenate([c["interval_predicted"] for c in checks])
     se = np.concatenate([c["interval_se"] for c in checks])
@@ -313,6 +357,8 @@ def prediction_numbers(study: dict[str, Any], key: str) -> dict[str, float]:
     (mean solve rate of the hardest and easiest quartile, mean and SD over seeds); ``pool_start``,
     ``pool_end``, ``pool_end_sd`` (the whole pool); ``fastest``, the quartile (1-based) whose mean
     solve rate gains most, and ``fastest_gain``; ``seeds``; ``samples`` (generated per run)."""
+    if not isinstance(study, dict) or key not in study:
+        raise ValueError(f"study has no recipe {key!r}; it has {sorted(study) if isinstance(study, dict) else study!r}.")
     entry = study[key]
     fit = silent_fit(entry["silent"])
     realised = np.array([m["realised"] for m in entry["mass"]]).mean(axis=0)
@@ -330,10 +376,43 @@ def prediction_numbers(study: dict[str, Any], key: str) -> dict[str, float]:
             "seeds": len(entry["bands"]), "samples": float(np.mean([s[-1] for s in entry["samples"]]))}
 
 
+def gradient_scale(records: list[dict[str, Any]], reference: list[dict[str, Any]],
+                   max_new_tokens: int) -> dict[str, float]:
+    """How much smaller Dr. GRPO's gradient is than GRPO's, from the two runs' logs (chapter 11).
+
+    ``records`` is a Dr. GRPO run and ``reference`` a GRPO run. Two factors: the mean update
+    weight over all logged groups (σ² against σ, silent groups counting 0), and the length
+    normaliser (Dr. GRPO divides each sample's summed log-probs by L_max, GRPO by the sample's
+    own length ℓ, so a sample weighs about ℓ̄ / L_max as much). Their product is the factor a
+    plain gradient step at one learning rate would apply to every update; Adam divides it out.
+    """
+    def mean_weight(run: list[dict[str, Any]]) -> float:
+        weights = [w for r in run if "groups/weight" in r for w in r["groups/weight"]]
+        if not weights:
+            raise ValueError("no groups/weight in the log: is it a training run's metrics.jsonl?")
+        return float(np.mean(weights))
+
+    if not check_number(max_new_tokens, "max_new_tokens") > 0:
+        raise ValueError(f"max_new_tokens is L_max and must be positive; got {max_new_tokens}.")
+    records, reference = _check_records(records), _check_records(reference, "reference")
+    base = mean_weight(reference)
+    if base <= 0:
+        raise ValueError("the reference run's groups all have weight 0 (every group silent): no ratio to take.")
+    weight_ratio = mean_weight(records) / base
+    lengths = [r["completions/mean_length"] for r in records if "completions/mean_length" in r]
+    if not lengths:
+        raise ValueError("no completions/mean_length in the log: is it a training run's metrics.jsonl?")
+    length_factor = float(np.mean(lengths)) / max_new_tokens
+    return {"weight_ratio": weight_ratio, "length_factor": length_factor,
+            "scale_ratio": weight_ratio * length_factor}
+
+
 def identity_numbers(checks: dict[str, np.ndarray]) -> dict[str, float]:
     """Summary of :func:`identity_during_training`: groups checked, the largest relative error on
     the first minibatch (ratio 1), the median and 90th percentile on later minibatches, and the
     mean fraction of a checked group's tokens clipped there."""
+    if not isinstance(checks, dict) or any(k not in checks for k in ("rel_error", "minibatch", "clipped")):
+        raise ValueError("checks must be what identity_during_training returns (rel_error, minibatch, clipped).")
     first = checks["minibatch"] == 0
     later = ~first
     if not first.any() or not later.any():
@@ -350,7 +429,8 @@ def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float
     when rounds ask only for the missing groups and no step hit the cap: bookkeeping); and from
     the closed form, f = E[p^G + (1 − p)^G] over the prompts drawn (:func:`silent_check`: the
     prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap."""
-    steps = [r for r in records if r["step"] > 0 and "groups_generated/k" in r]
+    group_size = check_group_size(group_size)
+    steps = [r for r in _check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
         raise ValueError("this run log holds no training step.")
     ks = np.concatenate([np.asarray(r["groups_generated/k"]) for r in steps])
@@ -374,21 +454,32 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
 
     ``values`` maps a metric label to {recipe name: one value per seed}. Returns ``header`` and
     ``rows`` for :func:`stddial_book.display.table` (cells "difference ± se", a * where |z| > z*),
-    ``passed`` (labels of the comparisons beyond z*) and ``summary`` (``tests``, ``passed``,
+    ``passed`` (labels of the comparisons beyond z*), ``passed_details`` (for each of them the
+    metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b, as
+    :func:`difference_phrase` takes them) and ``summary`` (``tests``, ``passed``,
     ``passed_names``, ``z_star``).
     """
     from itertools import combinations
     from statistics import NormalDist
 
+    if not isinstance(values, dict):
+        raise TypeError(f"values must be a dict metric -> {{recipe: per-seed values}}; got {type(values).__name__}.")
     if not values:
         raise ValueError("values is empty; pass at least one metric.")
+    level = check_number(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level is a family-wise error rate and must lie strictly between 0 and 1; got {level}.")
     recipes = list(next(iter(values.values())))
+    for label, per_recipe in values.items():
+        if not isinstance(per_recipe, dict) or set(per_recipe) != set(recipes):
+            raise ValueError(f"every metric must give values for the same recipes {recipes}; {label!r} gives "
+                             f"{sorted(per_recipe) if isinstance(per_recipe, dict) else type(per_recipe).__name__}.")
     pairs = list(combinations(recipes, 2))
     tests = len(values) * len(pairs)
     if tests == 0:
         raise ValueError("need at least two recipes to compare.")
     z_star = float(NormalDist().inv_cdf(1 - level / (2 * tests)))
-    rows, passed = [], []
+    rows, passed, details = [], [], []
     for label, per_recipe in values.items():
         row = [label]
         for a, b in pairs:
@@ -397,16 +488,37 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
             row.append(f"{result['difference']:+.3f} ± {result['se']:.3f}{' *' if beyond else ''}")
             if beyond:
                 passed.append(f"{label}, {a} − {b}")
+                details.append({"metric": label, "a": a, "b": b, **result})
         rows.append(row)
     return {"header": ["final value"] + [f"{a} − {b}" for a, b in pairs], "rows": rows, "passed": passed,
+            "passed_details": details,
             "summary": {"tests": tests, "passed": len(passed), "passed_names": "; ".join(passed) or "none",
                         "z_star": z_star}}
 
 
+def difference_phrase(detail: dict[str, Any], where: str = "") -> str:
+    """One comparison that passed a screen, in words: which recipe ends higher, on what, by how
+    much and how many standard errors (chapter 13's bottom line). ``detail`` holds ``metric``,
+    ``a``, ``b`` and Welch's ``difference``, ``se`` and ``z`` of a − b."""
+    needed = ("metric", "a", "b", "difference", "z")
+    if not isinstance(detail, dict) or any(k not in detail for k in needed):
+        raise ValueError(f"detail must be one of comparison_screen's passed_details (keys {list(needed)}).")
+    higher, lower = (detail["a"], detail["b"]) if detail["difference"] > 0 else (detail["b"], detail["a"])
+    where = f", {where}" if where else ""
+    return (f"{higher} ends {abs(detail['difference']):.3f} above {lower} on {detail['metric']} "
+            f"({abs(detail['z']):.1f} standard errors{where})")
+
+
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se."""
+    """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se.
+
+    With no noise (se = 0) z is ±inf for a difference and 0 for none.
+    """
     ma, sa = seed_summary(a)
     mb, sb = seed_summary(b)
-    se = math.sqrt(sa**2 + sb**2)
+    se = math.sqrt(sa**2 + sb**2) if max(sa, sb) < 1e150 else math.hypot(sa, sb)  # no overflow in the squares
     diff = ma - mb
-    return {"difference": diff, "se": se, "z": diff / se if se > 0 else float("inf") * np.sign(diff)}
+    if not (math.isfinite(diff) and math.isfinite(se)):
+        raise ValueError(f"the difference of means {ma:g} − {mb:g} overflows float64; rescale the values.")
+    z = diff / se if se > 0 else (float("inf") * np.sign(diff) if diff != 0 else 0.0)
+    return {"difference": diff, "se": se, "z": z}

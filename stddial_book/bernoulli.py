@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arrays import check_group_size, check_unit_interval
+from ._arrays import check_group_size, check_int, check_number, check_unit_interval, to_numpy
 from .identity import expected_update_weight
-from .recipes import Recipe, get_recipe, group_advantages
+from .recipes import Recipe, as_recipe, group_advantages
 from .solve_rates import PAPER_BANDS, decile_of
 
 __all__ = ["sampled_gradients", "monte_carlo_gradient", "ControlledRun", "ControlledRunResult",
@@ -44,8 +44,10 @@ def sampled_gradients(solve_rate: np.ndarray, group_size: int, recipe: Recipe | 
     sᵢ = yᵢ − p. Returns shape (M,).
     """
     size = check_group_size(group_size)
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    p = np.asarray(solve_rate, dtype=np.float64)
+    recipe = as_recipe(recipe)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)); got {type(rng).__name__}.")
+    p = to_numpy(solve_rate, "solve_rate", allow_empty=True)
     if p.ndim != 1 or p.size == 0:
         raise ValueError(f"solve_rate must be a non-empty 1-D array of per-prompt p; got shape {p.shape}.")
     check_unit_interval(p, "solve_rate")
@@ -63,9 +65,10 @@ def monte_carlo_gradient(solve_rate: np.ndarray, group_size: int, recipe: Recipe
     E[σ̂²] = p(1 − p)(G − 1)/G (Dr. GRPO); for large G these approach √(p(1 − p)) and p(1 − p),
     the θ-gradients of 2·arcsin√p and of p. Chapter 6.
     """
+    num_groups = check_int(num_groups, "num_groups")
     if num_groups < 2:
         raise ValueError(f"num_groups must be at least 2 to estimate a standard error; got {num_groups}.")
-    p = np.atleast_1d(np.asarray(solve_rate, dtype=np.float64))
+    p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
     rng = np.random.default_rng(seed)
     draws = np.stack([sampled_gradients(p, group_size, recipe, rng) for _ in range(num_groups)])
     return draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(num_groups)
@@ -90,6 +93,13 @@ class ControlledRun:
     clip: tuple[float, float] = (0.02, 0.98)
 
     def __post_init__(self) -> None:
+        for name in ("num_prompts", "steps", "redraw_tries"):
+            check_int(getattr(self, name), name)
+        check_number(self.lr, "lr")
+        if not isinstance(self.clip, (tuple, list)) or len(self.clip) != 2:
+            raise TypeError(f"clip must be a pair (low, high) of solve rates; got {self.clip!r}.")
+        for value in self.clip:
+            check_number(value, "clip")
         if self.num_prompts < 4 or self.steps < 1 or self.redraw_tries < 1:
             raise ValueError("num_prompts must be at least 4 (quartiles), steps and redraw_tries at least 1.")
         if not self.lr > 0 or not np.isfinite(self.lr):
@@ -117,8 +127,18 @@ class ControlledRunResult:
 def initial_solve_rates(solve_rates: np.ndarray, counts: np.ndarray, config: ControlledRun,
                         rng: np.random.Generator) -> np.ndarray:
     """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8)."""
-    p = np.asarray(solve_rates, dtype=np.float64)
-    weights = np.where((p > 0) & (p < 1), np.asarray(counts, dtype=np.float64), 0.0)
+    _check_config(config)
+    p = to_numpy(solve_rates, "solve_rates")
+    check_unit_interval(p, "solve_rates")
+    c = to_numpy(counts, "counts")
+    if p.ndim != 1 or c.shape != p.shape:
+        raise ValueError(f"solve_rates and counts must be 1-D with one count per solve rate; got shapes {p.shape} "
+                         f"and {c.shape}.")
+    if np.any(c < 0):
+        raise ValueError("counts must be non-negative (how many prompts have each solve rate).")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)); got {type(rng).__name__}.")
+    weights = np.where((p > 0) & (p < 1), c, 0.0)
     if weights.sum() <= 0:
         raise ValueError("the pool has no prompt with 0 < p < 1 to draw from.")
     drawn = rng.choice(p, size=config.num_prompts, p=weights / weights.sum())
@@ -135,13 +155,16 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
     ``config.redraw_tries`` draws in all. ``lr`` overrides ``config.lr`` (the matched-step runs).
     The expected gain is E[σ̂] for a recipe that divides by the std and E[σ̂²] otherwise.
     """
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    rate = config.lr if lr is None else float(lr)
+    recipe = as_recipe(recipe)
+    _check_config(config)
+    rate = config.lr if lr is None else check_number(lr, "lr")
     if not rate > 0:
         raise ValueError(f"lr must be positive; got {lr!r}.")
-    rng = np.random.default_rng(seed)
-    p0 = np.asarray(initial_p, dtype=np.float64)
-    theta = np.log(p0) - np.log1p(-p0)
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
+    p0 = to_numpy(initial_p, "initial_p")
+    check_unit_interval(p0, "initial_p")
+    with np.errstate(divide="ignore"):  # p = 0 or 1: θ = ∓inf, a prompt that never moves (always silent)
+        theta = np.log(p0) - np.log1p(-p0)
     G = config.group_size
     history = np.empty((config.steps + 1, p0.size))
     silent_measured = np.empty(config.steps)
@@ -175,30 +198,42 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
 
 
 def silent_r2(result: ControlledRunResult) -> float:
-    """R² of the measured silent fraction per step against mean(p^G + (1 − p)^G) at the current p."""
+    """R² of the measured silent fraction per step against mean(p^G + (1 − p)^G) at the current p.
+
+    NaN when the measured fraction does not vary over the steps (one step, or none or every group
+    silent at each): R² is then undefined.
+    """
+    _check_result(result)
     measured, expected = result.silent_measured, result.silent_expected
-    return float(1.0 - np.sum((measured - expected) ** 2) / np.sum((measured - measured.mean()) ** 2))
+    spread = np.sum((measured - measured.mean()) ** 2)
+    if spread == 0:
+        return float("nan")
+    return float(1.0 - np.sum((measured - expected) ** 2) / spread)
 
 
 def extreme_share(result: ControlledRunResult, step: int = 0) -> tuple[float, float]:
     """(measured, closed form) share of one step's update mass on extreme prompts, p < 0.1 or
     p > 0.9 at the start of the run (the source paper's band; chapter 8)."""
+    gain, expected = _step_mass(result, step)
     extreme = PAPER_BANDS["extreme"](result.initial_p)
-    gain, expected = result.gain[step], result.expected_gain[step]
     return float(gain[extreme].sum() / gain.sum()), float(expected[extreme].sum() / expected.sum())
 
 
 def decile_share(result: ControlledRunResult, step: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(measured, closed form) share of one step's update mass per tenth of the initial p."""
+    gain, expected = _step_mass(result, step)
     decile = decile_of(result.initial_p)
-    measured = np.bincount(decile, weights=result.gain[step], minlength=10)
-    closed = np.bincount(decile, weights=result.expected_gain[step], minlength=10)
+    measured = np.bincount(decile, weights=gain, minlength=10)
+    closed = np.bincount(decile, weights=expected, minlength=10)
     return measured / measured.sum(), closed / closed.sum()
 
 
 def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
     """A mask of the M/4 prompts with the lowest initial solve rate (ties broken by position)."""
-    order = np.argsort(np.asarray(initial_p), kind="stable")
+    p = to_numpy(initial_p, "initial_p", allow_empty=True)
+    if p.ndim != 1:
+        raise ValueError(f"initial_p must be 1-D, one solve rate per prompt; got shape {p.shape}.")
+    order = np.argsort(p, kind="stable")
     mask = np.zeros(len(order), dtype=bool)
     mask[order[: len(order) // 4]] = True
     return mask
@@ -206,6 +241,10 @@ def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
 
 def quartile_curve(result: ControlledRunResult) -> np.ndarray:
     """Mean solve rate of the initially hardest quartile before each step and at the end."""
+    _check_result(result)
+    if result.initial_p.size < 4:
+        raise ValueError(f"the run has {result.initial_p.size} prompts, so its hardest quartile is empty; "
+                         "train at least 4 prompts.")
     return result.p[:, hardest_quartile(result.initial_p)].mean(axis=1)
 
 
@@ -218,16 +257,28 @@ def matched_lr(initial_p: np.ndarray, reference: Recipe | str, other: Recipe | s
     take the same average first step, and what remains is *where* each puts it (chapter 8).
     """
     def mean_gain(recipe: Recipe | str) -> float:
-        recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-        return float(np.mean(_expected_gain(np.asarray(initial_p), config.group_size, recipe)))
+        return float(np.mean(_expected_gain(np.asarray(initial_p), config.group_size, as_recipe(recipe))))
 
-    return config.lr * mean_gain(reference) / mean_gain(other)
+    _check_config(config)
+    base = mean_gain(other)
+    if base <= 0:
+        raise ValueError("every prompt of initial_p is silent at p = 0 or 1 (no expected gain), so no learning rate "
+                         "matches; pass solve rates strictly between 0 and 1.")
+    return config.lr * mean_gain(reference) / base
 
 
 def value_at_budget(result: ControlledRunResult, curve: np.ndarray, groups: float) -> float:
     """``curve`` (one value per step boundary) read at a cumulative number of groups drawn, by
     linear interpolation: DAPO compared with the others per generated sample."""
+    _check_result(result)
     drawn = np.concatenate([[0.0], np.cumsum(result.groups_drawn, dtype=np.float64)])
+    curve = to_numpy(curve, "curve")
+    if curve.shape != drawn.shape:
+        raise ValueError(f"curve must have one value per step boundary ({drawn.size}, as quartile_curve gives); "
+                         f"got shape {curve.shape}.")
+    groups = check_number(groups, "groups")
+    if groups < 0:
+        raise ValueError(f"groups is a number of groups drawn and must be >= 0; got {groups}.")
     if groups > drawn[-1]:
         raise ValueError(f"the run drew {drawn[-1]:.0f} groups in all; cannot read it at {groups:.0f}.")
     return float(np.interp(groups, drawn, curve))
@@ -246,7 +297,7 @@ def controlled_run_study(solve_rates: np.ndarray, counts: np.ndarray, seeds: int
     """
     from .recipes import DAPO, DR_GRPO, GRPO
 
-    if seeds < 2:
+    if check_int(seeds, "seeds") < 2:
         raise ValueError(f"seeds must be at least 2 to show a spread; got {seeds}.")
     rows: dict[str, list] = {}
 
@@ -287,6 +338,10 @@ def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.nd
     run's step count). For the runs without redraws a step is one group per prompt; DAPO's curve is
     interpolated at the same numbers of groups. One number per seed and pair: the chapter's
     comparisons are made on it (chapter 8)."""
+    for name in (first, second):
+        if not isinstance(study, dict) or f"quartile/{name}" not in study:
+            raise ValueError(f"study has no run {name!r}; pass what controlled_run_study returns and one of "
+                             "'grpo', 'dr_grpo', 'dr_grpo_matched', 'dapo'.")
     steps = study["quartile/grpo"].shape[1]
     grid = np.arange(steps, dtype=np.float64)
 
@@ -298,3 +353,26 @@ def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.nd
         return np.interp(grid, drawn, curve)
 
     return np.array([np.mean(per_group(first, s) - per_group(second, s)) for s in range(len(study["matched_lr"]))])
+
+
+def _check_config(config: ControlledRun) -> None:
+    if not isinstance(config, ControlledRun):
+        raise TypeError(f"config must be a ControlledRun; got {type(config).__name__}.")
+
+
+def _check_result(result: ControlledRunResult) -> None:
+    if not isinstance(result, ControlledRunResult):
+        raise TypeError(f"result must be what controlled_run returns (a ControlledRunResult); got {type(result).__name__}.")
+
+
+def _step_mass(result: ControlledRunResult, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """(measured, closed-form) update per prompt at ``step``, refusing a step without update mass."""
+    _check_result(result)
+    steps = result.gain.shape[0]
+    step = check_int(step, "step")
+    if not -steps <= step < steps:
+        raise ValueError(f"step must index one of the run's {steps} steps (0..{steps - 1}); got {step}.")
+    gain, expected = result.gain[step], result.expected_gain[step]
+    if gain.sum() == 0 or expected.sum() == 0:
+        raise ValueError(f"step {step} moved no prompt (every group silent): its update mass has no shares.")
+    return gain, expected

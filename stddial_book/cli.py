@@ -1,7 +1,7 @@
 """The command line: ``python -m stddial_book sft|train|eval`` (chapter 9 shows how to use it).
 
-Each command reads its sizes from a profile (``quick`` on a CPU, ``full`` on a GPU) and writes
-everything into one output directory, so a run can be plotted with
+Each command reads its sizes from a profile (``quick`` and ``reference`` on a CPU, ``full`` on a
+GPU) and writes everything into one output directory, so a run can be plotted with
 :func:`stddial_book.runs.load_run` and resumed with ``--resume``.
 """
 
@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--profile", default=None, metavar="NAME",
-                       help="quick (CPU, minutes) or full (GPU); default: $STDDIAL_PROFILE, else full "
-                            "if a CUDA GPU is visible, else quick")
+                       help="quick (CPU, about half a minute a run), reference (CPU, a few minutes a run: the "
+                            "recorded runs) or full (GPU; not run by the authors); default: "
+                            "$STDDIAL_PROFILE, else full if a CUDA GPU is visible, else quick")
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                        help="show a progress bar (default: on)")
 
@@ -96,18 +97,24 @@ def run_train(args, profile, command: str) -> Path:
 
     recipe = get_recipe(args.recipe)
     out = args.out or Path("runs") / f"{recipe_key(args.recipe)}-{profile.name}-seed{args.seed}"
+    changes = {}
+    if args.sample_budget is not None:
+        changes["sample_budget"] = args.sample_budget
+    if args.micro_batch_size is not None:
+        changes["micro_batch_size"] = args.micro_batch_size
+    # everything that can be checked is checked before any work starts (SFT takes minutes)
+    profile.train_config(recipe, args.seed, **changes)
+    _check_out(out, args.resume)
     init = args.init
+    if init is not None and not (Path(init) / "model.safetensors").is_file():
+        raise ValueError(f"--init {init} holds no SFT model (model.safetensors); pass a directory written by "
+                         "the sft command, or leave --init out to run SFT first.")
     if init is None:
         init = out / "sft"
         if not (init / "model.safetensors").exists():
             if args.resume:
                 raise ValueError(f"cannot resume: {init} holds no SFT model; start the run without --resume.")
             sft_to_dir(profile, 0, init, args.progress, command)
-    changes = {}
-    if args.sample_budget is not None:
-        changes["sample_budget"] = args.sample_budget
-    if args.micro_batch_size is not None:
-        changes["micro_batch_size"] = args.micro_batch_size
     result = train_to_dir(profile, recipe, args.seed, init, out, resume=args.resume, progress=args.progress,
                           command=command, **changes)
     final = result.final_eval
@@ -116,6 +123,18 @@ def run_train(args, profile, command: str) -> Path:
                       "accuracy_greedy": final.greedy if final else None,
                       "accuracy_sampled": final.sampled if final else None}, indent=2))
     return out
+
+
+def _check_out(out: Path, resume: bool) -> None:
+    """Refuse an output directory that cannot take the run, before anything is computed."""
+    from .train import checkpoint_dir
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; choose a directory.")
+    if resume and checkpoint_dir(out) is None:
+        raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
+    if not resume and (out / "metrics.jsonl").exists():
+        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out.")
 
 
 def run_eval(args, profile) -> dict:
@@ -174,7 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     except torch.cuda.OutOfMemoryError:
         print("error: " + _oom_advice(profile, args), file=sys.stderr)
         return 3
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ValueError, TypeError) as err:  # the package's own checks: the message names the fix
+        print(f"error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except OSError as err:  # a path that is missing, not writable, or a file where a directory should be
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"error: {err.strerror or err}{where}; check the path and its permissions.", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; a train run continues from its last checkpoint with --resume.", file=sys.stderr)
+        return 130
     return 0
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._arrays import check_int, check_number, check_unit_interval, to_numpy
+
 __all__ = ["DAPO_SOURCE", "load_dapo_fig3b", "build_dapo_table", "ConsistencyFit", "fit_consistency",
            "sharpened_moment", "TABLE_NAME", "EVAL_SAMPLES", "PLATEAU_POINTS"]
 
@@ -98,11 +100,18 @@ def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndar
 def sharpened_moment(solve_rates: np.ndarray, weights: np.ndarray, inverse_temperature: np.ndarray,
                      power: float) -> np.ndarray:
     """E[(p^(1/T))^power] over a pool (``weights`` sum to 1), for each 1/T given."""
-    p = np.asarray(solve_rates, dtype=np.float64)[None, :]
-    inv_t = np.atleast_1d(np.asarray(inverse_temperature, dtype=np.float64))[:, None]
+    p, weights = _check_pool(solve_rates, weights)
+    p = p[None, :]
+    inv_t = np.atleast_1d(to_numpy(inverse_temperature, "inverse_temperature"))
+    if inv_t.ndim != 1 or np.any(inv_t <= 0):
+        raise ValueError("inverse_temperature must be one or a 1-D list of positive numbers 1/T (T > 0).")
+    inv_t = inv_t[:, None]
+    power = check_number(power, "power")
+    if not power > 0:
+        raise ValueError(f"power must be positive (the moment, e.g. 32); got {power}.")
     with np.errstate(divide="ignore"):
         powered = np.where(p > 0, np.exp(power * inv_t * np.log(np.where(p > 0, p, 1.0))), 0.0)
-    return powered @ np.asarray(weights, dtype=np.float64)
+    return powered @ weights
 
 
 @dataclass
@@ -164,13 +173,20 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
     ``solve_rates`` and ``counts`` describe the prompt pool (Big-Math: k/64 and the 65 counts).
     See the module docstring for the model; the fits minimise squared error.
     """
-    p = np.asarray(solve_rates, dtype=np.float64)
-    w = np.asarray(counts, dtype=np.float64)
-    if p.shape != w.shape or w.sum() <= 0:
+    p, w = _check_pool(solve_rates, counts)
+    if w.sum() <= 0:
         raise ValueError("solve_rates and counts must have one entry per solve rate, with counts summing above 0.")
     w = w / w.sum()
-    steps = np.asarray(steps, dtype=np.float64)
-    logged = np.asarray(logged, dtype=np.float64)
+    steps = to_numpy(steps, "steps")
+    logged = to_numpy(logged, "logged")
+    if steps.ndim != 1 or steps.shape != logged.shape or steps.size < PLATEAU_POINTS + 2:
+        raise ValueError(f"steps and logged must be 1-D with one logged fraction per step, at least "
+                         f"{PLATEAU_POINTS + 2} points; got shapes {steps.shape} and {logged.shape}.")
+    if np.any(steps <= 0) or np.any(np.diff(steps) <= 0):
+        raise ValueError("steps must be positive training steps in increasing order.")
+    check_unit_interval(logged, "logged")
+    bootstrap = check_int(bootstrap, "bootstrap", minimum=0)
+    seed = check_int(seed, "seed", minimum=0)
     plateau = float(logged[-PLATEAU_POINTS:].mean())
     frozen = float(sharpened_moment(p, w, 1.0, EVAL_SAMPLES)[0])
     if not frozen < plateau < float(np.sum(w[p == 1.0])) + 1.0:
@@ -219,6 +235,19 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
                           np.array(boot), means, allcorrect)
 
 
+def _check_pool(solve_rates: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A pool as (p, w): 1-D solve rates in [0, 1] and non-negative weights of the same shape."""
+    p = to_numpy(solve_rates, "solve_rates")
+    check_unit_interval(p, "solve_rates")
+    w = to_numpy(weights, "counts")
+    if p.ndim != 1 or w.shape != p.shape:
+        raise ValueError(f"solve_rates and counts must have one entry per solve rate (1-D, same length); got shapes "
+                         f"{p.shape} and {w.shape}.")
+    if np.any(w < 0):
+        raise ValueError("counts (weights) must be non-negative: how many prompts have each solve rate.")
+    return p, w
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -234,3 +263,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+

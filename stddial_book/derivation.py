@@ -12,9 +12,12 @@ Liu et al. (2025) for Dr. GRPO, Yu et al. (2025) for DAPO.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import sympy as sp
+
+from ._arrays import check_int
 
 __all__ = [
     "Claim",
@@ -64,6 +67,24 @@ _c, _d = sp.symbols("c d", positive=True)  # p = c/(c + d): a solve rate strictl
 _gap = sp.Symbol("Delta", positive=True)
 _sigma_symbol = sp.Symbol(r"\sigma", positive=True)  # display only
 
+#: The largest group size (or sequence length) the sample-by-sample claims build: each sample is a
+#: symbol, and SymPy's cost grows fast with their number. The symbolic-G claims hold for every G.
+MAX_SYMBOLIC_SIZE = 256
+
+
+def _symbolic_size(value: int, name: str, minimum: int) -> int:
+    value = check_int(value, name, minimum=minimum)
+    if value > MAX_SYMBOLIC_SIZE:
+        raise ValueError(f"{name}={value} is too large for a sample-by-sample SymPy claim (at most "
+                         f"{MAX_SYMBOLIC_SIZE}); the claims in symbolic G hold for every G.")
+    return value
+
+
+def _check_correction(correction: int) -> int:
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)) or correction not in (0, 1):
+        raise ValueError(f"correction must be 0 (population std) or 1 (Bessel's); got {correction!r}.")
+    return int(correction)
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -75,6 +96,16 @@ class Claim:
     rhs: sp.Expr
     assumptions: str = "0 < k < G"
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name in ("lhs", "rhs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (sp.Basic, int, float)):
+                raise TypeError(f"{name} must be a SymPy expression (or a number); got {type(value).__name__} "
+                                f"{value!r:.40}. Build it from the module's symbols, e.g. sigma * (gbar_plus - gbar_minus).")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{name} must be finite; got {value}.")
+            object.__setattr__(self, name, sp.sympify(value))
 
     def difference(self) -> sp.Expr:
         """lhs − rhs, simplified under the assumptions (p̂ and 1 − p̂ positive, G > 1)."""
@@ -107,6 +138,7 @@ def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Exp
     mean = r₋ + (r₊ − r₋) p̂; population variance = (r₊ − r₋)² p̂(1 − p̂); Bessel's correction
     multiplies the variance by G/(G − 1).
     """
+    correction = _check_correction(correction)
     mean = phat * reward_correct + (1 - phat) * reward_wrong
     second = phat * reward_correct**2 + (1 - phat) * reward_wrong**2
     variance = sp.factor(sp.expand(second - mean**2))
@@ -119,6 +151,8 @@ def advantages(scale_std: bool, correction: int = 0, reward_correct: sp.Expr = s
                reward_wrong: sp.Expr = sp.Integer(0), std_eps: sp.Expr = sp.Integer(0)
                ) -> tuple[sp.Expr, sp.Expr]:
     """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings."""
+    if not isinstance(scale_std, bool):
+        raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {scale_std!r}.")
     mean, std = reward_moments(reward_correct, reward_wrong, correction)
     a_plus, a_minus = reward_correct - mean, reward_wrong - mean
     if scale_std:
@@ -140,7 +174,7 @@ VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
 
 def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
     """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`."""
-    if label not in _VARIANTS:
+    if not isinstance(label, str) or label not in _VARIANTS:
         raise ValueError(f"unknown variant {label!r}; choose one of {sorted(_VARIANTS)}.")
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
     a_plus, a_minus = advantages(scale, correction, sp.Integer(hi), sp.Integer(lo))
@@ -169,6 +203,8 @@ def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "g
     w (ḡ₊ − ḡ₋) where ḡ₊ and ḡ₋ are the means of the correct and wrong scores. This checks the
     bookkeeping the symbolic-p̂ version abstracts away.
     """
+    group_size = _symbolic_size(group_size, "group_size", 2)
+    num_correct = check_int(num_correct, "num_correct")
     if not 0 < num_correct < group_size:
         raise ValueError(f"need 0 < num_correct < group_size; got k={num_correct}, G={group_size}.")
     description, a_plus, a_minus, weight = variant_advantages(label)
@@ -194,6 +230,14 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     gᵢ = Sᵢ/ℓᵢ (GRPO, per-sequence token mean), gᵢ = Sᵢ/L_max (Dr. GRPO, the constant cap) and
     gᵢ = Sᵢ/ℓ̄ (DAPO, token mean over the step, ℓ̄ the mean length).
     """
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (tuple, list)) or not lengths:
+        raise ValueError(f"lengths must be a non-empty tuple of sequence lengths, e.g. (2, 3, 1); got {lengths!r:.40}.")
+    _symbolic_size(len(lengths), "the number of sequences", 1)
+    lengths = tuple(_symbolic_size(length, "each length", 1) for length in lengths)
+    if len(lengths) * (max(lengths) + 1) > 4 * MAX_SYMBOLIC_SIZE:
+        raise ValueError(f"lengths {lengths!r:.40} need {len(lengths) * (max(lengths) + 1)} score symbols, more than "
+                         f"{4 * MAX_SYMBOLIC_SIZE}: too large for SymPy; use fewer or shorter sequences (the claims "
+                         "hold for any lengths).")
     n = len(lengths)
     width = max(lengths) + 1  # one padding column at least, to show the mask at work
     A = sp.symbols(f"A_1:{n + 1}", real=True)
@@ -227,7 +271,7 @@ def expected_variance_claim() -> Claim:
 
 def expected_variance_sum_claim(group_size: int) -> Claim:
     """The same expectation as an explicit binomial sum for a concrete G (a polynomial in p)."""
-    n = group_size
+    n = _symbolic_size(group_size, "group_size", 1)
     lhs = sum(sp.binomial(n, j) * p**j * (1 - p) ** (n - j) * sp.Rational(j, n) * (1 - sp.Rational(j, n))
               for j in range(n + 1))
     return Claim(f"expected_variance_sum_G{n}", f"E[σ̂²] as a sum over k = 0..{n}", lhs,

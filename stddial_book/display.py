@@ -31,6 +31,8 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     ``name = value``, so a reader of the notebook sees every number the book's text cites.
     Returns nothing, so a cell that ends with a glue shows no stray value.
     """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"glue's name must be a non-empty string (the key the prose cites); got {name!r}.")
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()  # numpy/torch scalars: format specs in the prose need a Python number
     in_book = os.environ.get(BOOK_BUILD_ENV) == "1"

@@ -49,24 +49,37 @@ def _key(kind: str, payload: dict[str, Any]) -> str:
 
 def load_model_from(profile, directory: str | os.PathLike, device: str | None = None):
     """The profile's model with the weights of an SFT directory or a run's last checkpoint."""
+    import torch
     from safetensors.torch import load_model
 
     from .model import model_for_profile
+    from .train import checkpoint_dir
 
     directory = Path(directory)
+    if not directory.is_dir():
+        raise ValueError(f"{directory} is not a directory; pass a run directory (written by train) "
+                         "or an SFT directory (written by sft).")
     device = device or profile.device
-    for candidate in (directory / "checkpoint" / "model.safetensors", directory / "model.safetensors"):
-        if candidate.exists():
+    checkpoint = checkpoint_dir(directory)
+    for candidate in ((checkpoint / "model.safetensors") if checkpoint else None, directory / "model.safetensors"):
+        if candidate is not None and candidate.is_file():
             break
     else:
         raise ValueError(f"{directory} holds no model: expected checkpoint/model.safetensors (a train run) "
                          "or model.safetensors (an sft run).")
     model = model_for_profile(profile).to(device)
     try:
-        load_model(model, str(candidate), device=device)
-    except RuntimeError as err:  # shapes differ: saved by another profile
-        raise ValueError(f"the model in {directory} does not match profile {profile.name!r}; "
-                         "pass the profile it was trained with.") from err
+        load_model(model, str(candidate), device=str(device))
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except RuntimeError as err:
+        if "loading state_dict" in str(err):  # missing, unexpected or differently shaped weights
+            raise ValueError(f"the model in {candidate} does not match profile {profile.name!r}; "
+                             "pass the profile it was trained with (--profile).") from None
+        raise ValueError(f"{candidate} cannot be read ({err}); the file is damaged: rerun what wrote it.") from None
+    except Exception as err:  # safetensors' header and I/O errors, whose types differ between versions
+        raise ValueError(f"{candidate} cannot be read ({type(err).__name__}: {err}); the file is damaged: "
+                         "rerun what wrote it.") from None
     return model
 
 
@@ -89,14 +102,15 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
                  config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device)
     result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
                  log=log, progress=progress)
-    summary = {"steps": result.steps, "pass_rate": result.pass_rate, "reached": result.reached,
-               "target_pass_rate": config.target_pass_rate, "wall_time_s": result.wall_time_s}
+    summary = {"steps": result.steps, "pass_rate": result.pass_rate, "stop_estimate": result.stop_estimate,
+               "reached": result.reached, "target_pass_rate": config.target_pass_rate,
+               "pass_rate_samples": config.final_eval_samples * len(heldout), "wall_time_s": result.wall_time_s}
     (out / "sft.json").write_text(json.dumps(summary, indent=2) + "\n")
     log.finish()
     save_model(model, str(out / "model.safetensors"))  # written last: its presence means "done"
     if not result.reached:
         print(f"warning: SFT stopped at max_steps={config.max_steps} with held-out pass rate "
-              f"{result.pass_rate:.2f} < target {config.target_pass_rate}; RL will see mostly silent groups.",
+              f"{result.stop_estimate:.2f} < target {config.target_pass_rate}; RL will see mostly silent groups.",
               file=sys.stderr)
     return out
 
@@ -132,13 +146,15 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     Returns the run directory (``metrics.jsonl``, ``provenance.json``, ``checkpoint/``). A run
     interrupted earlier resumes from its checkpoint; a finished one is returned as it is.
     """
+    from .train import checkpoint_dir
+
+    config = profile.train_config(recipe, seed, **changes)  # checked before the warm start's minutes
     init = warm_start(profile, sft_seed, progress)
-    config = profile.train_config(recipe, seed, **changes)
     key = _key("rl", {"profile": profile.name, "init": init.name, "train": config.to_dict()})
     out = cache_dir() / key
     done = out / "done"
     if not done.exists():
-        resume = (out / "checkpoint" / "state.json").exists()
+        resume = checkpoint_dir(out) is not None
         if not resume:
             shutil.rmtree(out, ignore_errors=True)
         name = config.recipe.name

@@ -25,15 +25,23 @@ import numpy as np
 from ._arrays import (
     ArrayLike,
     check_binary,
+    check_broadcast,
     check_group_size,
     check_group_size_array,
+    check_int,
+    check_number,
     check_unit_interval,
     like,
     to_numpy,
+    unit_scale,
 )
+from .recipes import as_recipe
 
 if TYPE_CHECKING:  # pragma: no cover
     from .recipes import Recipe
+
+#: The largest G the exact binomial sums take: they hold G + 1 terms (and a Python loop over them).
+MAX_EXACT_GROUP_SIZE = 10**7
 
 __all__ = [
     "pass_rate",
@@ -84,7 +92,8 @@ def group_std(rewards: ArrayLike, correction: int = 0) -> ArrayLike:
         raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
     check_group_size(arr.shape[-1], "the group size (length of the last axis of rewards)")
     _check_correction(correction)
-    return like(arr.std(axis=-1, ddof=correction), rewards)
+    unit, exponent, _ = unit_scale(arr)  # exact; no overflow in the squares of rewards near 1e200
+    return like(np.ldexp(unit.std(axis=-1, ddof=correction), exponent[..., 0]), rewards)
 
 
 def bessel_factor(group_size: ArrayLike) -> ArrayLike:
@@ -106,7 +115,8 @@ def std_from_pass_rate(
     check_unit_interval(p, "pass_rate")
     sigma = np.sqrt(p * (1.0 - p))
     if _check_correction(correction):
-        sigma = sigma / to_numpy(bessel_factor(_need_group_size(group_size)), "group_size")
+        check_broadcast(pass_rate=p, group_size=_need_group_size(group_size))
+        sigma = sigma / to_numpy(bessel_factor(group_size), "group_size")
     return like(sigma, pass_rate)
 
 
@@ -130,6 +140,7 @@ def update_weight(
     that were not silent); pass it to get the effective per-prompt weight. References:
     Shao et al. (2024), Liu et al. (2025), Yu et al. (2025); chapters 3 and 5.
     """
+    recipe = as_recipe(recipe)
     p = to_numpy(pass_rate, "pass_rate")
     check_unit_interval(p, "pass_rate")
     variance = p * (1.0 - p)
@@ -138,7 +149,8 @@ def update_weight(
     if recipe.scale_std:
         std = sigma
         if recipe.std_correction:
-            std = sigma / to_numpy(bessel_factor(_need_group_size(group_size)), "group_size")
+            check_broadcast(pass_rate=p, group_size=_need_group_size(group_size))
+            std = sigma / to_numpy(bessel_factor(group_size), "group_size")
         scale = np.divide(1.0, gap * std + recipe.std_eps, out=np.zeros_like(std),
                           where=(gap * std + recipe.std_eps) > 0)
     else:
@@ -151,6 +163,7 @@ def update_weight(
                 "nonsilent_fraction must lie in (0, 1]; at 0 every sampled group is silent and "
                 "DAPO's refill never fills the batch (cap the number of refill rounds)."
             )
+        check_broadcast(pass_rate=p, nonsilent_fraction=kept)
         weight = weight / kept
     return like(weight, pass_rate)
 
@@ -175,6 +188,7 @@ def silent_probability(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLik
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
     g = check_group_size_array(group_size)
+    check_broadcast(solve_rate=p, group_size=g)
     template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
     return like(p**g + (1.0 - p) ** g, template)
 
@@ -191,6 +205,7 @@ def expected_group_variance(
     g = check_group_size_array(group_size)
     if np.any(g < 2):
         raise ValueError("group_size must be at least 2: one sample has no spread.")
+    check_broadcast(solve_rate=p, group_size=g)
     value = p * (1.0 - p) * ((g - 1.0) / g if not _check_correction(correction) else 1.0)
     template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
     return like(value, template)
@@ -209,7 +224,9 @@ def expected_group_std(
     g = check_group_size_array(group_size)
     if np.any(g < 2):
         raise ValueError("group_size must be at least 2: one sample has no spread.")
+    _check_exact_size(g.max())
     use_bessel = _check_correction(correction)
+    check_broadcast(solve_rate=p, group_size=g)
     p_b, g_b = np.broadcast_arrays(p, g)
     out = np.empty(p_b.shape, dtype=np.float64)
     for size in np.unique(g_b).astype(int):
@@ -234,7 +251,8 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: "Reci
     No refill factor is applied here (DAPO's depends on the whole prompt population; see
     :func:`stddial_book.solve_rates.expected_update_mass`). Chapter 5.
     """
-    size = check_group_size(group_size)
+    size = _check_exact_size(check_group_size(group_size))
+    recipe = as_recipe(recipe)
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
     j = np.arange(size + 1, dtype=np.float64)
@@ -265,17 +283,21 @@ def refill_weight(solve_rate: ArrayLike, group_size: int, recipe: "Recipe", *, r
     if (redraw_tries is None) == (pool_silent_fraction is None):
         raise ValueError("give exactly one of redraw_tries (same-prompt redraw) and pool_silent_fraction "
                          "(new-prompt refill).")
-    base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
     if pool_silent_fraction is not None:
-        if not 0 <= pool_silent_fraction < 1:
+        fraction = check_number(pool_silent_fraction, "pool_silent_fraction")
+        if not 0 <= fraction < 1:
             raise ValueError(f"pool_silent_fraction must be in [0, 1); got {pool_silent_fraction}.")
-        return like(base / (1.0 - pool_silent_fraction), solve_rate)
-    if isinstance(redraw_tries, bool) or int(redraw_tries) != redraw_tries or redraw_tries < 1:
-        raise ValueError(f"redraw_tries must be a whole number >= 1; got {redraw_tries!r}.")
-    p = to_numpy(solve_rate, "solve_rate")
-    silent = p ** group_size + (1.0 - p) ** group_size
-    # (1 − s^T)/(1 − s) = 1 + s + … + s^(T−1): no division, exact at s = 1 (where E[w] = 0 anyway)
-    factor = sum(silent ** t for t in range(int(redraw_tries)))
+        base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
+        return like(base / (1.0 - fraction), solve_rate)
+    tries = check_int(redraw_tries, "redraw_tries", minimum=1)
+    base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
+    silent = to_numpy(silent_probability(solve_rate, group_size), "silent")
+    if tries <= 1000:
+        # (1 − s^T)/(1 − s) = 1 + s + … + s^(T−1): no division, exact at s = 1 (where E[w] = 0 anyway)
+        factor = sum(silent ** t for t in range(tries))
+    else:  # the same in closed form: a loop of T terms would take as long as T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(silent < 1.0, -np.expm1(tries * np.log(silent)) / (1.0 - silent), float(tries))
     return like(base * factor, solve_rate)
 
 
@@ -284,9 +306,10 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
 
     P(silent) falls monotonically in G for 0 < p < 1, so the answer lies between
     ⌈log δ / log m⌉ and ⌈log(δ/2) / log m⌉ with m = max(p, 1 − p); a vectorised bisection finds it.
-    Prompts with p = 0 or p = 1 are silent at every G: the answer is ``inf``. Chapter 5.
+    Prompts with p = 0 or p = 1 are silent at every G: the answer is ``inf``. So is it where the
+    answer, about ln(1/δ)/p, exceeds the largest float (p below about 1e-308). Chapter 5.
     """
-    if not (0.0 < float(delta) < 1.0):
+    if not (0.0 < check_number(delta, "delta") < 1.0):
         raise ValueError(f"delta must lie strictly between 0 and 1 (a probability of silence); got {delta}.")
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
@@ -294,14 +317,24 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
     out = np.full(flat.shape, np.inf)
     mixed = (flat > 0.0) & (flat < 1.0)
     q = flat[mixed]
-    log_m = np.log(np.maximum(q, 1.0 - q))
-    lo = np.maximum(1.0, np.ceil(np.log(delta) / log_m) - 1.0)  # P(silent) > delta at lo (or lo = 1)
-    hi = np.maximum(lo + 1.0, np.ceil(np.log(delta / 2.0) / log_m))  # P(silent) <= delta at hi
-    while np.any(hi - lo > 1):
+    # logs through log1p: for p within 1e-16 of 0 or 1, 1 − p rounds to 1 and log(1 − p) to 0
+    log_q, log_1mq = np.log(q), np.log1p(-q)
+    log_m = np.maximum(log_q, log_1mq)
+    with np.errstate(over="ignore", invalid="ignore"):  # an answer beyond the largest float is inf
+        lo = np.maximum(1.0, np.ceil(np.log(delta) / log_m) - 1.0)  # P(silent) > delta at lo (or lo = 1)
+        # P(silent) <= delta at hi; log δ − log 2, not log(δ/2), which is −inf for δ below 1e-323
+        hi = np.maximum(lo + 1.0, np.ceil((np.log(delta) - math.log(2.0)) / log_m))
+    while True:
         mid = np.floor((lo + hi) / 2.0)
-        ok = q**mid + (1.0 - q) ** mid <= delta
+        # done where lo and hi are adjacent (beyond 2**53 adjacent floats are more than 1 apart)
+        with np.errstate(invalid="ignore"):
+            open_ = (hi - lo > 1) & (mid > lo) & (mid < hi)
+        if not open_.any():
+            break
+        ok = (np.exp(mid * log_q) + np.exp(mid * log_1mq) <= delta) & open_
+        fail = ~ok & open_
         hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
+        lo = np.where(fail, mid, lo)
     out[mixed] = hi
     return like(out.reshape(p.shape), solve_rate)
 
@@ -317,8 +350,14 @@ def rloo_advantages(rewards: ArrayLike) -> ArrayLike:
     if arr.ndim == 0:
         raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
     size = check_group_size(arr.shape[-1], "the group size (length of the last axis of rewards)")
-    total = arr.sum(axis=-1, keepdims=True)
-    return like(arr - (total - arr) / (size - 1), rewards)
+    unit, exponent, _ = unit_scale(arr)  # exact; the sum of rewards near 1e308 cannot overflow
+    total = unit.sum(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
+        out = np.ldexp(unit - (total - unit) / (size - 1), exponent)
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"RLOO advantages of rewards up to {np.abs(arr).max():g} in magnitude overflow float64; "
+                         "rescale the rewards.")
+    return like(out, rewards)
 
 
 def _interior(solve_rate: ArrayLike, what: str) -> np.ndarray:
@@ -345,11 +384,14 @@ def attenuated_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLi
     """The large-G expansion of φ: 1 − 1/(8 G p (1 − p)) (second-order delta method).
 
     Bay and Yearick (2026), Corollary 1; chapter 5 derives it in SymPy. Accurate in the interior
-    and for large G; near p ∈ {0, 1} it overstates φ (silent groups are not in it).
+    and for large G; near p ∈ {0, 1} it overstates φ (silent groups are not in it). It falls below
+    the most negative float (and is returned as ``-inf``) only when 8 G p(1 − p) is below about 1e-308.
     """
     p = _interior(solve_rate, "the attenuation")
     g = check_group_size_array(group_size)
-    value = 1.0 - 1.0 / (8.0 * g * p * (1.0 - p))
+    check_broadcast(solve_rate=p, group_size=g)
+    with np.errstate(over="ignore", divide="ignore"):
+        value = 1.0 - 1.0 / (8.0 * g * p * (1.0 - p))
     return like(value, solve_rate if np.ndim(p) >= np.ndim(g) else group_size)
 
 
@@ -357,13 +399,16 @@ def group_size_law(tolerance: ArrayLike, solve_rate: ArrayLike) -> ArrayLike:
     """G*(ε, p) = 1/(8 ε p (1 − p)) = w(p)²/(8ε): the group size at which the expansion
     :func:`attenuated_fidelity` reaches 1 − ε (a real number; the paper rounds it).
 
-    Bay and Yearick (2026), Corollary 2; chapter 5. ``tolerance`` ε in (0, 1).
+    Bay and Yearick (2026), Corollary 2; chapter 5. ``tolerance`` ε in (0, 1). G* exceeds the
+    largest float (and is returned as ``inf``) only when ε p(1 − p) is below about 1e-309.
     """
     eps = to_numpy(tolerance, "tolerance")
     if np.any(~((eps > 0.0) & (eps < 1.0))):
         raise ValueError("tolerance ε must lie strictly between 0 and 1 (fidelity 1 − ε).")
     p = _interior(solve_rate, "the group-size law")
-    value = 1.0 / (8.0 * eps * p * (1.0 - p))
+    check_broadcast(tolerance=eps, solve_rate=p)
+    with np.errstate(over="ignore", divide="ignore"):
+        value = 1.0 / (8.0 * eps * p * (1.0 - p))
     return like(value, solve_rate if np.ndim(p) >= np.ndim(eps) else tolerance)
 
 
@@ -374,11 +419,17 @@ def minimal_group_size(tolerance: float, solve_rate: float, max_group_size: int 
     raises past ``max_group_size``. Near p ∈ {0, 1} it exceeds G*, because silent groups cost
     more than the expansion says. Chapter 5 reproduces the paper's Table 2 with it.
     """
-    eps = float(tolerance)
+    eps = check_number(tolerance, "tolerance")
     if not 0.0 < eps < 1.0:
         raise ValueError(f"tolerance ε must lie strictly between 0 and 1; got {tolerance!r}.")
-    p = float(_interior(np.asarray(float(solve_rate)), "the minimal group size"))
+    p = float(_interior(np.asarray(check_number(solve_rate, "solve_rate")), "the minimal group size"))
+    max_group_size = _check_exact_size(check_int(max_group_size, "max_group_size", minimum=2))
     target = 1.0 - eps
+    # φ never falls as G grows (the mean of G samples is the average of its leave-one-out means,
+    # and E f(p̂) rises for a concave f), so if G = max_group_size misses the target, all smaller do
+    if to_numpy(gradient_fidelity(p, max_group_size), "phi") < target:
+        raise ValueError(f"no G ≤ {max_group_size} reaches fidelity {target} at p = {p}; raise max_group_size "
+                         f"(the large-G law gives G* ≈ {float(group_size_law(eps, p)):.3g}).")
     sizes = np.arange(2, 258)
     while sizes[0] <= max_group_size:
         phi = to_numpy(gradient_fidelity(np.full(sizes.shape, p), sizes), "phi")
@@ -417,6 +468,7 @@ def large_group_gradient(solve_rate: ArrayLike, recipe: "Recipe") -> ArrayLike:
     p(1 − p) when it does not (Dr. GRPO: the θ-gradient of p). These are the weights of the
     source paper's "gradient budget" (Bay and Yearick, 2026, §7); chapters 6 and 7.
     """
+    recipe = as_recipe(recipe)
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
     variance = p * (1.0 - p)
@@ -430,16 +482,26 @@ def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int
     Averaging any function of j under it is an unbiased estimate of that function's expectation
     under j ~ Binomial(G, p) when the n samples are Bernoulli(p) (a U-statistic); it is also the
     subsampled silent fraction of chapter 7. Needs 1 ≤ G ≤ n (a "group" of one is allowed here:
-    it is always silent, and the silent-fraction curves start there).
+    it is always silent, and the silent-fraction curves start there). Computed through log-gamma,
+    whose rounding grows with n (relative error about 1e-13 at n = 64, 1e-8 at n = 10^7); n above
+    10^7 is refused.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
         raise ValueError(f"group_size must be a positive integer; got {group_size!r}.")
-    size = int(group_size)
+    size = _check_exact_size(int(group_size))
+    num_samples = check_int(num_samples, "num_samples")
+    if num_samples > 10**7:
+        raise ValueError(f"num_samples={num_samples} is above 10^7, where the log-gamma form loses precision; "
+                         "subsample the stored samples (the pmf depends on k/n and G only through the counts).")
     if num_samples < size:
         raise ValueError(f"need at least G = {size} stored samples per prompt to draw a group; got n = {num_samples}.")
-    k = np.atleast_1d(np.asarray(num_correct, dtype=np.int64))
-    if np.any((k < 0) | (k > num_samples)):
-        raise ValueError(f"num_correct must lie in [0, n = {num_samples}].")
+    counts = to_numpy(num_correct, "num_correct")
+    if counts.ndim > 1:
+        raise ValueError(f"num_correct must be one count per prompt (a number or a 1-D array); got shape {counts.shape}.")
+    if np.any(counts != np.round(counts)) or np.any((counts < 0) | (counts > num_samples)):
+        raise ValueError(f"num_correct must hold whole numbers in [0, n = {num_samples}] (successes out of the n "
+                         f"stored samples); got values from {counts.min():g} to {counts.max():g}.")
+    k = np.atleast_1d(counts.astype(np.int64))
     lg = np.vectorize(math.lgamma)
 
     def log_choose(a, b):
@@ -451,6 +513,15 @@ def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int
         log_p = (log_choose(np.maximum(kk, jj), jj) + log_choose(np.maximum(num_samples - kk, size - jj), size - jj)
                  - log_choose(num_samples, size))
     return np.where(valid, np.exp(np.where(valid, log_p, 0.0)), 0.0)
+
+
+def _check_exact_size(size):
+    """Refuse a G too large for an exact binomial sum (G + 1 terms); returns ``size``."""
+    if size > MAX_EXACT_GROUP_SIZE:
+        raise ValueError(f"group_size {int(size)} is too large for the exact binomial sum (G + 1 terms; at most "
+                         f"{MAX_EXACT_GROUP_SIZE}); for large G use the expansions (attenuated_fidelity, "
+                         "expected_group_variance) or large_group_gradient.")
+    return size
 
 
 def _log_choose(size: int) -> np.ndarray:
@@ -465,7 +536,8 @@ def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _check_correction(correction: int) -> bool:
-    if correction not in (0, 1) or isinstance(correction, bool):
+    if (isinstance(correction, bool) or correction not in (0, 1)
+            or not isinstance(correction, (int, float, np.integer, np.floating))):  # 0j == 0 in Python
         raise ValueError(
             f"correction must be 0 (population std, the identity's σ) or 1 (Bessel's sample std, "
             f"as TRL, verl and oat use); got {correction!r}."

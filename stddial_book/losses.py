@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .recipes import Recipe
+from ._arrays import as_mask, check_int, check_number, check_tensor
+from .recipes import Recipe, as_recipe
 
 __all__ = ["LossOutput", "policy_loss", "k3_kl", "clip_metrics"]
 
@@ -38,7 +39,16 @@ class LossOutput:
 
 
 def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimator of KL(π ‖ π_ref): exp(r) − r − 1 with r = log π_ref − log π (≥ 0)."""
+    """Per-token k3 estimator of KL(π ‖ π_ref): exp(r) − r − 1 with r = log π_ref − log π (≥ 0).
+
+    It overflows to ``inf`` where r exceeds about 88 (float32) or 709 (float64): the reference
+    gives the token e^r times the policy's probability, and the estimate is that large.
+    """
+    check_tensor(logprobs, "logprobs", kind="float")
+    check_tensor(ref_logprobs, "ref_logprobs", kind="float")
+    if ref_logprobs.shape != logprobs.shape:
+        raise ValueError(f"ref_logprobs has shape {tuple(ref_logprobs.shape)} but logprobs has "
+                         f"{tuple(logprobs.shape)}; pass log-probs of the same tokens.")
     r = ref_logprobs - logprobs
     return torch.exp(r) - r - 1.0
 
@@ -49,6 +59,13 @@ def clip_metrics(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tens
 
     ``low``: ρ < 1 − ε_low with A < 0; ``high``: ρ > 1 + ε_high with A > 0; ``region``: either.
     """
+    check_tensor(ratio, "ratio", kind="float")
+    check_tensor(advantages, "advantages", kind="real")
+    mask = as_mask(mask, "mask", tuple(ratio.shape))
+    if advantages.shape != ratio.shape:
+        raise ValueError(f"advantages must have the ratio's shape {tuple(ratio.shape)} (expand per-sample "
+                         f"advantages to the tokens); got {tuple(advantages.shape)}.")
+    clip_low, clip_high = check_number(clip_low, "clip_low"), check_number(clip_high, "clip_high")
     with torch.no_grad():
         low = (ratio < 1.0 - clip_low) & (advantages < 0) & mask
         high = (ratio > 1.0 + clip_high) & (advantages > 0) & mask
@@ -94,10 +111,23 @@ def policy_loss(
         ``clip_ratio/high_mean``, ``clip_ratio/region_mean``, ``kl`` (when a reference is given)
         and ``entropy`` (when given), each a mean over the unmasked tokens.
     """
-    mask = _check_inputs(logprobs, old_logprobs, advantages, mask, ref_logprobs, truncated, entropy)
+    recipe = as_recipe(recipe)
+    mask, truncated = _check_inputs(logprobs, old_logprobs, advantages, mask, ref_logprobs, truncated, entropy)
+    if max_new_tokens is not None:
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, the generation cap.")
+    if step_num_tokens is not None:
+        step_num_tokens = check_int(step_num_tokens, "step_num_tokens")
+    if step_num_sequences is not None:
+        step_num_sequences = check_int(step_num_sequences, "step_num_sequences")
     if truncated is not None and recipe.overlong_filter:
-        mask = mask & ~truncated.to(torch.bool)[:, None]
+        mask = mask & ~truncated[:, None]
     lengths = mask.sum(dim=1)
+    if step_num_tokens is not None and step_num_tokens < int(mask.sum()):
+        raise ValueError(f"step_num_tokens={step_num_tokens} is smaller than the {int(mask.sum())} loss tokens "
+                         "given; it counts the whole optimizer step, so it is at least this batch's count.")
+    if step_num_sequences is not None and step_num_sequences < logprobs.shape[0]:
+        raise ValueError(f"step_num_sequences={step_num_sequences} is smaller than the {logprobs.shape[0]} "
+                         "sequences given; it counts the whole optimizer step.")
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
     adv = adv.to(logprobs.dtype)
 
@@ -153,9 +183,24 @@ def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, lengths: torch.Tenso
 
 def _check_inputs(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                   mask: torch.Tensor, ref_logprobs: torch.Tensor | None,
-                  truncated: torch.Tensor | None, entropy: torch.Tensor | None) -> torch.Tensor:
+                  truncated: torch.Tensor | None, entropy: torch.Tensor | None
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Validate the loss inputs; returns the mask and ``truncated`` as booleans."""
+    check_tensor(logprobs, "logprobs", kind="float")
     if logprobs.dim() != 2:
         raise ValueError(f"logprobs must have shape (batch, tokens); got {tuple(logprobs.shape)}.")
+    for name, tensor in (("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs), ("entropy", entropy)):
+        if tensor is not None or name == "old_logprobs":
+            check_tensor(tensor, name, kind="float")
+    check_tensor(advantages, "advantages", kind="real")
+    check_tensor(mask, "mask")
+    if truncated is not None:
+        check_tensor(truncated, "truncated")
+    for name, tensor in (("old_logprobs", old_logprobs), ("advantages", advantages), ("mask", mask),
+                         ("ref_logprobs", ref_logprobs), ("truncated", truncated), ("entropy", entropy)):
+        if tensor is not None and tensor.device != logprobs.device:
+            raise ValueError(f"{name} is on {tensor.device} but logprobs on {logprobs.device}; move it there "
+                             "with .to(logprobs.device).")
     shape = logprobs.shape
     for name, tensor in (("old_logprobs", old_logprobs), ("mask", mask),
                          ("ref_logprobs", ref_logprobs), ("entropy", entropy)):
@@ -169,11 +214,19 @@ def _check_inputs(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages
             f"advantages must have shape ({shape[0]},) (one per sample) or {tuple(shape)}; "
             f"got {tuple(advantages.shape)}."
         )
-    if truncated is not None and truncated.shape != (shape[0],):
-        raise ValueError(f"truncated must have shape ({shape[0]},); got {tuple(truncated.shape)}.")
-    mask = mask.to(torch.bool)
+    if truncated is not None:
+        truncated = as_mask(truncated, "truncated", (shape[0],))
+    mask = as_mask(mask, "mask")
     if not bool(mask.any()):
         raise ValueError("mask selects no token; it must be true on completion tokens (EOS included).")
-    if not bool(torch.isfinite(torch.where(mask, logprobs, torch.zeros_like(logprobs))).all()):
-        raise ValueError("logprobs contain NaN or infinity on unmasked tokens.")
-    return mask
+    for name, tensor in (("logprobs", logprobs), ("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
+        if tensor is not None and not bool(torch.isfinite(torch.where(mask, tensor, torch.zeros_like(tensor))).all()):
+            raise ValueError(f"{name} contain NaN or infinity on unmasked tokens; check the forward pass "
+                             "(and the sampler's log-probs for old_logprobs).")
+    adv = advantages if advantages.dim() == 2 else advantages[:, None].expand(shape)
+    if not bool(torch.isfinite(torch.where(mask, adv.to(logprobs.dtype), torch.zeros_like(logprobs))).all()):
+        raise ValueError("advantages contain NaN or infinity; group_advantages never returns them, "
+                         "so check how they were computed.")
+    if entropy is not None and not bool(torch.isfinite(torch.where(mask, entropy, torch.zeros_like(entropy))).all()):
+        raise ValueError("entropy contains NaN or infinity on unmasked tokens; check the forward pass.")
+    return mask, truncated

@@ -19,6 +19,9 @@ import socket
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
+from ._arrays import check_int
 from .tasks import EOS
 
 __all__ = ["PAD", "VOCAB", "CharCodec", "make_tokenizer", "tiny_model", "model_for_profile", "save",
@@ -33,13 +36,15 @@ class CharCodec:
     """Text ⇄ ids for the task's alphabet with a dict lookup (the hot-loop twin of the tokenizer)."""
 
     def __init__(self, vocab: Sequence[str] = VOCAB) -> None:
-        self.vocab = tuple(vocab)
+        self.vocab = _check_vocab(vocab)
         self.ids = {token: i for i, token in enumerate(self.vocab)}
         self.pad_id = self.ids[PAD]
         self.eos_id = self.ids[EOS]
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; ``<eos>`` and ``<pad>`` are single tokens, every other character one."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str (a prompt such as '12+34='); got {type(text).__name__} {text!r:.40}.")
         out: list[int] = []
         i = 0
         while i < len(text):
@@ -60,9 +65,26 @@ class CharCodec:
 
     def decode(self, ids: Sequence[int], stop_at_eos: bool = True) -> str:
         """Text of ``ids`` (padding dropped); stops after the first EOS when ``stop_at_eos``."""
+        if ids is None or isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TypeError(f"ids must be a sequence of token ids (a list or a 1-D tensor); got {type(ids).__name__} "
+                            f"{ids!r:.40}.")
+        if hasattr(ids, "dtype") and hasattr(ids, "ndim"):
+            if ids.ndim != 1:
+                raise ValueError(f"ids must be one sequence (1-D); got shape {tuple(ids.shape)}. Decode row by row.")
+            if str(ids.dtype) in ("bool", "torch.bool"):
+                raise TypeError("ids are booleans (a mask?); pass the token ids, e.g. ids[mask].")
         pieces: list[str] = []
         for i in ids:
-            token = self.vocab[int(i)]
+            try:
+                if isinstance(i, (bool, np.bool_)):
+                    raise TypeError("a boolean is not a token id")
+                j = int(i)
+                if j != i or not 0 <= j < len(self.vocab):
+                    raise ValueError
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError(f"token id {i!r} is not in the vocabulary (ids 0 to {len(self.vocab) - 1}); "
+                                 "were these ids made by another tokenizer?") from None
+            token = self.vocab[j]
             if token == PAD:
                 continue
             pieces.append(token)
@@ -76,6 +98,7 @@ def make_tokenizer(vocab: Sequence[str] = VOCAB):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
+    vocab = _check_vocab(vocab)
     specials = "|".join(t.replace("<", r"\<").replace(">", r"\>") for t in (EOS, PAD))
     core = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token=PAD))
     core.pre_tokenizer = pre_tokenizers.Split(Regex(f"{specials}|."), behavior="isolated")
@@ -87,10 +110,21 @@ def make_tokenizer(vocab: Sequence[str] = VOCAB):
 def tiny_model(vocab_size: int = len(VOCAB), hidden_size: int = 128, num_layers: int = 4,
                num_heads: int = 4, intermediate_size: int = 512, max_positions: int = 64,
                seed: int = 0, dtype=None):
-    """A randomly initialised Llama-style causal LM with tied embeddings, reproducible by seed."""
+    """A randomly initialised Llama-style causal LM with tied embeddings, reproducible by seed.
+
+    ``dtype`` is None (float32) or a floating torch dtype such as ``torch.float64``.
+    """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    vocab_size = check_int(vocab_size, "vocab_size", minimum=2, hint="Ids 0 and 1 are <pad> and <eos>.")
+    hidden_size, num_layers, num_heads, intermediate_size, max_positions = (
+        check_int(value, name, minimum=1) for name, value in (
+            ("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads),
+            ("intermediate_size", intermediate_size), ("max_positions", max_positions)))
+    seed = check_int(seed, "seed", minimum=0, hint="Seeds are non-negative integers.")
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be None or a floating torch dtype such as torch.float64; got {dtype!r}.")
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads}).")
     config = LlamaConfig(
@@ -111,6 +145,9 @@ def tiny_model(vocab_size: int = len(VOCAB), hidden_size: int = 128, num_layers:
 
 def model_for_profile(profile, seed: int = 0, dtype=None):
     """The testbed model at the size a :class:`stddial_book.profiles.Profile` names."""
+    if not isinstance(getattr(profile, "model", None), dict):
+        raise TypeError(f"profile must be a stddial_book.profiles.Profile (e.g. profiles.PROFILES['full'] or "
+                        f"profiles.active_profile()); got {type(profile).__name__} {profile!r:.40}.")
     return tiny_model(seed=seed, dtype=dtype, **profile.model)
 
 
@@ -136,6 +173,9 @@ def _rmsnorm_in_own_dtype(model) -> None:
 
 def save(model, tokenizer, directory: str | os.PathLike) -> Path:
     """Write the model (safetensors) and the tokenizer to ``directory``; returns the path."""
+    for name, value in (("model", model), ("tokenizer", tokenizer)):
+        if not callable(getattr(value, "save_pretrained", None)):
+            raise TypeError(f"{name} must be a transformers {name} (it has save_pretrained); got {type(value).__name__}.")
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path, safe_serialization=True)
@@ -179,6 +219,21 @@ def load_hub_model(name: str, timeout_s: float = 3.0, **kwargs):
             "and pass its path, or use the book's own model: stddial_book.model.tiny_model()."
         )
     return (AutoModelForCausalLM.from_pretrained(name, **kwargs), AutoTokenizer.from_pretrained(name))
+
+
+def _check_vocab(vocab: Sequence[str]) -> tuple[str, ...]:
+    """The vocabulary as a tuple of distinct strings that holds <pad> and <eos>."""
+    if isinstance(vocab, (str, bytes)) or not isinstance(vocab, Sequence):
+        raise TypeError(f"vocab must be a sequence of token strings (like model.VOCAB); got {type(vocab).__name__}.")
+    vocab = tuple(vocab)
+    if not all(isinstance(t, str) and t for t in vocab):
+        raise TypeError("vocab must hold non-empty strings, one per token.")
+    if len(set(vocab)) != len(vocab):
+        raise ValueError("vocab holds a token twice; each token needs one id.")
+    missing = [t for t in (PAD, EOS) if t not in vocab]
+    if missing:
+        raise ValueError(f"vocab lacks {missing}; every vocabulary needs {PAD!r} and {EOS!r} (see model.VOCAB).")
+    return vocab
 
 
 def hub_unavailable_reason(timeout_s: float = 3.0) -> str | None:

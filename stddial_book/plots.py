@@ -81,13 +81,42 @@ def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt
     return fig
 
 
-def clip_scatter_figure(group_std: np.ndarray, before: np.ndarray, after: np.ndarray) -> plt.Figure:
-    """Chapter 4: each group's update norm against its σ, at ratio 1 and after the policy moved."""
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True, sharey=False)
-    for ax, norms, title in ((axes[0], before, "ratio 1 (first step)"),
-                             (axes[1], after, "after the policy moved (clip binds)")):
-        ax.plot(group_std, norms, "o", color=RECIPE_COLORS["GRPO"], alpha=0.8)
-        ax.set(xlabel=r"group std $\sigma$", ylabel="‖group gradient‖", title=title)
+def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
+    """Chapter 4: per minibatch step, how far group updates stray from the identity, and why.
+
+    Left: median over groups (band: the middle half) of the total deviation and of the part the
+    ratio alone causes (clip switched off), with the share of tokens clipped on the x labels.
+    Right: each group's deviation against the share of its own tokens clipped.
+    """
+    from .gradcheck import drift_summary
+
+    summary = drift_summary(study)
+    steps = np.array([row["step"] for row in summary])
+    with plt.rc_context({"font.size": 11}):
+        return _drift_axes(study, summary, steps)
+
+
+def _drift_axes(study: dict[str, np.ndarray], summary: list[dict[str, float]], steps: np.ndarray) -> plt.Figure:
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), constrained_layout=True)
+    ax = axes[0]
+    for key, label, color in (("rel_error", "clipped loss (what training uses)", "k"),
+                              ("ratio_error", "same loss, clip switched off", "0.55")):
+        values = [study[key][study["step"] == s] for s in steps]
+        ax.plot(steps, [np.median(v) for v in values], "o-", color=color, label=label)
+        ax.fill_between(steps, [np.percentile(v, 25) for v in values],
+                        [np.percentile(v, 75) for v in values], color=color, alpha=0.15, lw=0)
+    ax.set_xticks(steps, [f"{s}\n{row['clipped']:.0%}" for s, row in zip(steps, summary)])
+    ax.set(xlabel="Adam steps (below: tokens clipped)", ylabel="deviation from the identity",
+           title="median over groups")
+    ax.legend(frameon=False, fontsize=9.5, loc="upper left")
+    ax = axes[1]
+    cmap = plt.get_cmap("viridis")
+    moved = study["step"] > 0
+    points = ax.scatter(100 * study["clipped"][moved], study["rel_error"][moved], c=study["step"][moved],
+                        cmap=cmap, s=22, vmin=1, vmax=steps.max())
+    fig.colorbar(points, ax=ax, label="Adam steps", ticks=steps[1:])
+    ax.set(xlabel="tokens of the group clipped (%)", ylabel="deviation",
+           title="one point per group and step")
     return fig
 
 
@@ -181,7 +210,7 @@ def training_dashboard(records: list[dict], title: str) -> plt.Figure:
     ax.set(title="sampled accuracy per bucket", xlabel="samples generated", ylim=(0, 1.02))
     ax.legend(frameon=False, fontsize=7, ncol=2, loc="lower right")
     ax = axes[0, 2]
-    x, y = _xs(records, "frac_reward_zero_std")
+    x, y = _xs(records, "dial/silent_fraction")
     ax.plot(x, y, color="0.3")
     ax.set(title="silent fraction of generated groups", xlabel="samples generated", ylim=(0, 1))
     ax = axes[0, 3]

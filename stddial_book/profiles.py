@@ -107,6 +107,8 @@ def cuda_available() -> bool:
 
 def active_profile(name: str | None = None) -> Profile:
     """The profile named by ``name``, else by ``$STDDIAL_PROFILE``, else full on CUDA, else quick."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"the profile name must be a string such as 'quick'; got {type(name).__name__} {name!r}.")
     chosen = name if name is not None else os.environ.get(ENV_VAR, "").strip()
     if not chosen:
         chosen = "full" if cuda_available() else "quick"

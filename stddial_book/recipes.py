@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ._arrays import ArrayLike, check_group_size, like, split_groups, to_numpy
+from ._arrays import ArrayLike, check_group_size, like, split_groups, to_numpy, unit_scale
 
 __all__ = [
     "Recipe",
@@ -24,7 +24,7 @@ __all__ = [
     "DR_GRPO",
     "DAPO",
     "PRESETS",
-    "get_recipe",
+    "get_recipe", "as_recipe",
     "recipe_key",
     "group_advantages",
 ]
@@ -48,8 +48,10 @@ class Recipe:
             (what TRL, verl and oat compute; it multiplies GRPO's weights by sqrt((G − 1)/G)).
         std_eps: added to the std before dividing (TRL 1e-4, verl 1e-6); each group's weight
             then falls short of σ by exactly the factor 1/(1 + eps/σ).
-        silent_tol: a group whose reward std is at or below this is silent; it gets exactly zero
-            advantage (never NaN). A tolerance, not ``== 0``, because rewards may be floats.
+        silent_tol: a group whose reward std is at or below this times its largest |reward| is
+            silent; it gets exactly zero advantage (never NaN). Relative, so that GRPO stays
+            invariant to the scale of the rewards; a tolerance, not ``== 0``, because shaped
+            rewards carry float rounding (0.1 + 0.2 against 0.3).
         loss_aggregation: one of :data:`LOSS_AGGREGATIONS`.
         clip_low, clip_high: the PPO clip range on the ratio, [1 − clip_low, 1 + clip_high].
         kl_coef: β, the coefficient of the k3 KL estimator against the reference policy.
@@ -66,7 +68,7 @@ class Recipe:
     scale_std: bool = True
     std_correction: int = 0
     std_eps: float = 0.0
-    silent_tol: float = 1e-6
+    silent_tol: float = 1e-9
     loss_aggregation: LossAggregation = "seq-mean-token-mean"
     clip_low: float = 0.2
     clip_high: float = 0.2
@@ -79,7 +81,8 @@ class Recipe:
     reward_wrong: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.std_correction not in (0, 1) or isinstance(self.std_correction, bool):
+        if (isinstance(self.std_correction, bool) or self.std_correction not in (0, 1)
+                or not isinstance(self.std_correction, (int, float, np.integer, np.floating))):  # 0j == 0
             raise ValueError(
                 f"std_correction must be 0 (population std) or 1 (Bessel); got {self.std_correction!r}."
             )
@@ -87,6 +90,19 @@ class Recipe:
             raise ValueError(
                 f"loss_aggregation must be one of {LOSS_AGGREGATIONS}; got {self.loss_aggregation!r}."
             )
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"name must be a non-empty string; got {self.name!r}.")
+        for field in ("scale_std", "dynamic_sampling", "overlong_filter", "overlong_penalty"):
+            if not isinstance(getattr(self, field), (bool, np.bool_)):
+                raise TypeError(f"{field} must be True or False; got {getattr(self, field)!r} "
+                                f"({type(getattr(self, field)).__name__}).")
+        for field in ("std_eps", "silent_tol", "clip_low", "clip_high", "kl_coef", "overlong_cache_fraction",
+                      "reward_correct", "reward_wrong"):
+            value = getattr(self, field)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{field} must be a number; got {value!r} ({type(value).__name__}).")
+        if not np.isfinite(self.reward_correct) or not np.isfinite(self.reward_wrong):
+            raise ValueError("reward_correct and reward_wrong must be finite numbers.")
         for field in ("std_eps", "silent_tol", "clip_low", "clip_high", "kl_coef"):
             value = getattr(self, field)
             if not np.isfinite(value) or value < 0:
@@ -143,6 +159,9 @@ PRESETS: dict[str, Recipe] = {"grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO}
 
 def recipe_key(name: str) -> str:
     """The preset key a recipe name stands for: ``"Dr. GRPO"`` and ``"dr-grpo"`` give ``dr_grpo``."""
+    if not isinstance(name, str):
+        raise TypeError(f"a recipe name must be a string such as {sorted(PRESETS)}; got {type(name).__name__} "
+                        f"{name!r}. Pass a Recipe object where a recipe is expected.")
     return name.strip().lower().replace("-", "_").replace(".", "").replace(" ", "_")
 
 
@@ -154,27 +173,46 @@ def get_recipe(name: str) -> Recipe:
     return PRESETS[key]
 
 
-def group_advantages(rewards: ArrayLike, group_size: int, recipe: Recipe) -> ArrayLike:
+def as_recipe(recipe: "Recipe | str") -> Recipe:
+    """A :class:`Recipe` as given, or the preset a name stands for (``"grpo"``, ``"Dr. GRPO"``)."""
+    if isinstance(recipe, Recipe):
+        return recipe
+    if isinstance(recipe, str):
+        return get_recipe(recipe)
+    raise TypeError(f"recipe must be a Recipe or a preset name ({sorted(PRESETS)}); got "
+                    f"{type(recipe).__name__} {recipe!r}.")
+
+
+def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str") -> ArrayLike:
     """Per-sample advantages Aᵢ for a flat batch whose groups of ``group_size`` are contiguous.
 
     Aᵢ = (rᵢ − mean) / (std + eps) when ``recipe.scale_std`` (GRPO, DAPO), else rᵢ − mean
     (Dr. GRPO); std is the population std or Bessel's per ``recipe.std_correction``. Groups whose
-    std is at or below ``recipe.silent_tol`` are silent and get exactly 0 (never NaN). Rewards may
+    std is at or below ``recipe.silent_tol`` times their largest |reward| are silent and get exactly 0 (never NaN). Rewards may
     be real-valued (shaped rewards such as DAPO's length penalty); they are used as given, so
     map a verifier's 0/1 to the recipe's ``reward_correct``/``reward_wrong`` before calling.
     Returns the type passed in (numpy float64 or a torch tensor). Chapter 3; Shao et al. (2024),
     Liu et al. (2025), Yu et al. (2025).
     """
+    recipe = as_recipe(recipe)
     size = check_group_size(group_size)
     arr = to_numpy(rewards, "rewards")
     groups = split_groups(arr, size)
-    centred = groups - groups.mean(axis=1, keepdims=True)
-    std = groups.std(axis=1, ddof=recipe.std_correction, keepdims=True)
-    silent = std <= recipe.silent_tol
+    # Each group scaled by a power of two (exact: every moment, the silent test and GRPO's ratio
+    # come out bit for bit as unscaled), so the variance of rewards near 1e200 cannot overflow, nor
+    # that of rewards near 1e-200 underflow and turn a mixed group silent.
+    unit, exponent, peak = unit_scale(groups, axis=1)
+    centred = unit - unit.mean(axis=1, keepdims=True)
+    std = unit.std(axis=1, ddof=recipe.std_correction, keepdims=True)
+    silent = std <= recipe.silent_tol * peak
     if recipe.scale_std:
-        denominator = np.where(silent, 1.0, std + recipe.std_eps)
+        denominator = np.where(silent, 1.0, std + np.ldexp(recipe.std_eps, -exponent))
         advantages = centred / denominator
     else:
-        advantages = centred
+        with np.errstate(over="ignore"):
+            advantages = np.ldexp(centred, exponent)
+        if not np.all(np.isfinite(advantages)):
+            raise ValueError(f"rewards up to {np.abs(arr).max():g} in magnitude overflow float64 in Dr. GRPO's centred "
+                             "rewards (which keep the rewards' scale); rescale them.")
     advantages = np.where(silent, 0.0, advantages)
     return like(advantages.reshape(-1), rewards)

@@ -25,6 +25,7 @@ def record_runs(profile, recipes: Sequence[str], seeds: Sequence[int], work: str
     """Run (or resume) every recipe × seed from one SFT model and copy the logs to ``out``."""
     from .experiments import sft_to_dir, train_to_dir
     from .recipes import recipe_key
+    from .train import checkpoint_dir
 
     work, out = Path(work), Path(out)
     sft_dir = work / f"sft-seed{sft_seed}"
@@ -37,7 +38,7 @@ def record_runs(profile, recipes: Sequence[str], seeds: Sequence[int], work: str
             name = f"{recipe_key(recipe)}-seed{seed}"
             run = work / name
             if not (run / "done").exists():
-                resume = (run / "checkpoint" / "state.json").exists()
+                resume = checkpoint_dir(run) is not None
                 if not resume:
                     shutil.rmtree(run, ignore_errors=True)
                 train_to_dir(profile, recipe, seed, sft_dir, run, resume=resume, progress=progress,

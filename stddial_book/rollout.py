@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from ._arrays import as_mask, check_int, check_number, check_tensor, check_token_ids
+
 __all__ = ["Rollout", "sample", "completion_logprobs"]
 
 
@@ -59,6 +61,40 @@ def _last_logit_only(model) -> dict[str, int]:
     return {}
 
 
+def _vocab_size(model) -> int:
+    """The number of token ids ``model`` embeds (ids must lie below it)."""
+    embeddings = getattr(model, "get_input_embeddings", None)
+    if not callable(model) or not callable(embeddings):
+        raise TypeError(f"model must be a causal LM such as stddial_book.model.tiny_model(); got {type(model).__name__}.")
+    rows = getattr(embeddings(), "num_embeddings", None)
+    return int(rows if rows is not None else model.config.vocab_size)
+
+
+def _check_prompts(model, prompt_ids, prompt_mask) -> tuple[int, torch.Tensor]:
+    """Validate prompts (ids in the vocabulary, a left-padding mask); returns the vocabulary
+    size and the mask as booleans (all true when ``prompt_mask`` is None)."""
+    vocab = _vocab_size(model)
+    check_tensor(prompt_ids, "prompt_ids", kind="int")
+    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0 or prompt_ids.shape[1] == 0:
+        raise ValueError(f"prompt_ids must have shape (batch, length) with both > 0; got {tuple(prompt_ids.shape)}.")
+    check_token_ids(prompt_ids, "prompt_ids", vocab)
+    if prompt_mask is None:
+        return vocab, torch.ones_like(prompt_ids, dtype=torch.bool)
+    prompt_mask = as_mask(prompt_mask, "prompt_mask", tuple(prompt_ids.shape))
+    # left padding only: a real token is never followed by padding, and the last token is real
+    if bool((prompt_mask[:, :-1] & ~prompt_mask[:, 1:]).any()) or not bool(prompt_mask[:, -1].all()):
+        raise ValueError("prompt_mask must mark left padding: false on padding before each prompt, true on its "
+                         "tokens to the end of the row (every row needs at least one token).")
+    return vocab, prompt_mask
+
+
+def _check_temperature(temperature: float) -> float:
+    temperature = check_number(temperature, "temperature")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (pass greedy=True for greedy decoding); got {temperature}.")
+    return temperature
+
+
 def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
@@ -78,18 +114,19 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
     encoded once and its cache shared by its samples (``generate`` encodes every copy), and rows
     that have produced EOS leave the batch instead of being carried to the length cap.
     """
-    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0 or prompt_ids.shape[1] == 0:
-        raise ValueError(f"prompt_ids must have shape (batch, length) with both > 0; got {tuple(prompt_ids.shape)}.")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens}.")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 (pass greedy=True for greedy decoding); got {temperature}.")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be at least 1; got {num_samples}.")
+    vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
+    temperature = _check_temperature(temperature)
+    num_samples = check_int(num_samples, "num_samples", minimum=1)
+    for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+        if not 0 <= check_int(value, name) < vocab:
+            raise ValueError(f"{name}={value} is not a token id of the model (0..{vocab - 1}); pass "
+                             f"CharCodec().{name} or the tokenizer's.")
+    if not isinstance(greedy, bool):
+        raise TypeError(f"greedy must be True or False; got {type(greedy).__name__} {greedy!r}.")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None; got {type(generator).__name__}.")
     device = prompt_ids.device
-    if prompt_mask is None:
-        prompt_mask = torch.ones_like(prompt_ids, dtype=torch.bool)
-    prompt_mask = prompt_mask.to(torch.bool)
     padded = not bool(prompt_mask.all())
     # Without padding the model derives positions and the causal mask itself, which is cheaper
     # than building a mask each step; with left padding both are passed explicitly.
@@ -150,15 +187,30 @@ def sample(model, prompt_ids: torch.Tensor, max_new_tokens: int, eos_id: int, pa
 
 def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                         completion_ids: torch.Tensor, mask: torch.Tensor,
-                        with_entropy: bool = False):
+                        with_entropy: bool = False, temperature: float = 1.0):
     """Per-token log π(completion token) from one forward pass over prompt + completion.
+
+    ``temperature`` divides the logits as :func:`sample` does, so that the log-probs of a batch
+    sampled at temperature T are those of the policy that sampled it (ratio 1 before any update).
 
     Returns ``logprobs`` of shape (B, T) (zero where ``mask`` is false), and with
     ``with_entropy`` also the per-token entropies of the same distributions, so the loss and its
     entropy metric need no second pass. Gradients flow unless called under ``torch.no_grad()``.
     """
+    check_tensor(prompt_ids, "prompt_ids", kind="int")
+    check_tensor(completion_ids, "completion_ids", ndim=2, kind="int")
+    check_tensor(mask, "mask")
+    check_tensor(prompt_mask, "prompt_mask")
     if completion_ids.shape != mask.shape or prompt_ids.shape != prompt_mask.shape:
         raise ValueError("completion_ids and mask (and prompt_ids and prompt_mask) must share a shape.")
+    vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
+    if completion_ids.shape[0] != prompt_ids.shape[0]:
+        raise ValueError(f"completion_ids has {completion_ids.shape[0]} rows but prompt_ids {prompt_ids.shape[0]}; "
+                         "pass one completion per prompt row.")
+    check_token_ids(completion_ids, "completion_ids", vocab)
+    mask = as_mask(mask, "mask")
+    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
+        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
     if bool(prompt_mask.all()):
         # No left padding: padding sits only after each completion, where causal attention keeps
@@ -166,16 +218,17 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
         # exact, and much cheaper than an explicit mask.
         logits = model(input_ids=ids).logits
     else:
-        full_mask = torch.cat([prompt_mask.to(torch.bool), mask.to(torch.bool)], dim=1)
+        full_mask = torch.cat([prompt_mask, mask], dim=1)
         logits = model(input_ids=ids, attention_mask=full_mask.long(),
                        position_ids=_positions(full_mask)).logits
     prompt_len = prompt_ids.shape[1]
-    log_probs = torch.log_softmax(_upcast(logits[:, prompt_len - 1:-1, :]), dim=-1)
+    scaled = _upcast(logits[:, prompt_len - 1:-1, :])
+    log_probs = torch.log_softmax(scaled if temperature == 1.0 else scaled / temperature, dim=-1)
     chosen = log_probs.gather(2, completion_ids[:, :, None]).squeeze(2)
-    chosen = torch.where(mask.to(torch.bool), chosen, torch.zeros_like(chosen))
+    chosen = torch.where(mask, chosen, torch.zeros_like(chosen))
     if not with_entropy:
         return chosen
     with torch.no_grad():  # a metric: kept out of the autograd graph
         detached = log_probs.detach()
         entropy = -(detached.exp() * detached).sum(dim=-1)
-    return chosen, torch.where(mask.to(torch.bool), entropy, torch.zeros_like(entropy))
+    return chosen, torch.where(mask, entropy, torch.zeros_like(entropy))

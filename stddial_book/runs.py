@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunLog", "load_run", "metric_series", "environment"]
+__all__ = ["RunLog", "load_run", "read_json", "read_records", "metric_series", "environment"]
 
 METRICS = "metrics.jsonl"
 PROVENANCE = "provenance.json"
@@ -84,11 +85,15 @@ class RunLog:
     def __init__(self, directory: str | Path, command: str, seed: int, profile: str,
                  config: dict[str, Any] | None = None, resume: bool = False, device: str | None = None) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(f"cannot write a run log into {self.directory}: a file of that name is in the way; "
+                             "choose another output directory.") from None
         self._start = time.perf_counter()
         path = self.directory / PROVENANCE
         if resume and path.exists():
-            self.provenance = json.loads(path.read_text())
+            self.provenance = read_json(path)
             self.provenance.setdefault("resumed_at", []).append(datetime.now(timezone.utc).isoformat())
         else:
             if not resume and (self.directory / METRICS).exists():
@@ -121,22 +126,74 @@ class RunLog:
         (self.directory / PROVENANCE).write_text(json.dumps(self.provenance, indent=2) + "\n")
 
 
+def read_json(path: str | Path) -> Any:
+    """The JSON document in ``path``; a ``ValueError`` naming the file when it is missing or damaged."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; check the directory, or rerun what writes it.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is damaged ({err}); restore it, or delete the run directory and rerun.") from None
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` file, one JSON object a line.
+
+    A run killed while writing leaves a partial last line: it is skipped with a warning (the step
+    it belonged to was not checkpointed, so a resumed run logs it again). A damaged line anywhere
+    else is an error that names the file and the line.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; it is not a run directory written by RunLog.") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not a text file ({err}); restore it or rerun the run.") from None
+    lines = text.split("\n")
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "step" not in record:
+                raise ValueError("not a record with a step")
+        except ValueError as err:
+            if number == len(lines):  # the last line, with no newline after it: a write cut short
+                warnings.warn(f"{path}: skipped a partial last line (a run stopped while writing it).",
+                              stacklevel=2)
+                break
+            raise ValueError(f"{path}, line {number}, is damaged ({err}); restore the file, or delete the run "
+                             "directory and rerun.") from None
+        records.append(record)
+    return records
+
+
 def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(provenance, metric records) of a run directory."""
+    """(provenance, metric records) of a run directory (:func:`read_records` for the records)."""
     path = Path(directory)
     for name in (PROVENANCE, METRICS):
-        if not (path / name).exists():
+        if not (path / name).is_file():
             raise ValueError(f"{path} has no {name}; it is not a run directory written by RunLog.")
-    provenance = json.loads((path / PROVENANCE).read_text())
-    records = [json.loads(line) for line in (path / METRICS).read_text().splitlines() if line.strip()]
-    return provenance, records
+    provenance = read_json(path / PROVENANCE)
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{path / PROVENANCE} is damaged (not a JSON object); restore it or rerun the run.")
+    return provenance, read_records(path / METRICS)
 
 
 def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN."""
+    if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
+        raise TypeError(f"records must be the list of metric records load_run returns; got {type(records).__name__}.")
     pairs = [(r["step"], np.nan if r[name] is None else r[name]) for r in records if name in r]
     if not pairs:
         available = sorted({k for r in records for k in r} - {"step"})
         raise ValueError(f"metric {name!r} was never logged; logged metrics: {available}.")
     steps, values = zip(*pairs)
-    return np.array(steps), np.array(values, dtype=float)
+    try:
+        return np.array(steps), np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"metric {name!r} is not a number at every step (a list or text metric?); read "
+                         "such metrics from the records directly.") from None

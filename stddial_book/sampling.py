@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._arrays import check_binary, check_group_size, split_groups, to_numpy
+from ._arrays import check_binary, check_group_size, check_int, split_groups, to_numpy
 
 __all__ = ["nonsilent_groups", "overlong_penalty", "overlong_mask", "SamplingCost", "DynamicSampler"]
 
@@ -37,21 +37,29 @@ def overlong_penalty(lengths, max_new_tokens: int, overlong_cache: int) -> np.nd
     0 for length ≤ L_max − L_cache; (L_max − L_cache − length) / L_cache inside the band;
     −1 for length ≥ L_max (a sample cut off at the cap).
     """
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
+    overlong_cache = check_int(overlong_cache, "overlong_cache")
     if overlong_cache <= 0 or overlong_cache > max_new_tokens:
         raise ValueError(
             f"overlong_cache (L_cache = {overlong_cache}) must lie in (0, max_new_tokens = {max_new_tokens}]; "
             "DAPO used L_cache = 4096 with L_max = 20480."
         )
     ell = to_numpy(lengths, "lengths")
-    if np.any(ell < 0):
-        raise ValueError("lengths must be non-negative token counts.")
+    if np.any(ell < 0) or np.any(ell != np.round(ell)):
+        raise ValueError("lengths must be non-negative whole token counts (Rollout.lengths).")
     start = max_new_tokens - overlong_cache
     return np.clip((start - ell) / overlong_cache, -1.0, 0.0)
 
 
 def overlong_mask(truncated) -> np.ndarray:
     """Per sample: true when it stays in the loss (not truncated at the length cap)."""
-    return ~np.asarray(truncated, dtype=bool)
+    if truncated is None or np.ndim(truncated) != 1:
+        raise ValueError(f"truncated must be a 1-D sequence of booleans, one per sample; got {truncated!r}.")
+    values = np.asarray(truncated)
+    if values.dtype != bool and not np.isin(values, (0, 1)).all():
+        raise ValueError("truncated must hold booleans (or 0/1), one per sample: true where the sample "
+                         "hit the length cap.")
+    return ~values.astype(bool)
 
 
 @dataclass
@@ -78,6 +86,7 @@ class SamplingCost:
 
     @property
     def generated_per_kept(self) -> float:
+        """Samples generated per sample kept; ``inf`` when nothing was kept (an infinite cost)."""
         return self.samples_generated / self.samples_kept if self.samples_kept else float("inf")
 
 
@@ -102,6 +111,8 @@ class DynamicSampler:
 
     def __post_init__(self) -> None:
         check_group_size(self.group_size)
+        check_int(self.num_groups, "num_groups")
+        check_int(self.max_rounds, "max_rounds")
         if self.num_groups < 1:
             raise ValueError(f"num_groups must be at least 1; got {self.num_groups}.")
         if self.max_rounds < 1:
@@ -111,12 +122,24 @@ class DynamicSampler:
         """Run rounds until full or capped; returns the kept per-round slices and the cost."""
         cost = SamplingCost()
         kept: list[object] = []
-        for round_index in range(self.max_rounds):
-            missing = self.num_groups - cost.groups_kept
-            batch, correct = draw(round_index, missing)
+        if not callable(draw):
+            raise TypeError(f"draw must be a function (round_index, num_groups) -> (batch, correct); got "
+                            f"{type(draw).__name__}.")
+        for round_index in range(int(self.max_rounds)):
+            missing = int(self.num_groups) - cost.groups_kept
+            drawn = draw(round_index, missing)
+            if not isinstance(drawn, (tuple, list)) or len(drawn) != 2:
+                raise TypeError(f"draw must return a pair (batch, correct); got {type(drawn).__name__} "
+                                f"{drawn!r:.60}.")
+            batch, correct = drawn
+            if correct is None:
+                raise TypeError("draw returned correct=None; return the 0/1 correctness of each sample.")
             correct = np.asarray(correct)
             if correct.size == 0:  # the source has no prompt left to draw this step
                 break
+            if hasattr(batch, "__len__") and len(batch) != correct.size:
+                raise ValueError(f"draw returned a batch of {len(batch)} rows with {correct.size} correctness flags; "
+                                 "return one flag per sample (row) of the batch.")
             mixed = nonsilent_groups(correct, self.group_size)
             cost.rounds += 1
             cost.groups_generated += len(mixed)
@@ -127,7 +150,11 @@ class DynamicSampler:
             cost.groups_surplus += len(mixed_index) - len(take)
             if len(take):
                 rows = (take[:, None] * self.group_size + np.arange(self.group_size)).reshape(-1)
-                kept.append(batch[rows])
+                try:
+                    kept.append(batch[rows])
+                except (TypeError, IndexError) as err:
+                    raise TypeError(f"draw's batch must support numpy fancy indexing (batch[indices]), as a "
+                                    f"numpy array or the trainer's Batch does; got {type(batch).__name__} ({err}).") from None
                 cost.groups_kept += len(take)
                 cost.samples_kept += len(rows)
             if cost.groups_kept == self.num_groups:

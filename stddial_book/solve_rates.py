@@ -25,9 +25,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ._arrays import check_group_size_array, check_int, check_unit_interval, to_numpy
 from .resources import data_path, sha256  # sha256: provenance of the derived tables
 from .identity import expected_update_weight
-from .recipes import Recipe
+from .recipes import Recipe, as_recipe
 
 __all__ = [
     "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_CONFIGS", "big_math_histogram", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
@@ -65,11 +66,18 @@ class KHistogram:
     counts: np.ndarray  # shape (n + 1,), integer
 
     def __post_init__(self) -> None:
-        counts = np.asarray(self.counts)
-        if counts.shape != (self.num_rollouts + 1,):
-            raise ValueError(f"counts must have n + 1 = {self.num_rollouts + 1} entries; got {counts.shape}.")
+        n = check_int(self.num_rollouts, "num_rollouts", minimum=1, hint="It is n, the rollouts per prompt.")
+        counts = to_numpy(self.counts, "counts")
+        if counts.shape != (n + 1,):
+            raise ValueError(f"counts must have n + 1 = {n + 1} entries; got {counts.shape}.")
         if np.any(counts < 0):
             raise ValueError("counts must be non-negative.")
+        if np.any(counts != np.round(counts)):
+            raise ValueError("counts must be whole numbers (how many prompts had k successes); got fractions "
+                             f"such as {counts[counts != np.round(counts)][:3].tolist()}.")
+        object.__setattr__(self, "num_rollouts", n)
+        raw = np.asarray(self.counts)
+        object.__setattr__(self, "counts", raw if raw.dtype.kind in "iuf" else counts)
 
     @property
     def num_prompts(self) -> int:
@@ -92,18 +100,38 @@ class SolveCounts:
     num_missing: int = 0  # rows dropped because their solve rate was null
 
     def __post_init__(self) -> None:
-        k = np.asarray(self.num_correct)
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string; got {type(self.name).__name__} {self.name!r}.")
+        self.num_rollouts = check_int(self.num_rollouts, "num_rollouts", minimum=1,
+                                      hint="It is n, the rollouts sampled per prompt.")
+        if self.num_rollouts > 2**53:
+            raise ValueError(f"num_rollouts={self.num_rollouts} exceeds 2**53, beyond exact counts in float64.")
+        self.num_missing = check_int(self.num_missing, "num_missing", minimum=0)
+        k = to_numpy(self.num_correct, "num_correct", allow_empty=True)
         if k.ndim != 1:
             raise ValueError("num_correct must be one-dimensional (one count per prompt).")
+        if np.any(k != np.round(k)):
+            raise ValueError("num_correct must hold whole numbers (successes out of num_rollouts); got fractions "
+                             f"such as {k[k != np.round(k)][:3].tolist()}. Round k = p · n first.")
         if k.size and (k.min() < 0 or k.max() > self.num_rollouts):
             raise ValueError(f"num_correct must lie in [0, {self.num_rollouts}].")
         self.num_correct = k.astype(np.int64)
+        if not isinstance(self.labels, dict):
+            raise TypeError(f"labels must be a dict of column name -> one value per prompt; got "
+                            f"{type(self.labels).__name__}.")
         for key, values in self.labels.items():
+            if not hasattr(values, "__len__"):
+                raise TypeError(f"label column {key!r} must hold one value per prompt; got {type(values).__name__}.")
             if len(values) != len(k):
                 raise ValueError(f"label column {key!r} has {len(values)} values for {len(k)} prompts.")
 
     def histogram(self, where: np.ndarray | None = None) -> KHistogram:
         """The k-histogram of all prompts, or of those selected by a boolean mask."""
+        if where is not None:
+            mask = np.asarray(where)
+            if mask.dtype != bool or mask.shape != self.num_correct.shape:
+                raise ValueError(f"where must be a boolean mask with one entry per prompt (shape "
+                                 f"{self.num_correct.shape}); got {mask.dtype} of shape {mask.shape}.")
         k = self.num_correct if where is None else self.num_correct[where]
         return KHistogram(self.num_rollouts, np.bincount(k, minlength=self.num_rollouts + 1))
 
@@ -142,11 +170,17 @@ def _silent_given_k(n: int, group_sizes: np.ndarray, model: str) -> np.ndarray:
     raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {model!r}.")
 
 
+def _check_hist(hist: KHistogram) -> None:
+    if not isinstance(hist, KHistogram):
+        raise TypeError(f"hist must be a KHistogram (SolveCounts.histogram() gives one); got {type(hist).__name__}.")
+
+
 def silent_fraction(hist: KHistogram, group_sizes: Sequence[int] | int, model: str = "bernoulli") -> np.ndarray:
     """Expected fraction of silent groups at each G, over the prompts of ``hist``."""
-    g = np.atleast_1d(np.asarray(group_sizes))
-    if np.any(g < 1) or np.any(g != np.round(g)):
-        raise ValueError("group sizes must be positive integers.")
+    _check_hist(hist)
+    g = np.atleast_1d(check_group_size_array(group_sizes, "group_sizes"))
+    if g.ndim != 1:
+        raise ValueError(f"group_sizes must be one size or a 1-D list of sizes; got shape {g.shape}.")
     if hist.num_prompts == 0:
         raise ValueError("the histogram holds no prompts.")
     per_k = _silent_given_k(hist.num_rollouts, g, model)
@@ -154,7 +188,11 @@ def silent_fraction(hist: KHistogram, group_sizes: Sequence[int] | int, model: s
 
 
 def dapo_oversampling(hist: KHistogram, group_sizes: Sequence[int] | int, model: str = "bernoulli") -> np.ndarray:
-    """DAPO's expected groups sampled per group kept: 1 / (1 − silent fraction)."""
+    """DAPO's expected groups sampled per group kept: 1 / (1 − silent fraction).
+
+    ``inf`` where every group is silent (G = 1, or a pool whose prompts are all solved or all
+    failed): the refill would never fill a batch.
+    """
     kept = 1.0 - silent_fraction(hist, group_sizes, model)
     with np.errstate(divide="ignore"):
         return np.where(kept > 0, 1.0 / np.where(kept > 0, kept, 1.0), np.inf)
@@ -167,6 +205,8 @@ def expected_update_mass(hist: KHistogram, group_size: int, recipe: Recipe) -> n
     for a recipe with dynamic sampling the weights are divided by the non-silent fraction of the
     whole table (the refill). Multiply by ``hist.counts`` for the mass each k receives.
     """
+    _check_hist(hist)
+    recipe = as_recipe(recipe)
     mass = expected_update_weight(hist.solve_rates, group_size, recipe)
     if recipe.dynamic_sampling:
         kept = 1.0 - float(silent_fraction(hist, group_size)[0])
@@ -197,6 +237,8 @@ def gradient_budget(hist: KHistogram, recipe: Recipe, group_size: int | None = N
     """
     from .identity import large_group_gradient
 
+    _check_hist(hist)
+    recipe = as_recipe(recipe)
     if group_size is None:
         mass = np.asarray(large_group_gradient(hist.solve_rates, recipe)) * hist.counts
     else:
@@ -209,17 +251,31 @@ def gradient_budget(hist: KHistogram, recipe: Recipe, group_size: int | None = N
 
 def band_shares(hist: KHistogram, budget: np.ndarray) -> dict[str, float]:
     """The share of ``budget`` (per k, from :func:`gradient_budget`) in each of :data:`PAPER_BANDS`."""
+    budget = _check_budget(hist, budget)
     return {name: float(budget[rule(hist.solve_rates)].sum()) for name, rule in PAPER_BANDS.items()}
 
 
 def decile_of(solve_rate: np.ndarray) -> np.ndarray:
     """The tenth of p each solve rate falls in, 0..9: [0, .1), [.1, .2), …, [.9, 1], as the paper bins."""
-    return np.digitize(np.asarray(solve_rate), np.linspace(0.0, 1.0, 11)[1:-1])
+    p = to_numpy(solve_rate, "solve_rate", allow_empty=True)
+    check_unit_interval(p, "solve_rate")
+    return np.digitize(p, np.linspace(0.0, 1.0, 11)[1:-1])
 
 
 def decile_shares(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
     """The share of ``budget`` in each tenth of p̂ (:func:`decile_of`)."""
+    budget = _check_budget(hist, budget)
     return np.bincount(decile_of(hist.solve_rates), weights=budget, minlength=10)
+
+
+def _check_budget(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
+    """``budget`` as a float array with one finite entry per k = 0..n of ``hist``."""
+    _check_hist(hist)
+    arr = to_numpy(budget, "budget")
+    if arr.shape != (hist.num_rollouts + 1,):
+        raise ValueError(f"budget must have one entry per k = 0..{hist.num_rollouts} (shape "
+                         f"({hist.num_rollouts + 1},), as gradient_budget(hist, ...) returns); got {arr.shape}.")
+    return arr
 
 
 # --- loaders -----------------------------------------------------------------------------------
@@ -338,6 +394,8 @@ def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts
     Returns the table and the number of problem texts that appear with more than one k (the
     source dataset holds duplicate problems, measured separately).
     """
+    if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
+        raise TypeError(f"paths must be a list of parquet files; got {type(paths).__name__} {paths!r:.60}.")
     return _union([_deepscaler_rows(path) for path in paths])
 
 
@@ -432,10 +490,18 @@ def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, 
     from .rollout import sample
     from .tasks import reward
 
-    if num_rollouts < 1:
-        raise ValueError(f"num_rollouts must be at least 1; got {num_rollouts}.")
+    from .tasks import Problem
+
+    num_rollouts = check_int(num_rollouts, "num_rollouts", minimum=1)
+    batch_prompts = check_int(batch_prompts, "batch_prompts", minimum=1)
+    if isinstance(problems, (str, Problem)) or not isinstance(problems, Sequence):
+        raise TypeError(f"problems must be a list of Problem objects; got {type(problems).__name__}.")
     if not problems:
         raise ValueError("problems is empty; pass at least one task problem.")
+    wrong = next((q for q in problems if not isinstance(q, Problem)), None)
+    if wrong is not None:
+        raise TypeError(f"problems must hold Problem objects (from tasks.make_problem); found "
+                        f"{type(wrong).__name__} {wrong!r:.40}.")
     codec = CharCodec()
     device = next(model.parameters()).device  # ids and the generator follow the model (CPU or GPU)
     generator = torch.Generator(device=device).manual_seed(seed)

@@ -17,6 +17,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ._arrays import check_int
+
 __all__ = ["EOS", "Problem", "count_carries", "make_problem", "sample_problems", "make_split",
            "reward", "rewards"]
 
@@ -33,6 +35,12 @@ class Problem:
     digits: int
     carries: int
 
+    def __post_init__(self) -> None:
+        _check_operands(self.a, self.b, self.digits)
+        if isinstance(self.carries, bool) or self.carries != count_carries(self.a, self.b):
+            raise ValueError(f"carries={self.carries!r} but {self.a} + {self.b} has {count_carries(self.a, self.b)}; "
+                             "build problems with make_problem(a, b, digits), which counts them.")
+
     @property
     def prompt(self) -> str:
         return f"{self.a:0{self.digits}d}+{self.b:0{self.digits}d}="
@@ -45,6 +53,11 @@ class Problem:
 
 def count_carries(a: int, b: int) -> int:
     """The number of digit positions that produce a carry when adding ``a`` and ``b``."""
+    for name, value in (("a", a), ("b", b)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be a whole number (an int); got {type(value).__name__} {value!r}.")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0 (carries are counted for non-negative operands); got {value}.")
     carries = carry = 0
     while a or b:
         carry = 1 if a % 10 + b % 10 + carry >= 10 else 0
@@ -55,9 +68,7 @@ def count_carries(a: int, b: int) -> int:
 
 def make_problem(a: int, b: int, digits: int) -> Problem:
     """The problem ``a + b`` with D = ``digits``; refuses operands that do not fit in D digits."""
-    _check_digits(digits)
-    if not (0 <= a < 10**digits and 0 <= b < 10**digits):
-        raise ValueError(f"operands must lie in [0, 10^{digits}); got a={a}, b={b}.")
+    _check_operands(a, b, digits)
     return Problem(a, b, digits, count_carries(a, b))
 
 
@@ -66,13 +77,25 @@ def sample_problems(num: int, digits: int, carries: int | None = None, seed: int
     """``num`` distinct problems with D = ``digits`` (and exactly ``carries`` carries, if given).
 
     Deterministic for a given seed. Problems in ``exclude`` are never returned. Raises
-    ``ValueError`` when fewer than ``num`` such problems exist.
+    ``ValueError`` when fewer than ``num`` such problems exist. Problems are drawn by rejection,
+    so asking for nearly every problem of a large space (D >= 4) is slow.
     """
     _check_digits(digits)
-    if carries is not None and not 0 <= carries <= digits:
-        raise ValueError(f"carries must lie between 0 and digits={digits}; got {carries}.")
+    if carries is not None:
+        carries = check_int(carries, "carries")
+        if not 0 <= carries <= digits:
+            raise ValueError(f"carries must lie between 0 and digits={digits}; got {carries}.")
+    num = check_int(num, "num")
     if num < 0:
         raise ValueError(f"num must be >= 0; got {num}.")
+    seed = check_int(seed, "seed", minimum=0, hint="Seeds are non-negative integers.")
+    if isinstance(exclude, (str, bytes, Problem)) or not isinstance(exclude, Iterable):
+        raise TypeError(f"exclude must be a collection of Problem objects; got {type(exclude).__name__}.")
+    exclude = list(exclude)
+    wrong = next((p for p in exclude if not isinstance(p, Problem)), None)
+    if wrong is not None:
+        raise TypeError(f"exclude must hold Problem objects (from make_problem or make_split); found "
+                        f"{type(wrong).__name__} {wrong!r:.40}.")
     taken = {(p.a, p.b) for p in exclude if p.digits == digits}
     rng = np.random.default_rng(seed)
     space = 10**digits
@@ -87,13 +110,10 @@ def sample_problems(num: int, digits: int, carries: int | None = None, seed: int
     while len(out) < num:
         batch = rng.integers(0, space, size=(4 * (num - len(out)) + 16, 2))
         for a, b in batch.tolist():
-            if (a, b) in seen:
-                continue
-            problem = make_problem(a, b, digits)
-            if carries is not None and problem.carries != carries:
+            if (a, b) in seen or (carries is not None and count_carries(a, b) != carries):
                 continue
             seen.add((a, b))
-            out.append(problem)
+            out.append(make_problem(a, b, digits))
             if len(out) == num:
                 break
     return out
@@ -109,11 +129,20 @@ def make_split(digits: int, num_train: int, num_heldout: int, carries: int | Non
 
 def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
     """1.0 when ``completion`` is exactly the reversed sum followed by ``eos``, else 0.0."""
+    if not isinstance(completion, str) or not isinstance(eos, str):
+        wrong, value = ("completion", completion) if not isinstance(completion, str) else ("eos", eos)
+        raise TypeError(f"{wrong} must be text (a str); got {type(value).__name__} {value!r:.40}. Decode token "
+                        "ids first (model.CharCodec.decode).")
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem (from make_problem); got {type(problem).__name__} {problem!r:.40}.")
     return 1.0 if completion == problem.answer + eos else 0.0
 
 
 def rewards(completions: Sequence[str], problems: Sequence[Problem], eos: str = EOS) -> np.ndarray:
     """:func:`reward` for a batch, as a float64 array (problems aligned with completions)."""
+    for name, value in (("completions", completions), ("problems", problems)):
+        if isinstance(value, (str, bytes, Problem)) or not isinstance(value, (Sequence, np.ndarray)):
+            raise TypeError(f"{name} must be a list (one entry per sample); got {type(value).__name__} {value!r:.40}.")
     if len(completions) != len(problems):
         raise ValueError(
             f"got {len(completions)} completions for {len(problems)} problems; repeat each problem "
@@ -127,22 +156,34 @@ def _check_digits(digits: int) -> None:
         raise ValueError(f"digits must be an integer from 1 to 9; got {digits!r}.")
 
 
+def _check_operands(a: int, b: int, digits: int) -> None:
+    _check_digits(digits)
+    for name, value in (("a", a), ("b", b)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"operand {name} must be a whole number (an int); got {type(value).__name__} {value!r}.")
+    if not (0 <= a < 10**digits and 0 <= b < 10**digits):
+        raise ValueError(f"operands must lie in [0, 10^{digits}); got a={a}, b={b}.")
+
+
 def _carry_histogram(digits: int) -> np.ndarray:
-    """Number of (a, b) pairs with D = ``digits`` per carry count 0..D (vectorised, D <= 3)."""
-    a, b = np.meshgrid(np.arange(10**digits), np.arange(10**digits), indexing="ij")
-    a, b = a.reshape(-1), b.reshape(-1)
-    carry = np.zeros_like(a)
-    total = np.zeros_like(a)
+    """Number of (a, b) pairs with D = ``digits`` per carry count 0..D, exact for every D.
+
+    Digit position by position: with no incoming carry 45 of the 100 digit pairs carry
+    (x + y >= 10), with one 55 do (x + y >= 9).
+    """
+    ways = {0: [1] + [0] * digits, 1: [0] * (digits + 1)}  # incoming carry -> count per carries so far
     for _ in range(digits):
-        carry = ((a % 10 + b % 10 + carry) >= 10).astype(a.dtype)
-        total += carry
-        a, b = a // 10, b // 10
-    return np.bincount(total, minlength=digits + 1)
+        nxt = {0: [0] * (digits + 1), 1: [0] * (digits + 1)}
+        for k in range(digits):
+            nxt[0][k] += 55 * ways[0][k] + 45 * ways[1][k]
+            nxt[1][k + 1] += 45 * ways[0][k] + 55 * ways[1][k]
+        ways = nxt
+    return np.array([ways[0][k] + ways[1][k] for k in range(digits + 1)], dtype=np.int64)
 
 
 def _count_available(digits: int, carries: int | None, taken: set[tuple[int, int]]) -> int:
-    """How many problems of this kind exist outside ``taken`` (exact for D <= 3, else a bound)."""
-    if digits > 3 or carries is None:
+    """How many problems of this kind exist outside ``taken`` (exact)."""
+    if carries is None:
         return 10 ** (2 * digits) - len(taken)
     total = int(_carry_histogram(digits)[carries])
     return total - sum(1 for a, b in taken if count_carries(a, b) == carries)

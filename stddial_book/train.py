@@ -45,13 +45,13 @@ from .losses import policy_loss
 from .model import CharCodec
 from .recipes import Recipe, get_recipe, group_advantages
 from .rollout import _positions, completion_logprobs, sample
-from .runs import RunLog, load_run
+from .runs import RunLog, load_run, read_records
 from .sampling import DynamicSampler, nonsilent_groups, overlong_penalty
 from .tasks import Problem, make_split, rewards as verify
 
 __all__ = [
     "TaskConfig", "SFTConfig", "TrainConfig", "Batch", "EvalResult", "SFTResult", "TrainResult",
-    "bucket_of", "make_problems", "encode_prompts", "evaluate", "sft", "train", "peak_memory_mb",
+    "bucket_of", "make_problems", "encode_prompts", "evaluate", "sft", "train", "peak_memory_mb", "checkpoint_dir",
 ]
 
 CHECKPOINT = "checkpoint"
@@ -74,8 +74,16 @@ class TaskConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.digits:
+        if isinstance(self.digits, (str, bytes)) or not hasattr(self.digits, "__iter__"):
+            raise TypeError(f"digits must be a sequence of digit counts, e.g. (2,) or (2, 3); got {self.digits!r}.")
+        digits = tuple(self.digits)
+        if not digits:
             raise ValueError("digits must name at least one digit count, e.g. (2,) or (2, 3).")
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in digits):
+            raise ValueError(f"digits must be whole numbers >= 1, e.g. (2, 3); got {self.digits!r}.")
+        object.__setattr__(self, "digits", tuple(int(d) for d in digits))
+        _require_int(self, ("num_train", "num_heldout", "seed"))
+        _require_seed(self)
         for name in ("num_train", "num_heldout"):
             if getattr(self, name) < len(self.digits):
                 raise ValueError(f"{name} must be at least one problem per digit count; got {getattr(self, name)}.")
@@ -88,7 +96,10 @@ class SFTConfig:
     DESIGN §10: lr 1e-3 and batch 128 learn 2-digit addition on one CPU core; the pass rate
     jumps abruptly, so it is measured every ``eval_every`` steps on ``eval_prompts`` held-out
     prompts with ``eval_samples`` temperature-1 samples each, and SFT stops at
-    ``target_pass_rate`` (or at ``max_steps``, reported as not reached).
+    ``target_pass_rate`` (or at ``max_steps``, reported as not reached). The estimate that
+    stops SFT is biased upwards (it is the first of many noisy estimates to cross the target), so
+    the pass rate reported is measured again afterwards with fresh samples: ``final_eval_samples``
+    per held-out prompt, on every held-out prompt.
     """
 
     lr: float = 1e-3
@@ -99,11 +110,17 @@ class SFTConfig:
     eval_samples: int = 4
     max_steps: int = 3000
     seed: int = 0
+    final_eval_samples: int = 16
 
     def __post_init__(self) -> None:
+        _require_int(self, ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps", "seed",
+                            "final_eval_samples"))
+        _require_number(self, ("lr", "target_pass_rate"))
+        _require_seed(self)
         if not 0.0 < self.target_pass_rate <= 1.0:
             raise ValueError(f"target_pass_rate must lie in (0, 1]; got {self.target_pass_rate}.")
-        _require_positive(self, ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps"))
+        _require_positive(self, ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps",
+                                 "final_eval_samples"))
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0; got {self.lr}.")
 
@@ -172,7 +189,12 @@ class TrainConfig:
         if not isinstance(recipe, Recipe):
             raise ValueError(f"recipe must be a Recipe or a preset name; got {type(self.recipe).__name__}.")
         object.__setattr__(self, "recipe", recipe)
-        if isinstance(self.group_size, bool) or self.group_size < 2:
+        _require_int(self, ("group_size", "prompts_per_step", "num_minibatches", "max_new_tokens", "sample_budget",
+                            "max_rounds", "eval_every", "eval_samples", "checkpoint_every", "seed", "pool_samples",
+                            "identity_check_every", "identity_check_groups"))
+        _require_int(self, ("micro_batch_size", "pool_size"), optional=True)
+        _require_seed(self)
+        if self.group_size < 2:
             raise ValueError(
                 f"group_size G must be at least 2 (a group of one has no spread to learn from); got {self.group_size}."
             )
@@ -203,8 +225,11 @@ class TrainConfig:
         if self.identity_check_every < 0 or self.identity_check_groups < 1:
             raise ValueError(f"identity_check_every must be >= 0 (0: off) and identity_check_groups >= 1; got "
                              f"{self.identity_check_every} and {self.identity_check_groups}.")
-        if not self.lr > 0 or not self.max_grad_norm > 0 or not self.temperature > 0:
-            raise ValueError("lr, max_grad_norm and temperature must all be > 0.")
+        for name in ("lr", "max_grad_norm", "temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
         if self.recipe.overlong_penalty and self.overlong_cache < 1:
             raise ValueError(
                 f"the overlong penalty band L_cache = round({self.recipe.overlong_cache_fraction} · "
@@ -224,6 +249,64 @@ class TrainConfig:
         out = dataclasses.asdict(self)
         out["recipe"] = dataclasses.asdict(self.recipe)
         return out
+
+
+def _require_problems(problems, name: str, allow_empty: bool = False) -> list[Problem]:
+    """``problems`` as a list, after checking it holds :class:`~stddial_book.tasks.Problem` objects."""
+    if isinstance(problems, (str, bytes)) or not hasattr(problems, "__len__"):
+        raise TypeError(f"{name} must be a list of Problem (from make_problems or tasks.make_split); "
+                        f"got {type(problems).__name__}.")
+    problems = list(problems)
+    if not problems and not allow_empty:
+        raise ValueError(f"{name} is empty; pass at least one Problem (TaskConfig.num_train / num_heldout > 0).")
+    wrong = next((p for p in problems if not isinstance(p, Problem)), None)
+    if wrong is not None:
+        raise TypeError(f"{name} must hold Problem objects (from make_problems or tasks.make_split), not "
+                        f"{type(wrong).__name__} {wrong!r:.40}; build them with tasks.make_problem(a, b, digits).")
+    return problems
+
+
+def _require_model(model) -> torch.device:
+    """The device of ``model``, after checking it is a torch module with parameters."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch module (e.g. model.tiny_model()); got {type(model).__name__}.")
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        raise ValueError("model has no parameters; pass a language model such as model.tiny_model().") from None
+
+
+def _require_config(config, kind: type) -> None:
+    if not isinstance(config, kind):
+        raise TypeError(f"config must be a {kind.__name__} (e.g. {kind.__name__}(...) or "
+                        f"profiles.PROFILES['quick'].{'sft' if kind is SFTConfig else 'train'}_config(...)); "
+                        f"got {type(config).__name__}.")
+
+
+def _require_int(config, names: Sequence[str], optional: bool = False) -> None:
+    """Raise ``TypeError`` naming the first field of ``names`` that is not a whole number."""
+    for name in names:
+        value = getattr(config, name)
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be a whole number{' or None' if optional else ''}; "
+                            f"got {value!r} ({type(value).__name__}).")
+
+
+def _require_seed(config) -> None:
+    if config.seed < 0:
+        raise ValueError(f"seed must be >= 0 (numpy and torch seeds are non-negative); got {config.seed}.")
+
+
+def _require_number(config, names: Sequence[str]) -> None:
+    """Raise ``TypeError`` / ``ValueError`` naming the first field of ``names`` that is not a finite number."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number; got {value!r} ({type(value).__name__}).")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite; got {value!r}.")
 
 
 def _require_positive(config, names: Sequence[str]) -> None:
@@ -246,6 +329,8 @@ def bucket_of(problem: Problem) -> str:
     Chapter 9 measures accuracy by carries too; with the answer's digits reversed, carries
     barely change how hard a problem is for the model, while each extra digit does.
     """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"bucket_of takes a Problem; got {type(problem).__name__}.")
     return f"D{problem.digits}"
 
 
@@ -268,6 +353,9 @@ def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
 
 def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.device | str = "cpu"):
     """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding)."""
+    problems = _require_problems(problems, "problems")
+    if not isinstance(codec, CharCodec):
+        raise TypeError(f"codec must be a CharCodec (model.CharCodec()); got {type(codec).__name__}.")
     encoded = [codec.encode(p.prompt) for p in problems]
     width = max(len(e) for e in encoded)
     ids = torch.full((len(encoded), width), codec.pad_id, dtype=torch.long)  # cpu-then-move
@@ -370,6 +458,14 @@ def evaluate(model, problems: Sequence[Problem], max_new_tokens: int, num_sample
              generator: torch.Generator | None = None, codec: CharCodec | None = None,
              chunk: int = 256, greedy: bool = True) -> EvalResult:
     """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket."""
+    if hasattr(problems, "__len__") and len(problems) == 0:
+        raise ValueError("evaluate got no problems: an accuracy over zero prompts is undefined; "
+                         "pass a non-empty held-out set (TaskConfig.num_heldout > 0).")
+    problems = _require_problems(problems, "problems")
+    _require_model(model)
+    for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
     codec = codec or CharCodec()
     device = next(model.parameters()).device
     was_training = model.training
@@ -402,13 +498,19 @@ def evaluate(model, problems: Sequence[Problem], max_new_tokens: int, num_sample
 
 @dataclass
 class SFTResult:
-    """How the warm start ended: steps taken, the held-out pass rate measured, whether reached."""
+    """How the warm start ended.
+
+    ``reached`` says whether the stopping rule fired (``stop_estimate``, the probe's estimate at
+    that step, crossed the target) before ``max_steps``; ``pass_rate`` is the held-out pass rate
+    measured afterwards with fresh samples, an unbiased estimate of where RL starts.
+    """
 
     steps: int
     pass_rate: float
     reached: bool
     wall_time_s: float
     history: list[dict[str, float]] = field(default_factory=list)
+    stop_estimate: float = float("nan")
 
 
 def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[torch.Tensor, ...]:
@@ -436,8 +538,16 @@ def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], co
     ``eval_prompts`` held-out problems with ``eval_samples`` samples each; training stops as
     soon as it reaches ``config.target_pass_rate``.
     """
+    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
+    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    if len(train_problems) == 0:
+        raise ValueError("sft got no training problems; pass a non-empty list (TaskConfig.num_train > 0).")
+    if len(heldout) == 0:
+        raise ValueError("sft got no held-out problems, so its stopping rule (the held-out pass rate) "
+                         "cannot be measured; pass a non-empty held-out set.")
+    _require_config(config, SFTConfig)
     codec = codec or CharCodec()
-    device = next(model.parameters()).device
+    device = _require_model(model)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator(device=device).manual_seed(config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
@@ -471,9 +581,12 @@ def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], co
             if pass_rate >= config.target_pass_rate:
                 break
     bar.close()
+    # the crossing estimate is the maximum of many noisy ones: measure again, independently
+    check = torch.Generator(device=device).manual_seed(config.seed + 104_729)
+    final = evaluate(model, heldout, max_new_tokens, config.final_eval_samples, check, codec, greedy=False)
     model.eval()
-    return SFTResult(steps=step, pass_rate=pass_rate, reached=pass_rate >= config.target_pass_rate,
-                     wall_time_s=time.perf_counter() - start, history=history)
+    return SFTResult(steps=step, pass_rate=final.sampled, reached=pass_rate >= config.target_pass_rate,
+                     wall_time_s=time.perf_counter() - start, history=history, stop_estimate=pass_rate)
 
 
 # --------------------------------------------------------------------------- RL
@@ -548,11 +661,14 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
     allgen = Batch.cat(generated, 0) if len(generated) > 1 else generated[0]
     lengths = allgen.mask.sum(dim=1).cpu().numpy()
     sigma_all = group_std(allgen.correct.reshape(-1, G))
-    silent = ~nonsilent_groups(allgen.correct, G)
+    silent = ~nonsilent_groups(allgen.correct, G)  # unanimous in correctness: the dial's silent groups
+    reward_std = group_std(allgen.rewards.reshape(-1, G), correction=1)
     out: dict[str, Any] = {
         "reward": float(allgen.rewards.mean()),
-        "reward_std": float(group_std(allgen.rewards.reshape(-1, G), correction=1).mean()),
-        "frac_reward_zero_std": float(silent.mean()),
+        "reward_std": float(reward_std.mean()),
+        # TRL's definition: the shaped rewards' std is zero (torch.isclose(std, 0)); it differs from
+        # dial/silent_fraction when a length penalty spreads the rewards of a unanimous group
+        "frac_reward_zero_std": float(np.isclose(reward_std, 0.0).mean()),
         "accuracy": float(allgen.correct.mean()),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),
@@ -581,9 +697,12 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
 
 
 def _checkable_groups(batch: Batch, groups: np.ndarray, config: TrainConfig) -> list[int]:
-    """Groups of a minibatch the identity covers: mixed, binary rewards, nothing truncated."""
+    """Groups of a minibatch the identity covers: mixed, binary rewards, nothing truncated; none
+    when sampling is tempered (the check's scores are those of the untempered policy)."""
     G, recipe = config.group_size, config.recipe
     chosen = []
+    if config.temperature != 1.0:
+        return chosen
     for g in groups:
         rows = slice(int(g) * G, (int(g) + 1) * G)
         k = int(batch.correct[rows].sum())
@@ -624,7 +743,8 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
     # forward pass is needed (a full pass agrees to float rounding; test_rollout checks it).
     old = batch.logprobs
     with torch.no_grad():
-        ref = (completion_logprobs(ref_model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
+        ref = (completion_logprobs(ref_model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask,
+                                   temperature=config.temperature)
                if ref_model is not None else None)
     num_groups = len(batch) // G
     order = state.rng.permutation(num_groups)
@@ -652,8 +772,10 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
             r = rows[m:m + micro]
             if not bool(loss_mask[r].any()):
                 continue
+            # at the sampling temperature: π_old (the sampler's log-probs) is the tempered policy
             logp, ent = completion_logprobs(model, batch.prompt_ids[r], batch.prompt_mask[r],
-                                            batch.completion_ids[r], batch.mask[r], with_entropy=True)
+                                            batch.completion_ids[r], batch.mask[r], with_entropy=True,
+                                            temperature=config.temperature)
             out = policy_loss(logp, old[r], adv[r], batch.mask[r], recipe,
                               max_new_tokens=config.max_new_tokens,
                               ref_logprobs=ref[r] if ref is not None else None,
@@ -687,8 +809,23 @@ def peak_memory_mb(device) -> dict[str, float]:
     return out
 
 
+def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
+    """The last complete checkpoint of a run directory, or ``None`` when it has none.
+
+    :func:`train` writes a checkpoint into ``checkpoint.tmp``, moves the previous one to
+    ``checkpoint.old`` and renames the new one to ``checkpoint``; a crash between the two renames
+    leaves only ``checkpoint.old``, which is then the last complete checkpoint (its ``state.json``,
+    written last, marks it complete).
+    """
+    directory = Path(directory)
+    for name in (CHECKPOINT, CHECKPOINT + ".old"):
+        if (directory / name / "state.json").is_file():
+            return directory / name
+    return None
+
+
 def _save_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
-    """Write model, optimizer and random states to ``directory/checkpoint`` atomically."""
+    """Write model, optimizer and random states to ``directory/checkpoint`` (see :func:`checkpoint_dir`)."""
     from safetensors.torch import save_model
 
     tmp = directory / (CHECKPOINT + ".tmp")
@@ -697,33 +834,60 @@ def _save_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
     save_model(model, str(tmp / "model.safetensors"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(state.to_json()) + "\n")
+    (tmp / "state.json").write_text(json.dumps(state.to_json()) + "\n")  # last: marks the checkpoint complete
     final = directory / CHECKPOINT
     old = directory / (CHECKPOINT + ".old")
-    shutil.rmtree(old, ignore_errors=True)
     if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
         final.rename(old)
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _load_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
+def _damaged(path: Path, err: Exception) -> ValueError:
+    """A ``ValueError`` naming a checkpoint file that cannot be read, and what to do about it."""
+    reason = (str(err).strip().splitlines() or [""])[0][:160]
+    return ValueError(f"{path} cannot be read ({type(err).__name__}: {reason}); the checkpoint is damaged: "
+                      f"delete {path.parent} to resume from the one before, if any, or start the run afresh.")
+
+
+def _load_checkpoint(path: Path, model, optimizer, state: _State) -> None:
+    """Restore model, optimizer, counters and random states from the checkpoint directory ``path``."""
     from safetensors.torch import load_model
 
-    path = directory / CHECKPOINT
-    load_model(model, str(path / "model.safetensors"))
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    rng = torch.load(path / "rng.pt", weights_only=True)
-    state.load(json.loads((path / "state.json").read_text()), rng["generator"])
-    torch.set_rng_state(rng["torch"])
+    device = next(model.parameters()).device
+    parts: dict[str, Any] = {}
+    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json"):
+        try:
+            if name == "model.safetensors":
+                load_model(model, str(path / name), device=str(device))
+            elif name == "state.json":
+                parts[name] = json.loads((path / name).read_text())
+            else:  # random states are CPU tensors whatever the device; the optimizer's follow the model
+                parts[name] = torch.load(path / name, weights_only=True,
+                                         map_location=device if name == "optimizer.pt" else "cpu")
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as err:  # safetensors, pickle, zip, JSON and OS errors alike
+            raise _damaged(path / name, err) from None
+    try:
+        optimizer.load_state_dict(parts["optimizer.pt"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise _damaged(path / "optimizer.pt", err) from None
+    try:
+        state.load(parts["state.json"], parts["rng.pt"]["generator"])
+        torch.set_rng_state(parts["rng.pt"]["torch"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise _damaged(path / "state.json", err) from None
 
 
 def _truncate_metrics(directory: Path, last_step: int) -> None:
-    """Drop records logged after the checkpoint (they will be logged again, identically)."""
+    """Drop records logged after the checkpoint (they will be logged again, identically) and a
+    partial last line a crash may have left."""
     path = directory / "metrics.jsonl"
     if not path.exists():
         return
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= last_step]
+    lines = [json.dumps(r, allow_nan=False) for r in read_records(path) if r["step"] <= last_step]
     path.write_text("".join(ln + "\n" for ln in lines))
 
 
@@ -746,9 +910,18 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     """
     from safetensors.torch import load_model, save_model
 
+    _require_config(config, TrainConfig)
+    _require_model(model)
+    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
+    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
     codec = codec or CharCodec()
     recipe: Recipe = config.recipe
     directory = Path(out)
+    if config.eval_every and len(heldout) == 0:
+        raise ValueError("train got no held-out problems but eval_every > 0; pass a held-out set or set "
+                         "eval_every=0 (no evaluation).")
     if config.pool_size is not None and len(train_problems) < config.pool_size:
         raise ValueError(f"pool_size is {config.pool_size} but only {len(train_problems)} training problems "
                          "were given; pass more problems or a smaller pool_size.")
@@ -757,9 +930,9 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
                          f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step.")
     pool = list(train_problems) if config.pool_size is None else list(train_problems[:config.pool_size])
     device = next(model.parameters()).device
-    has_checkpoint = (directory / CHECKPOINT / "state.json").exists()
+    saved_checkpoint = checkpoint_dir(directory)
     config_dict = config.to_dict()
-    if resume and not has_checkpoint:
+    if resume and saved_checkpoint is None:
         raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
     if resume:
         saved = load_run(directory)[0].get("config", {}).get("train")
@@ -788,7 +961,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     state = _State(config.seed, device)
     torch.manual_seed(config.seed)
     if resume:
-        _load_checkpoint(directory, model, optimizer, state)
+        _load_checkpoint(saved_checkpoint, model, optimizer, state)
         _truncate_metrics(directory, state.step)
     model.train()
     eval_gen_seed = 1_000_003 * (config.seed + 1)
@@ -879,6 +1052,10 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         if state.step % config.checkpoint_every == 0 or done:
             _save_checkpoint(directory, model, optimizer, state)
     bar.close()
+    if last_eval is None and config.eval_every and state.step > 0 and not stopped_early:
+        # a resumed run that had already finished: the final evaluation, as logged (its samples are
+        # seeded by the step, so this is the same measurement)
+        last_eval = run_eval(state.step)
     log.provenance.update(peak_memory_mb(device))
     log.finish()
     return TrainResult(steps=state.step, samples_generated=state.samples_generated,

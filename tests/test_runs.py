@@ -53,3 +53,37 @@ def test_a_cpu_run_is_recorded_as_cpu(tmp_path) -> None:
     assert environment("cpu")["device"].startswith("cpu (") and environment()["device"].startswith("cpu (")
     log = RunLog(tmp_path, "cmd", 0, "quick", device="cpu")
     assert log.provenance["device"].startswith("cpu (")
+
+
+def test_a_partial_last_line_is_skipped_with_a_warning(tmp_path) -> None:
+    """A run killed while writing leaves half a line: loading warns and keeps the complete records."""
+    log = RunLog(tmp_path, "cmd", 0, "quick")
+    log.log(0, {"reward": 0.1})
+    log.log(1, {"reward": 0.2})
+    with open(tmp_path / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 2, "rew')
+    with pytest.warns(UserWarning, match="partial last line"):
+        records = load_run(tmp_path)[1]
+    assert [r["step"] for r in records] == [0, 1]
+
+
+def test_damaged_run_files_are_named(tmp_path) -> None:
+    log = RunLog(tmp_path, "cmd", 0, "quick")
+    log.log(0, {"reward": 0.1})
+    log.log(1, {"reward": 0.2})
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    (tmp_path / "metrics.jsonl").write_text(lines[0][:-3] + "\n" + lines[1] + "\n")  # damage a middle line
+    with pytest.raises(ValueError, match=r"metrics.jsonl, line 1, is damaged"):
+        load_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "provenance.json").write_text('{"seed": 0,')
+    with pytest.raises(ValueError, match=r"provenance.json is damaged"):
+        load_run(tmp_path)
+    with pytest.raises(ValueError, match=r"provenance.json is damaged"):
+        RunLog(tmp_path, "cmd", 0, "quick", resume=True)
+
+
+def test_a_file_in_the_way_of_the_run_directory(tmp_path) -> None:
+    (tmp_path / "taken").write_text("not a directory")
+    with pytest.raises(ValueError, match="a file of that name is in the way"):
+        RunLog(tmp_path / "taken", "cmd", 0, "quick")

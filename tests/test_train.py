@@ -86,7 +86,7 @@ def test_each_recipe_end_to_end(recipe, problems, warm, tmp_path) -> None:
         for r in steps:  # only mixed groups reach the update
             assert all(s > 0 for s in r.get("groups/sigma", []))
         assert result.samples_kept < result.samples_generated or all(
-            r["frac_reward_zero_std"] == 0 for r in steps)
+            r["dial/silent_fraction"] == 0 for r in steps)
     else:
         assert result.samples_kept == result.samples_generated
 
@@ -107,7 +107,7 @@ def test_a_fixed_pool_is_measured_and_every_group_names_its_prompt(recipe, probl
         assert all(0 <= i < 12 for i in r["groups_generated/prompt"])  # only pool prompts are drawn
         assert len(r["groups_generated/k"]) * G == r["samples/step_generated"]
         silent = [k in (0, G) for k in r["groups_generated/k"]]
-        assert r["frac_reward_zero_std"] == pytest.approx(np.mean(silent))
+        assert r["dial/silent_fraction"] == pytest.approx(np.mean(silent))
         assert set(r.get("groups/prompt", [])) <= set(r["groups_generated/prompt"])
         if recipe == "dapo":  # refill rounds ask only for the groups still missing
             assert r["samples/step_discarded_surplus"] == 0
@@ -156,6 +156,100 @@ def test_resume_continues_exactly(recipe, pool, problems, warm, tmp_path) -> Non
 
     assert clean(load_run(tmp_path / "a")[1]) == clean(load_run(tmp_path / "b")[1])
     assert len(load_run(tmp_path / "b")[0]["resumed_at"]) == 1
+
+
+def test_resume_survives_crash_debris(problems, warm, tmp_path) -> None:
+    """A crash between the checkpoint's two renames leaves only checkpoint.old (and the new one
+    half-moved), and a kill mid-write leaves half a log line: resume falls back to the last complete
+    checkpoint, drops the partial line, and ends exactly where one straight run ends."""
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=320)
+    straight = fresh(warm)
+    train(straight, train_set, heldout, config, tmp_path / "a")
+    train(fresh(warm), train_set, heldout, config, tmp_path / "b", stop_after=3)
+    run = tmp_path / "b"
+    (run / "checkpoint").rename(run / "checkpoint.old")       # the crash: the new checkpoint not in place
+    (run / "checkpoint.tmp").mkdir()                           # and a half-written one beside it
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 4, "rew')
+    resumed = fresh(warm)
+    with pytest.warns(UserWarning, match="partial last line"):
+        train(resumed, train_set, heldout, config, run, resume=True)
+    for (name, p), q in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert not (run / "checkpoint.old").exists() and (run / "checkpoint" / "state.json").exists()
+    steps = [r["step"] for r in load_run(run)[1]]
+    assert steps == sorted(set(steps)) == [r["step"] for r in load_run(tmp_path / "a")[1]]
+
+
+@pytest.mark.parametrize("victim", ["model.safetensors", "optimizer.pt", "rng.pt", "state.json"])
+def test_a_damaged_checkpoint_is_named(victim, problems, warm, tmp_path) -> None:
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=64, eval_every=0)
+    train(fresh(warm), train_set, heldout, config, tmp_path, stop_after=2)
+    (tmp_path / "checkpoint" / victim).write_bytes(b"{garbage")
+    with pytest.raises(ValueError, match=victim.replace(".", r"\.") + r".*damaged"):
+        train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
+
+
+def test_checkpoints_load_onto_the_models_device(problems, warm, tmp_path, monkeypatch) -> None:
+    """torch.load maps the optimizer state onto the model's device and the random states onto the
+    CPU, so a checkpoint written on a GPU resumes on a CPU (and the other way round)."""
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=64, eval_every=0)
+    train(fresh(warm), train_set, heldout, config, tmp_path, stop_after=2)
+    seen = {}
+    real_load = torch.load
+
+    def spy(path, *args, **kwargs):
+        seen[Path(path).name] = kwargs.get("map_location")
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
+    assert seen == {"optimizer.pt": torch.device("cpu"), "rng.pt": "cpu"}
+
+
+def test_a_resumed_finished_run_returns_its_final_evaluation(problems, warm, tmp_path) -> None:
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=64)
+    first = train(fresh(warm), train_set, heldout, config, tmp_path)
+    again = train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
+    assert again.steps == first.steps and again.final_eval is not None
+    assert again.final_eval.metrics() == first.final_eval.metrics()
+    assert [r["step"] for r in load_run(tmp_path)[1]].count(first.steps) == 1  # nothing logged twice
+
+
+def test_frac_reward_zero_std_is_trls_metric_under_shaped_rewards() -> None:
+    """TRL counts groups whose (shaped) reward std is zero; the dial's silent fraction counts groups
+    unanimous in correctness. A length penalty inside an all-wrong group separates the two."""
+    from stddial_book.train import _batch_metrics
+
+    G = 4
+    n = 2 * G
+    correct = np.zeros(n)
+    rewards = np.zeros(n)
+    rewards[1] = -0.5  # group 0: all wrong, one penalised for length; group 1: all wrong, unpenalised
+    batch = Batch(torch.zeros(n, 2, dtype=torch.long), torch.ones(n, 2, dtype=torch.bool),
+                  torch.zeros(n, 3, dtype=torch.long), torch.ones(n, 3, dtype=torch.bool),
+                  torch.zeros(n, dtype=torch.bool), torch.zeros(n, 3), correct, rewards,
+                  np.array(["D1"] * n), np.repeat(np.arange(2), G))
+    config = TrainConfig(recipe="grpo", group_size=G, prompts_per_step=2, num_minibatches=1)
+    metrics = _batch_metrics([batch], batch[np.array([], dtype=int)], np.zeros(0), config)
+    assert metrics["dial/silent_fraction"] == 1.0 and metrics["frac_reward_zero_std"] == 0.5
+
+
+def test_sft_reports_a_fresh_measurement_not_the_crossing_estimate(problems) -> None:
+    """The estimate that stops SFT is the first of many noisy ones to cross the target (biased
+    upwards); the pass rate reported is measured again on every held-out prompt with new samples."""
+    train_set, heldout = problems
+    config = TINY.sft_config(final_eval_samples=3)
+    model = model_for_profile(TINY)
+    result = sft(model, train_set, heldout, config, max_new_tokens=4)
+    assert result.reached and result.stop_estimate == result.history[-1]["sft/pass_rate"] >= 0.25
+    check = torch.Generator().manual_seed(config.seed + 104_729)
+    again = evaluate(model, heldout, 4, 3, check, greedy=False)
+    assert result.pass_rate == again.sampled and again.successes.sum() <= 3 * len(heldout)
 
 
 @pytest.mark.parametrize("recipe", ["grpo", "dr_grpo", "dapo"])
@@ -215,7 +309,7 @@ def test_dynamic_sampling_counts_what_it_discards(problems, tmp_path) -> None:
     assert record["dynamic_sampling/rounds"] == 3 and record["dynamic_sampling/hit_cap"] is True
     assert record["samples/generated"] == 3 * 8 * 4 and record["samples/kept"] == 0
     assert record["optimizer_steps"] == 0 and result.updates == 0
-    assert record["frac_reward_zero_std"] == 1.0
+    assert record["dial/silent_fraction"] == 1.0
 
 
 def test_dapo_refills_with_prompts_not_yet_drawn_this_step(problems, warm, tmp_path) -> None:
@@ -278,10 +372,27 @@ def test_batch_concatenation_pads_both_sides() -> None:
     (dict(recipe="ppo"), "unknown recipe 'ppo'"),
     (dict(recipe=DAPO, max_new_tokens=2), "penalty band"),
     (dict(eval_every=-1), "eval_every must be >= 0"),
+    (dict(seed=-1), "seed must be >= 0"),
 ])
 def test_bad_configs_name_the_fix(changes, message) -> None:
     with pytest.raises(ValueError, match=message):
         TrainConfig(**{"recipe": "grpo", **changes})
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: TrainConfig(group_size="8"), "group_size must be a whole number"),
+    (lambda: TrainConfig(prompts_per_step=32.0), "prompts_per_step must be a whole number"),
+    (lambda: TrainConfig(pool_size=2.5), "pool_size must be a whole number or None"),
+    (lambda: TrainConfig(max_rounds=True), "max_rounds must be a whole number"),
+    (lambda: SFTConfig(batch_size="128"), "batch_size must be a whole number"),
+    (lambda: SFTConfig(lr="1e-3"), "lr must be a number"),
+    (lambda: TaskConfig(digits=2), "digits must be a sequence"),
+    (lambda: TaskConfig(num_train=10.5), "num_train must be a whole number"),
+])
+def test_config_fields_of_the_wrong_type_are_named(make, message) -> None:
+    with pytest.raises(TypeError, match=message):
+        make()
+    assert TaskConfig(digits=[2, 3]).digits == (2, 3)  # a list is a sequence of digit counts too
 
 
 def test_overlong_cache_longer_than_the_cap_is_refused() -> None:
@@ -346,6 +457,57 @@ def test_cli_errors_are_readable(tiny_profile, tmp_path, capsys, monkeypatch) ->
     assert "ran out of memory" in err and "--micro-batch-size 8" in err
 
 
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_cli_checks_the_configuration_before_any_work(tiny_profile, tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--sample-budget", "-5",
+                 "--no-progress"]) == 2
+    assert "sample_budget must be at least 1" in _one_line_error(capsys)
+    assert not out.exists()  # no SFT was run first
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--micro-batch-size", "5",
+                 "--no-progress"]) == 2
+    assert "must divide the minibatch" in _one_line_error(capsys) and not out.exists()
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--init",
+                 str(tmp_path / "missing"), "--no-progress"]) == 2
+    assert "holds no SFT model" in _one_line_error(capsys)
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume",
+                 "--no-progress"]) == 2
+    assert "holds no checkpoint" in _one_line_error(capsys)
+    (tmp_path / "afile").write_text("x")
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path / "afile"),
+                 "--no-progress"]) == 2
+    assert "is a file" in _one_line_error(capsys)
+
+
+def test_cli_names_damaged_and_mismatched_files(tiny_profile, tmp_path, capsys, monkeypatch) -> None:
+    sft_dir = tmp_path / "sft"
+    sft_dir.mkdir()
+    (sft_dir / "model.safetensors").write_bytes(b"not a safetensors file")
+    assert main(["eval", "--checkpoint", str(sft_dir), "--profile", "tiny"]) == 2
+    assert "model.safetensors cannot be read" in _one_line_error(capsys)
+    assert main(["eval", "--checkpoint", str(tmp_path / "nowhere"), "--profile", "tiny"]) == 2
+    assert "is not a directory" in _one_line_error(capsys)
+    small = dataclasses.replace(TINY, name="small", model={**TINY.model, "num_layers": 1})
+    monkeypatch.setitem(profiles.PROFILES, "small", small)
+    save_model(model_for_profile(TINY), str(sft_dir / "model.safetensors"))
+    assert main(["eval", "--checkpoint", str(sft_dir), "--profile", "small"]) == 2
+    assert "does not match profile 'small'" in _one_line_error(capsys)
+    # a damaged run log: resume names the file and the line
+    run = tmp_path / "run"
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(run), "--init", str(sft_dir),
+                 "--sample-budget", "64", "--no-progress"]) == 0
+    capsys.readouterr()
+    (run / "provenance.json").write_text("{")
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(run), "--init", str(sft_dir),
+                 "--sample-budget", "64", "--resume", "--no-progress"]) == 2
+    assert "provenance.json is damaged" in _one_line_error(capsys)
+
+
 def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(experiments.ENV_CACHE, str(tmp_path))
     first = experiments.rl_run(TINY, "dr_grpo", seed=1, sample_budget=32)
@@ -374,3 +536,37 @@ def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profil
     before = (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns
     record_runs(tiny_profile, ["grpo"], [0], tmp_path / "work", out)  # finished: not run again
     assert (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m, p: evaluate(None, p[1], 4), TypeError, "model must be a torch module"),
+    (lambda m, p: evaluate(m, ["1+1="], 4), TypeError, "must hold Problem objects"),
+    (lambda m, p: sft(m, p[0], p[1], {"lr": 1e-3}), TypeError, "config must be a SFTConfig"),
+    (lambda m, p: train(m, p[0], p[1], {"group_size": 4}, "unused"), TypeError, "config must be a TrainConfig"),
+    (lambda m, p: train(m, p[0], p[1], TINY.train_config("grpo"), None), TypeError, "out must be a directory"),
+    (lambda m, p: bucket_of("D2"), TypeError, "bucket_of takes a Problem"),
+    (lambda m, p: profiles.active_profile(3), TypeError, "profile name must be a string"),
+])
+def test_the_training_path_names_a_wrong_argument(call, error, message, problems) -> None:
+    with pytest.raises(error, match=message):
+        call(model_for_profile(TINY), problems)
+
+
+def test_a_cached_run_checks_its_recipe_before_the_warm_start(tiny_profile, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(experiments.ENV_CACHE, str(tmp_path))
+    monkeypatch.setattr(experiments, "warm_start", lambda *a, **k: pytest.fail("SFT ran before the check"))
+    with pytest.raises(ValueError, match="unknown recipe 'ppo'"):
+        experiments.rl_run(TINY, "ppo")
+
+
+def test_tempered_sampling_starts_at_ratio_one(problems, warm, tmp_path) -> None:
+    """π_old is the tempered sampler's policy, so the loss takes its log-probs at the same
+    temperature: with one minibatch per step no token can be clipped (every ratio is 1). The
+    untempered loss put ratios at 0.6 to 1.4 at temperature 0.5, and clipped many tokens."""
+    train_set, heldout = problems
+    model = fresh(warm, torch.float64)
+    config = TINY.train_config(GRPO.replace(kl_coef=0.0, clip_low=0.01, clip_high=0.01), sample_budget=64,
+                               num_minibatches=1, temperature=0.5, eval_every=0)
+    train(model, train_set, heldout, config, tmp_path / "tempered")
+    steps = [r for r in load_run(tmp_path / "tempered")[1] if r["step"] > 0]
+    assert len(steps) >= 2 and all(r["clip_ratio/region_mean"] == 0.0 for r in steps)

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV_CACHE", "cache_dir", "code_fingerprint", "sft_to_dir", "train_to_dir", "warm_start",
-           "rl_run", "load_model_from"]
+__all__ = ["ENV_CACHE", "RUN_FILES", "cache_dir", "code_fingerprint", "remove_stale_run", "sft_to_dir",
+           "train_to_dir", "warm_start", "rl_run", "load_model_from"]
 
 ENV_CACHE = "STDDIAL_CACHE"
 
@@ -83,6 +83,38 @@ def load_model_from(profile, directory: str | os.PathLike, device: str | None = 
     return model
 
 
+#: What a run directory may hold (an SFT or an RL run, finished or not): only a directory holding
+#: nothing else is ever removed to start it afresh.
+RUN_FILES = frozenset({"metrics.jsonl", "provenance.json", "sft.json", "model.safetensors", "done", "init",
+                       "sft", "checkpoint", "checkpoint.tmp", "checkpoint.old"})
+
+
+def remove_stale_run(directory: str | os.PathLike) -> None:
+    """Delete an unfinished run in ``directory`` so that it can start afresh, and nothing else.
+
+    A directory is removed only if it holds nothing but a run's own files (:data:`RUN_FILES`); the
+    current directory, one of its parents, and a directory with any other file are refused with a
+    ``ValueError``, so that a mistyped ``--out`` can never delete a reader's work.
+    """
+    path = Path(directory)
+    if str(directory).strip() in ("", "."):
+        raise ValueError(f"the output directory {str(directory)!r} is the current directory; name a new "
+                         "directory for the run, e.g. --out runs/sft.")
+    if not path.exists():
+        return
+    if not path.is_dir():
+        raise ValueError(f"{path} is a file, not a run directory; choose another output directory.")
+    resolved, cwd = path.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or resolved == Path(resolved.anchor):
+        raise ValueError(f"{path} is the current directory or one of its parents; name a new directory for "
+                         "the run.")
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in RUN_FILES)
+    if foreign:
+        raise ValueError(f"{path} holds files that are not a run's ({', '.join(foreign[:5])}); nothing was "
+                         "deleted: choose a new or empty output directory.")
+    shutil.rmtree(path)
+
+
 def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = False, command: str = "") -> Path:
     """SFT the profile's model into ``out``: ``model.safetensors``, ``sft.json`` and a run log."""
     from safetensors.torch import save_model
@@ -97,7 +129,7 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     task, config = profile.task_config(), profile.sft_config(seed)
     train_problems, heldout = make_problems(task)
     model = model_for_profile(profile, seed=seed).to(profile.device)
-    shutil.rmtree(out, ignore_errors=True)  # a half-finished SFT is cheap to redo
+    remove_stale_run(out)  # a half-finished SFT is cheap to redo; anything else is refused
     log = RunLog(out, command=command, seed=seed, profile=profile.name,
                  config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device)
     result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
@@ -156,7 +188,7 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     if not done.exists():
         resume = checkpoint_dir(out) is not None
         if not resume:
-            shutil.rmtree(out, ignore_errors=True)
+            remove_stale_run(out)
         name = config.recipe.name
         train_to_dir(profile, config.recipe, seed, init, out, resume=resume, progress=progress,
                      command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})", **changes)

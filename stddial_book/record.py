@@ -23,7 +23,7 @@ RECORDED_FILES = ("metrics.jsonl", "provenance.json")
 def record_runs(profile, recipes: Sequence[str], seeds: Sequence[int], work: str | Path, out: str | Path,
                 sft_seed: int = 0, progress: bool = False, command: str = "") -> list[Path]:
     """Run (or resume) every recipe × seed from one SFT model and copy the logs to ``out``."""
-    from .experiments import sft_to_dir, train_to_dir
+    from .experiments import remove_stale_run, sft_to_dir, train_to_dir
     from .recipes import recipe_key
     from .train import checkpoint_dir
 
@@ -40,7 +40,7 @@ def record_runs(profile, recipes: Sequence[str], seeds: Sequence[int], work: str
             if not (run / "done").exists():
                 resume = checkpoint_dir(run) is not None
                 if not resume:
-                    shutil.rmtree(run, ignore_errors=True)
+                    remove_stale_run(run)
                 train_to_dir(profile, recipe, seed, sft_dir, run, resume=resume, progress=progress,
                              command=command)
                 (run / "done").write_text("finished\n")

@@ -570,3 +570,29 @@ def test_tempered_sampling_starts_at_ratio_one(problems, warm, tmp_path) -> None
     train(model, train_set, heldout, config, tmp_path / "tempered")
     steps = [r for r in load_run(tmp_path / "tempered")[1] if r["step"] > 0]
     assert len(steps) >= 2 and all(r["clip_ratio/region_mean"] == 0.0 for r in steps)
+
+
+def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypatch, capsys) -> None:
+    """Starting a run afresh removes an unfinished run, never anything else: `--out ''` once meant
+    the current directory, which was deleted."""
+    from stddial_book.experiments import remove_stale_run
+
+    work = tmp_path / "work"
+    (work / "notes").mkdir(parents=True)
+    (work / "notes" / "mine.txt").write_text("keep")
+    monkeypatch.chdir(work)
+    for path in ("", ".", str(tmp_path), "/"):
+        with pytest.raises(ValueError, match="current directory|parents"):
+            remove_stale_run(path)
+    with pytest.raises(ValueError, match="not a run's"):
+        remove_stale_run("notes")
+    assert main(["sft", "--profile", "tiny", "--out", "", "--no-progress"]) == 2
+    assert "current directory" in _one_line_error(capsys)
+    assert main(["sft", "--profile", "tiny", "--out", "notes", "--no-progress"]) == 2
+    assert "not a run's" in _one_line_error(capsys)
+    assert (work / "notes" / "mine.txt").read_text() == "keep"
+    stale = work / "stale"
+    (stale / "checkpoint").mkdir(parents=True)
+    (stale / "metrics.jsonl").write_text("")
+    remove_stale_run(stale)
+    assert not stale.exists() and (work / "notes" / "mine.txt").exists()

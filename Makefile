@@ -4,6 +4,8 @@
 #   make test         run the whole test suite (chapter execution included)
 #   make screenshots  PNG of every page of an already built site (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
+#   make publish      push an already built site to the gh-pages branch (ghp-import); the
+#                     workflow .github/workflows/pages.yml does the same on every push to main
 #   make clean        remove build outputs and caches (keeps .venv)
 #   make distclean    clean, and remove .venv too
 #
@@ -28,7 +30,7 @@ RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/ru
 TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
 BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 
-.PHONY: .venv venv book test screenshots sync clean distclean
+.PHONY: .venv venv book test screenshots sync publish clean distclean
 
 .venv: $(STAMP)
 venv: $(STAMP)
@@ -59,6 +61,13 @@ screenshots: .venv
 # roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.
 sync: .venv
 	$(BIN)/python -m stddial_book._colab chapters/*.md appendix/*.md
+
+# A manual push of the built site to the gh-pages branch, as the Jupyter Book documentation shows.
+# ghp-import is a publishing tool, not a build dependency: installed here, on first use.
+publish: .venv
+	@test -f _build/html/index.html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
+	$(BIN)/python -m pip install -q "ghp-import==2.1.0"
+	$(BIN)/ghp-import -n -p -f _build/html
 
 clean:
 	rm -rf _build .cache .pytest_cache .hypothesis *.egg-info

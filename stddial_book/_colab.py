@@ -174,6 +174,8 @@ def _convert_blocks(text: str, md_path: Path, stash) -> str:
             out.extend("> " + line if line else ">" for line in body_text.split("\n"))
         elif name == "math":
             out.extend(["$$", body_text, "$$"])
+        elif name == "nb-exec-table":  # filled in by the site build from its own execution records
+            out.append("*(On the website, a table of how long each page took to execute in its build.)*")
         else:
             raise ValueError(f"{md_path.name}: no Colab form for the {{{name}}} directive; add one to "
                              "stddial_book/_colab.py.")

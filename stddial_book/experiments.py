@@ -31,12 +31,42 @@ def cache_dir() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "stddial_book"
 
 
+#: The modules a training run starts from; :func:`run_modules` adds every package module they import.
+_RUN_ENTRY_POINTS = ("train", "experiments", "record", "profiles", "__init__")
+
+
+def run_modules() -> list[str]:
+    """The package's modules whose code can change a training run: the entry points and, read from
+    their source, every package module they import, at load time or inside a function, transitively.
+    Figures, widgets, the book's build tooling and the TRL bridge are not among them (unless a run
+    imports them), so editing those does not invalidate cached runs."""
+    import ast
+
+    here = Path(__file__).parent
+    found: set[str] = set()
+    todo = list(_RUN_ENTRY_POINTS)
+    while todo:
+        name = todo.pop()
+        if name in found or not (here / f"{name}.py").is_file():
+            continue
+        found.add(name)
+        for node in ast.walk(ast.parse((here / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    todo.append(node.module.split(".")[0])
+                else:
+                    todo.extend(alias.name for alias in node.names)
+    return sorted(found)
+
+
 def code_fingerprint() -> str:
-    """A hash of every module of this package and the torch version (part of each cache key)."""
+    """A hash of the modules a run executes (:func:`run_modules`) and the torch version (part of
+    each cache key): a changed line in any of them gives a new key."""
     import torch
 
     digest = hashlib.sha256(torch.__version__.encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for name in run_modules():
+        path = Path(__file__).parent / f"{name}.py"
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

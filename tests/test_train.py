@@ -596,3 +596,13 @@ def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypa
     (stale / "metrics.jsonl").write_text("")
     remove_stale_run(stale)
     assert not stale.exists() and (work / "notes" / "mine.txt").exists()
+
+
+def test_the_cache_key_covers_the_code_a_run_executes() -> None:
+    """Runs are cached under a hash of the modules they execute, lazy imports included (the in-update
+    identity check imports gradcheck inside a function); the figures, widgets and build tooling are
+    left out, so editing a page's helpers does not retrain every chapter's runs."""
+    modules = set(experiments.run_modules())
+    assert {"train", "rollout", "losses", "recipes", "sampling", "tasks", "model", "gradcheck", "solve_rates",
+            "identity", "runs", "profiles"} <= modules
+    assert not modules & {"widgets", "plots", "_colab", "_screenshots", "display", "trl_bridge", "edition"}

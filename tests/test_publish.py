@@ -1,0 +1,80 @@
+"""The site is published by the conventional GitHub Pages workflow, with the same build as CI.
+
+The workflow cannot run here (no GitHub runner); these checks pin what can be checked offline:
+it parses, it runs the Makefile's strict `book` target rather than a build of its own, it keeps
+torch on the CPU build, and it deploys exactly the directory that target writes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
+
+
+def _makefile_recipe(target: str) -> list[str]:
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"^{target}:", line))
+    body = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        body.append(line.strip())
+    return body
+
+
+def _steps(workflow: dict, job: str) -> list[dict]:
+    return workflow["jobs"][job]["steps"]
+
+
+def test_the_workflow_parses_and_deploys_on_push_to_main() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert triggers["push"]["branches"] == ["main"]
+    assert workflow["permissions"]["pages"] == "write" and workflow["permissions"]["id-token"] == "write"
+    uses = [s.get("uses", "") for s in _steps(workflow, "build")]
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+    assert workflow["jobs"]["deploy"]["needs"] == "build"
+    assert any(s.get("uses", "").startswith("actions/deploy-pages@") for s in _steps(workflow, "deploy"))
+
+
+def test_the_workflow_runs_the_same_strict_build_as_the_makefile() -> None:
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    runs = [s["run"] for s in _steps(workflow, "build") if "run" in s]
+    assert any(line.strip() == "make book" for run in runs for line in run.splitlines())
+    assert not any("jupyter-book build" in run for run in runs)  # no second, looser build command
+    book = " ".join(_makefile_recipe("book"))
+    assert re.search(r"jupyter-book build \. -W -n --keep-going", book)
+    # what is deployed is what `make book` writes
+    upload = next(s for s in _steps(workflow, "build") if s.get("uses", "").startswith("actions/upload-pages"))
+    assert upload["with"]["path"] == "_build/html" and "_build/html" in book
+    # torch stays the CPU build: installed from the CPU index before make installs requirements.txt
+    pinned = re.search(r"^torch==(\S+)", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    install = next(run for run in runs if "torch==" in run)
+    assert f"torch=={pinned}" in install and "download.pytorch.org/whl/cpu" in install
+    assert runs.index(install) < next(i for i, run in enumerate(runs) if "make book" in run)
+
+
+def test_make_publish_pushes_the_built_site_with_ghp_import() -> None:
+    recipe = " ".join(_makefile_recipe("publish"))
+    assert "ghp-import" in recipe and "_build/html" in recipe
+
+
+def test_citation_file_is_valid_and_matches_the_package() -> None:
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"].startswith("1.2") and citation["title"] and citation["authors"]
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert str(citation["version"]) == version
+    assert citation["url"] == yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"].rstrip("/") + "/"
+    assert any("2607.00152" in str(ref) for ref in citation["references"])  # the paper the book reproduces
+
+
+def test_the_front_page_lists_every_page_of_the_book() -> None:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+    linked = set(re.findall(r"\]\(([^)#]+)\.md\)", (ROOT / "index.md").read_text()))
+    assert [p for p in pages if p not in linked] == []

@@ -1,0 +1,61 @@
+"""The chapter 5 explorer: a live ipywidgets version for a kernel, and a self-contained HTML one that
+works on the static site. The HTML one only draws numbers the package computed, so they are checked
+here against the closed forms; its markup must load nothing from the network."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from stddial_book.identity import expected_update_weight, silent_probability, update_weight
+from stddial_book.recipes import PRESETS
+from stddial_book.widgets import silent_explorer, silent_explorer_data, silent_explorer_html
+
+
+def test_explorer_data_are_the_closed_forms() -> None:
+    group_sizes, solve_rates = (2, 8), (0.0, 0.3, 1.0)
+    data = silent_explorer_data(group_sizes=group_sizes, solve_rates=solve_rates)
+    for key, recipe in PRESETS.items():
+        for gi, G in enumerate(group_sizes):
+            cell = data["recipes"][key]["by_g"][gi]
+            assert np.allclose(cell["weights"], update_weight(np.arange(G + 1) / G, recipe, G), atol=1e-5)
+            assert cell["weights"][0] == 0 and cell["weights"][G] == 0  # silent outcomes carry no weight
+            j = G // 2
+            for pi, p in enumerate(solve_rates):
+                row = cell["by_p"][pi]
+                assert sum(row["pmf"]) == pytest.approx(1.0, abs=1e-4)
+                assert row["pmf"][j] == pytest.approx(math.comb(G, j) * p**j * (1 - p) ** (G - j), abs=1e-5)
+                assert row["silent"] == pytest.approx(float(silent_probability(p, G)), abs=1e-4)
+                assert row["silent"] == pytest.approx(row["pmf"][0] + row["pmf"][G], abs=1e-4)
+                assert row["expected_w"] == pytest.approx(float(expected_update_weight(p, G, recipe)), abs=1e-4)
+
+
+def test_explorer_html_is_self_contained() -> None:
+    markup = silent_explorer_html(group_size=16, solve_rate=0.1, recipe_name="Dr. GRPO").data
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", markup)      # nothing from the network
+    payload = re.search(r'<script type="application/json">(.*?)</script>', markup, re.S).group(1)
+    data = json.loads(payload)
+    assert data["group_sizes"][int(re.search(r'class="g"[^>]*value="(\d+)"', markup).group(1))] == 16
+    assert data["solve_rates"][int(re.search(r'class="p"[^>]*value="(\d+)"', markup).group(1))] == 0.1
+    assert '<option value="dr_grpo" selected>' in markup
+    ids = re.findall(r'id="(stddial-explorer-[0-9a-f]+)"', markup)
+    assert len(ids) == 1 and ids[0] in re.search(r"<script>(.*?)</script>", markup, re.S).group(1)
+    assert ids[0] not in silent_explorer_html().data                           # two explorers on a page
+
+
+def test_explorer_refuses_bad_settings() -> None:
+    with pytest.raises(ValueError, match="unknown recipe"):
+        silent_explorer_html(recipe_name="ppo")
+    with pytest.raises(ValueError, match="group sizes >= 2"):
+        silent_explorer_data(group_sizes=(1,))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        silent_explorer_data(solve_rates=(1.5,))
+
+
+def test_live_explorer_builds() -> None:
+    widget = silent_explorer()
+    assert [c.description for c in widget.children[:3]] == ["G", "p", "recipe"]

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.gradcheck import build_group, group_gradient_norms, identity_check, move_policy, pearson
+from stddial_book.gradcheck import (build_group, drift_study, drift_summary, identity_check, move_policy,
+                                    unclipped)
 from stddial_book.model import tiny_model
 from stddial_book.tasks import make_problem
 
@@ -53,21 +54,34 @@ def test_silent_group_refused(setup) -> None:
         identity_check(model, silent, EXACT, 6)
 
 
-def test_clip_binds_after_the_policy_moves() -> None:
+def test_drift_study_is_exact_at_first_and_separates_ratio_from_clip() -> None:
+    """Step 0 is the identity to rounding; later steps deviate; the clip switched off leaves only the
+    ratio's part, and a group with no clipped token deviates by exactly that part."""
     model = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
     gen = torch.Generator().manual_seed(1)
     groups = [build_group(model, make_problem(10 + i, 20 + i, 2), 4, 1 + i % 3, 5, gen) for i in range(4)]
-    before, clipped0 = group_gradient_norms(model, groups, EXACT, 5)
-    assert clipped0 == 0.0 and np.all(before > 0)
-    old = move_policy(model, groups, EXACT, 5, steps=4, lr=1e-2)
-    _, clipped = group_gradient_norms(model, groups, EXACT, 5, old)
-    assert clipped > 0.0
+    before = [p.detach().clone() for p in model.parameters()]
+    study = drift_study(model, groups, EXACT, 5, steps=3, lr=1e-2)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))  # the model is left as it was
+    assert len(study["step"]) == 4 * len(groups)
+    at0 = study["step"] == 0
+    assert study["rel_error"][at0].max() < 1e-10 and study["clipped"][at0].max() == 0.0
+    moved = study["step"] > 0
+    assert study["rel_error"][moved].min() > 1e-6
+    free = moved & (study["clipped"] == 0)
+    np.testing.assert_allclose(study["rel_error"][free], study["ratio_error"][free], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(study["clip_error"][free], 0.0, atol=1e-12)
+    assert (study["clipped"][moved] > 0).any()  # at this learning rate the clip binds
+    summary = drift_summary(study)
+    assert [row["step"] for row in summary] == [0, 1, 2, 3]
+    tokens = study["tokens"][study["step"] == 3]
+    assert summary[3]["clipped"] == pytest.approx((study["clipped"][study["step"] == 3] * tokens).sum() / tokens.sum())
+    assert 0.0 <= summary[3]["clipped_high"] <= summary[3]["clipped"]
 
 
-def test_pearson() -> None:
-    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="same length"):
-        pearson([1, 2], [1, 2])
+def test_unclipped_recipe_never_clips() -> None:
+    free = unclipped(EXACT)
+    assert free.clip_low > 0.999 and free.clip_high > 1e6 and free.scale_std == EXACT.scale_std
 
 
 def test_identity_drift_is_zero_on_policy_and_grows_once_the_policy_moves(setup) -> None:

@@ -183,7 +183,8 @@ def as_recipe(recipe: "Recipe | str") -> Recipe:
                     f"{type(recipe).__name__} {recipe!r}.")
 
 
-def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str") -> ArrayLike:
+def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str",
+                     valid: ArrayLike | None = None) -> ArrayLike:
     """Per-sample advantages Aᵢ for a flat batch whose groups of ``group_size`` are contiguous.
 
     Aᵢ = (rᵢ − mean) / (std + eps) when ``recipe.scale_std`` (GRPO, DAPO), else rᵢ − mean
@@ -193,11 +194,19 @@ def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str"
     map a verifier's 0/1 to the recipe's ``reward_correct``/``reward_wrong`` before calling.
     Returns the type passed in (numpy float64 or a torch tensor). Chapter 3; Shao et al. (2024),
     Liu et al. (2025), Yu et al. (2025).
+
+    ``valid`` (a boolean mask, one entry per sample) restricts a group's statistics to its valid
+    samples; the others get A = 0. DAPO's overlong filter masks truncated samples out of the loss,
+    so their rewards must not shape the mean and std the kept samples are measured against either
+    (a group left with fewer than two valid samples, or valid samples that agree, is silent).
     """
     recipe = as_recipe(recipe)
     size = check_group_size(group_size)
     arr = to_numpy(rewards, "rewards")
     groups = split_groups(arr, size)
+    if valid is not None:
+        return like(_masked_group_advantages(groups, _valid_mask(valid, arr.shape[0], size), recipe).reshape(-1),
+                    rewards)
     # Each group scaled by a power of two (exact: every moment, the silent test and GRPO's ratio
     # come out bit for bit as unscaled), so the variance of rewards near 1e200 cannot overflow, nor
     # that of rewards near 1e-200 underflow and turn a mixed group silent.
@@ -216,3 +225,28 @@ def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str"
                              "rewards (which keep the rewards' scale); rescale them.")
     advantages = np.where(silent, 0.0, advantages)
     return like(advantages.reshape(-1), rewards)
+
+
+def _valid_mask(valid: ArrayLike, num_samples: int, group_size: int) -> np.ndarray:
+    mask = np.asarray(valid.detach().cpu().numpy() if hasattr(valid, "detach") else valid)
+    if mask.shape != (num_samples,) or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
+        raise ValueError(f"valid must be a boolean mask with one entry per sample ({num_samples}); got shape "
+                         f"{mask.shape} and dtype {mask.dtype}.")
+    return mask.astype(bool).reshape(-1, group_size)
+
+
+def _masked_group_advantages(groups: np.ndarray, valid: np.ndarray, recipe: Recipe) -> np.ndarray:
+    """:func:`group_advantages` with each group's mean and std taken over its valid samples only."""
+    unit, exponent, _ = unit_scale(np.where(valid, groups, 0.0), axis=1)
+    count = valid.sum(axis=1, keepdims=True)
+    mean = unit.sum(axis=1, keepdims=True) / np.maximum(count, 1)
+    centred = np.where(valid, unit - mean, 0.0)
+    dof = count - recipe.std_correction
+    std = np.sqrt((centred ** 2).sum(axis=1, keepdims=True) / np.maximum(dof, 1))
+    peak = np.abs(unit).max(axis=1, keepdims=True)
+    silent = (dof < 1) | (count < 2) | (std <= recipe.silent_tol * peak)
+    if recipe.scale_std:
+        advantages = centred / np.where(silent, 1.0, std + np.ldexp(recipe.std_eps, -exponent))
+    else:
+        advantages = np.ldexp(centred, exponent)
+    return np.where(silent | ~valid, 0.0, advantages)

@@ -1023,7 +1023,9 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         state.step += 1
         state.samples_generated += num_generated
         if kept is not None and len(kept):
-            advantages = group_advantages(kept.rewards, config.group_size, recipe)
+            # the overlong filter masks truncated samples out of the loss: out of the group's statistics too
+            valid = ~kept.truncated.cpu().numpy() if recipe.overlong_filter else None
+            advantages = group_advantages(kept.rewards, config.group_size, recipe, valid=valid)
             metrics = _batch_metrics(generated, kept, advantages, config)
             check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
             metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check))

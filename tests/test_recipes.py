@@ -152,3 +152,23 @@ def test_recipe_validation(changes: dict, message: str) -> None:
 def test_unknown_recipe() -> None:
     with pytest.raises(ValueError, match="choose one of"):
         get_recipe("ppo")
+
+
+def test_truncated_samples_do_not_shape_the_group_statistics() -> None:
+    """With DAPO's overlong filter and soft penalty together, truncated samples are masked out of the
+    loss; they must not move the mean and std either. A group of 1 correct, 2 short wrong and 5
+    truncated (penalised) answers gave the short wrong answers A = +0.378 when all 8 counted."""
+    from stddial_book.recipes import DAPO, GRPO, group_advantages
+
+    rewards = np.array([1.0, -1, -1, -2, -2, -2, -2, -2])
+    truncated = np.array([0, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
+    masked = group_advantages(rewards, 8, DAPO, valid=~truncated)
+    np.testing.assert_allclose(masked[:3], group_advantages(rewards[:3], 3, DAPO))
+    assert np.all(masked[3:] == 0) and masked[1] < 0
+    assert group_advantages(rewards, 8, DAPO)[1] > 0  # what the unmasked statistics did
+    # every sample valid: bit for bit the plain computation; one valid sample left: silent
+    x = np.random.default_rng(0).normal(size=32)
+    assert np.array_equal(group_advantages(x, 8, GRPO, valid=np.ones(32, bool)), group_advantages(x, 8, GRPO))
+    assert np.all(group_advantages(rewards, 8, DAPO, valid=np.eye(8, dtype=bool)[0]) == 0)
+    with pytest.raises(ValueError, match="one entry per sample"):
+        group_advantages(rewards, 8, DAPO, valid=~truncated[:4])

@@ -606,3 +606,29 @@ def test_the_cache_key_covers_the_code_a_run_executes() -> None:
     assert {"train", "rollout", "losses", "recipes", "sampling", "tasks", "model", "gradcheck", "solve_rates",
             "identity", "runs", "profiles"} <= modules
     assert not modules & {"widgets", "plots", "_colab", "_screenshots", "display", "trl_bridge", "edition"}
+
+
+def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(problems, warm, tmp_path,
+                                                                            monkeypatch) -> None:
+    """The trainer passes the overlong filter's mask to group_advantages (and no mask without it)."""
+    import stddial_book.train as train_module
+
+    seen = []
+    real = train_module.group_advantages
+
+    def spy(rewards, group_size, recipe, valid=None):
+        seen.append(valid)
+        return real(rewards, group_size, recipe, valid=valid)
+
+    monkeypatch.setattr(train_module, "group_advantages", spy)
+    train_set, heldout = problems
+    cut = DAPO.replace(overlong_penalty=False, overlong_cache_fraction=0.0, dynamic_sampling=False)
+    train(fresh(warm), train_set, heldout, TINY.train_config(cut, max_new_tokens=2, sample_budget=32,
+                                                             eval_every=0), tmp_path / "cut")
+    records = [r for r in load_run(tmp_path / "cut")[1] if r["step"] > 0]
+    assert seen and all(v is not None and v.dtype == bool for v in seen)
+    assert any((~v).any() for v in seen) and records[0]["completions/clipped_ratio"] > 0
+    seen.clear()
+    train(fresh(warm), train_set, heldout, TINY.train_config("grpo", sample_budget=32, eval_every=0),
+          tmp_path / "plain")
+    assert seen and all(v is None for v in seen)

@@ -1,0 +1,313 @@
+"""The TRL bridge (chapter 14): the mapping as data (no TRL needed), and TRL's own code against the book's.
+
+The tests marked ``trl`` feed one hand-made batch (left-padded 2- and 3-digit prompts, completions cut
+off at L_max, a silent group, π_old moved so that the clip binds, a KL reference that differs from the
+policy) to TRL's ``_generate_and_score_completions`` and ``_compute_loss`` and to the book's
+``group_advantages`` and ``policy_loss``. Without TRL they are skipped, or fail under ``CI_STRICT=1``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from stddial_book import trl_bridge
+from stddial_book.identity import bessel_factor, group_std
+from stddial_book.model import CharCodec, tiny_model
+from stddial_book.profiles import Profile
+from stddial_book.recipes import DAPO, DR_GRPO, GRPO, PRESETS, group_advantages
+from stddial_book.rollout import completion_logprobs
+from stddial_book.sampling import overlong_penalty
+from stddial_book.tasks import make_problem
+from stddial_book.train import TrainConfig, encode_prompts
+from stddial_book.trl_bridge import (TRL_STD_EPS, grpo_config, one_batch_check, reward_settings, trl_equivalent_recipe,
+                                     trl_gaps, trl_reward_funcs, trl_settings, trl_settings_for, trl_testbed_run)
+
+# ----------------------------------------------------------------------------------- the mapping, no TRL
+
+OBJECTIVE = {  # per preset: the GRPOConfig settings of the objective (DESIGN §9)
+    "grpo": dict(scale_rewards="group", loss_type="grpo", epsilon=0.2, epsilon_high=0.2, beta=0.04,
+                 mask_truncated_completions=False),
+    "dr_grpo": dict(scale_rewards="none", loss_type="dr_grpo", epsilon=0.2, epsilon_high=0.2, beta=0.0,
+                    mask_truncated_completions=False),
+    "dapo": dict(scale_rewards="group", loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0,
+                 mask_truncated_completions=True),
+}
+
+
+@pytest.mark.parametrize("key", sorted(PRESETS))
+def test_preset_settings(key: str) -> None:
+    settings = trl_settings(key, group_size=8, max_new_tokens=8)
+    assert {k: settings[k] for k in OBJECTIVE[key]} == OBJECTIVE[key]
+    assert settings["use_bias_correction_kl"] is False  # TRL's default multiplies the k3 term by the ratio
+    assert (settings["num_generations"], settings["max_completion_length"]) == (8, 8)
+    assert (settings["top_k"], settings["top_p"], settings["temperature"]) == (0, 1.0, 1.0)
+    # the testbed's schedule: 32 prompts x 8 = 256 completions, two optimizer steps, each rollout used once
+    assert [settings[k] for k in ("generation_batch_size", "per_device_train_batch_size",
+                                  "gradient_accumulation_steps", "num_iterations")] == [256, 128, 1, 1]
+    assert trl_settings(PRESETS[key], group_size=8, max_new_tokens=8) == settings
+
+
+def test_schedule_micro_batches_and_processes() -> None:
+    s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=4,
+                     micro_batch_size=8)
+    assert (s["generation_batch_size"], s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (64, 8, 2)
+    s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=2, num_processes=2)
+    assert (s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (16, 1)
+    # TRL's steps_per_generation = generation batch / (per device x processes) = optimizer steps x accumulation
+    assert s["generation_batch_size"] // (s["per_device_train_batch_size"] * 2) == 2 * s["gradient_accumulation_steps"]
+
+
+def test_defaults_are_train_configs() -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    mapped = trl_settings("dapo", group_size=defaults["group_size"], max_new_tokens=defaults["max_new_tokens"])
+    full = trl_settings_for(TrainConfig(recipe="dapo"))
+    assert {k: full[k] for k in mapped} == mapped  # the schedule's defaults are TrainConfig's
+
+
+def test_settings_for_a_train_config() -> None:
+    config = TrainConfig(recipe="grpo", group_size=8, prompts_per_step=32, num_minibatches=2, lr=3e-4,
+                         sample_budget=1000, seed=5)
+    s = trl_settings_for(config)
+    assert s["max_steps"] == math.ceil(1000 / 256) * 2  # the rollouts the budget buys, two steps each
+    assert (s["learning_rate"], s["lr_scheduler_type"], s["weight_decay"], s["max_grad_norm"]) == (3e-4, "constant",
+                                                                                                  0.0, 1.0)
+    assert (s["bf16"], s["fp16"], s["activation_checkpointing"], s["seed"]) == (False, False, False, 5)
+    with pytest.raises(TypeError, match="TrainConfig"):
+        trl_settings_for("grpo")
+
+
+def test_gaps_per_preset() -> None:
+    knobs = {key: [g.knob for g in trl_gaps(recipe, group_size=8, num_minibatches=2)] for key, recipe in PRESETS.items()}
+    assert knobs == {"grpo": ["std_correction", "std_eps", "minibatches"], "dr_grpo": ["minibatches"],
+                     "dapo": ["dynamic_sampling", "std_correction", "std_eps", "minibatches"]}
+    assert trl_gaps(DR_GRPO, group_size=8, num_minibatches=1) == []  # the L_max normaliser is TRL's dr_grpo
+    bessel = {g.knob: g for g in trl_gaps(GRPO, group_size=8, num_minibatches=1)}
+    assert "0.9354" in bessel["std_correction"].effect
+    assert "0.354" in bessel["std_eps"].effect and "2.8e-04" in bessel["std_eps"].effect
+    dapo = {g.knob: g for g in trl_gaps(DAPO, group_size=8, num_minibatches=2)}
+    assert "0.707" in dapo["std_eps"].effect  # ±1 rewards are 2 apart
+    assert "frac_reward_zero_std" in dapo["dynamic_sampling"].trl
+    assert "number of optimizer steps" in dapo["minibatches"].effect
+    for recipe in PRESETS.values():  # the equivalent recipe leaves only the schedule
+        assert trl_gaps(trl_equivalent_recipe(recipe), group_size=8, num_minibatches=1) == []
+
+
+def test_equivalent_recipe() -> None:
+    for recipe in (GRPO, DAPO):
+        eq = trl_equivalent_recipe(recipe)
+        assert (eq.std_correction, eq.std_eps, eq.dynamic_sampling) == (1, TRL_STD_EPS, False)
+        assert trl_equivalent_recipe(eq) == eq
+    assert trl_equivalent_recipe(DR_GRPO).replace(name=DR_GRPO.name) == DR_GRPO
+    four_of_eight = (np.arange(8) < 4).astype(float)
+    assert float(group_std(four_of_eight)) == 0.5 and abs(float(group_std(four_of_eight, correction=1)) - 0.5345) < 1e-4
+    assert group_advantages(four_of_eight, 8, GRPO)[0] == pytest.approx(1.0)
+    assert group_advantages(four_of_eight, 8, trl_equivalent_recipe(GRPO))[0] == pytest.approx(
+        0.5 / (0.5 * math.sqrt(8 / 7) + 1e-4))
+
+
+def test_reward_settings() -> None:
+    assert reward_settings("grpo", max_new_tokens=8) == {"reward_correct": 1.0, "reward_wrong": 0.0,
+                                                         "soft_overlong_punishment": None}
+    assert reward_settings("dapo", max_new_tokens=8) == {
+        "reward_correct": 1.0, "reward_wrong": -1.0,
+        "soft_overlong_punishment": {"max_completion_len": 8, "soft_punish_cache": 2}}
+    with pytest.raises(ValueError, match="empty"):
+        reward_settings("dapo", max_new_tokens=2)  # round(0.2 * 2) = 0 tokens
+    verifier = trl_reward_funcs("grpo", max_new_tokens=8)[0]
+    codec = CharCodec()
+    assert verifier(completion_ids=[codec.encode("521<eos>"), codec.encode("521"), codec.encode("52<eos>")],
+                    answer=["521"] * 3) == [1.0, 0.0, 0.0]
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ValueError, match="unknown recipe"):
+        trl_settings("ppo", group_size=8, max_new_tokens=8)
+    with pytest.raises(ValueError, match="at least 2"):
+        trl_settings("grpo", group_size=1, max_new_tokens=8)
+    with pytest.raises(ValueError, match="at least 2"):
+        trl_gaps("grpo", group_size=1)
+    with pytest.raises(ValueError, match="whole groups"):
+        trl_settings("grpo", group_size=8, max_new_tokens=8, prompts_per_step=32, num_minibatches=3)
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=48)
+    with pytest.raises(ValueError, match="processes"):
+        trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=8, num_processes=3)
+    for bad in (dict(group_size="8"), dict(max_new_tokens=None), dict(temperature="hot"), dict(num_minibatches=2.5)):
+        with pytest.raises((TypeError, ValueError)):
+            trl_settings("grpo", **{**dict(group_size=8, max_new_tokens=8), **bad})
+    with pytest.raises(TypeError):
+        trl_settings("grpo", group_size="8", max_new_tokens=8)
+    with pytest.raises(TypeError):
+        trl_settings(3, group_size=8, max_new_tokens=8)
+    with pytest.raises(TypeError):
+        trl_gaps(None)
+    with pytest.raises(TypeError):
+        trl_equivalent_recipe(0.5)
+    with pytest.raises(TypeError):
+        grpo_config(TrainConfig(), 42)
+    with pytest.raises(TypeError):
+        grpo_config(TrainConfig(), "out", exact="yes")
+    with pytest.raises(ValueError, match="cannot express"):  # checked before TRL is imported
+        grpo_config(TrainConfig(recipe="dapo"), "out", exact=True)
+    policy = tiny_model(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    problem = make_problem(1, 2, 1)
+    with pytest.raises(TypeError, match="policy"):
+        one_batch_check("grpo", "model", [problem] * 2, [[1], [1]], group_size=2, max_new_tokens=4, workdir="w")
+    with pytest.raises(TypeError, match="workdir"):
+        one_batch_check("grpo", policy, [problem] * 2, [[1], [1]], group_size=2, max_new_tokens=4, workdir=None)
+    with pytest.raises(ValueError, match="groups"):
+        one_batch_check("grpo", policy, [problem] * 3, [[1]] * 3, group_size=2, max_new_tokens=4, workdir="w")
+    with pytest.raises(ValueError, match="EOS"):
+        one_batch_check("grpo", policy, [problem] * 2, [[5, 1], [5]], group_size=2, max_new_tokens=4, workdir="w")
+    with pytest.raises(TypeError, match="token ids"):
+        one_batch_check("grpo", policy, [problem] * 2, ["3<eos>", [1]], group_size=2, max_new_tokens=4, workdir="w")
+
+
+def test_grpo_config_without_trl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "trl", None)  # import trl now raises ImportError
+    with pytest.raises(ImportError, match="pip install trl"):
+        grpo_config(TrainConfig(), "out")
+
+
+# ----------------------------------------------------------------------------------- TRL's code against the book's
+
+
+@pytest.fixture(scope="module")
+def trl():
+    try:
+        import trl as module
+    except ImportError:
+        if os.environ.get("CI_STRICT") == "1":
+            pytest.fail("TRL is not installed in a strict CI run: pip install -r bench/requirements-trl.txt")
+        pytest.skip("TRL is not installed (pip install -r bench/requirements-trl.txt)")
+    return module
+
+
+G, L_MAX = 4, 10  # L_cache = round(0.2 * 10) = 2: DAPO's penalty band is lengths 9 and 10
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """Four groups of four: 2- and 3-digit prompts (left-padded together), cut-off completions, a silent group."""
+    codec = CharCodec()
+    prompts = [make_problem(57, 68, 2), make_problem(123, 456, 3), make_problem(5, 7, 2), make_problem(999, 1, 3)]
+    texts = [["521<eos>", "522<eos>", "5210000000", "1<eos>"],           # 57+68=125: one right, one cut off
+             ["975<eos>", "975<eos>", "97500000<eos>", "0000000000"],   # 123+456=579: two right, one of length 9
+             ["3<eos>", "22<eos>", "2<eos>", "111111111<eos>"],          # 5+7=12: silent, all wrong
+             ["0001<eos>", "0001<eos>", "1000<eos>", "0001<eos>"]]       # 999+1=1000: three right
+    problems = [p for p in prompts for _ in range(G)]
+    completions = [codec.encode(t) for group in texts for t in group]
+    small = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    policy = tiny_model(seed=1, **small)
+    reference, old_model = copy.deepcopy(policy), copy.deepcopy(policy)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in reference.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+        for p in old_model.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=gen))
+    prompt_ids, prompt_mask = encode_prompts(problems, codec)
+    width = max(map(len, completions))
+    ids = torch.full((len(completions), width), codec.pad_id)
+    for row, c in enumerate(completions):
+        ids[row, :len(c)] = torch.tensor(c)
+    with torch.no_grad():
+        old = completion_logprobs(old_model, prompt_ids, prompt_mask, ids, ids != codec.pad_id)
+    assert not bool(prompt_mask.all())  # the batch is left-padded
+    return dict(problems=problems, completions=completions, policy=policy, reference=reference, old=old)
+
+
+def check(recipe, batch, tmp_path: Path, **kw):
+    return one_batch_check(recipe, batch["policy"], batch["problems"], batch["completions"], group_size=G,
+                           max_new_tokens=L_MAX, workdir=tmp_path / "work", old_logprobs=batch["old"],
+                           ref_model=batch["reference"], **kw)
+
+
+@pytest.mark.trl
+@pytest.mark.parametrize("key", sorted(PRESETS))
+def test_trl_computes_the_books_update(trl, batch, tmp_path: Path, key: str) -> None:
+    before = [p.detach().clone() for p in batch["policy"].parameters()]
+    result = check(key, batch, tmp_path)
+    assert result["advantages"] < 1e-6
+    assert result["loss"] < 1e-6 * max(1.0, abs(result["loss_book"]))
+    assert result["gradient"] < 1e-6 * result["gradient_scale"]
+    assert result["gradient_scale"] > 0.01
+    assert 0.05 < result["clip_fraction"] < 0.9  # π_old moved: the clip binds on some tokens, not all
+    assert result["silent_fraction"] == 0.25
+    if key == "grpo":
+        assert result["kl"] > 1e-4  # the reference differs from the policy, so the KL term is live
+    # TRL's frac_reward_zero_std counts groups whose shaped rewards agree: DAPO's length penalty spreads
+    # the silent group (one of its wrong answers is 10 tokens long, penalty -1)
+    assert result["frac_reward_zero_std"] == (0.0 if key == "dapo" else 0.25)
+    assert all(torch.equal(p, q) for p, q in zip(batch["policy"].parameters(), before))  # the policy is untouched
+
+
+@pytest.mark.trl
+def test_trl_divides_by_bessels_std(trl, batch, tmp_path: Path) -> None:
+    result = check("grpo", batch, tmp_path)
+    rewards = result["rewards"].reshape(-1, G)
+    ours = group_advantages(result["rewards"], G, GRPO).reshape(-1, G)  # the population std
+    theirs = result["advantages_trl"].reshape(-1, G)
+    mixed = (rewards.min(axis=1) < rewards.max(axis=1))
+    s = group_std(rewards[mixed], correction=1)
+    ratio = theirs[mixed] / ours[mixed]
+    np.testing.assert_allclose(ratio, (bessel_factor(G) * s / (s + TRL_STD_EPS))[:, None] * np.ones(G), rtol=1e-6)
+    np.testing.assert_allclose(ratio, bessel_factor(G), rtol=3e-4)  # sqrt(3/4) = 0.866 at G = 4
+
+
+@pytest.mark.trl
+def test_trls_defaults_are_traps(trl, batch, tmp_path: Path) -> None:
+    # TRL's default k3 term is multiplied by the ratio: same value where the ratio is 1, another gradient
+    biased = check("grpo", batch, tmp_path, trl_overrides={"use_bias_correction_kl": True})
+    assert biased["gradient"] > 1e-4 * biased["gradient_scale"]
+    # Dr. GRPO's advantage with TRL's default aggregation is not Dr. GRPO
+    token_level = check("dr_grpo", batch, tmp_path, trl_overrides={"loss_type": "dapo"})
+    assert token_level["loss"] > 1e-3 * abs(token_level["loss_book"])
+
+
+@pytest.mark.trl
+def test_trls_overlong_punishment_is_the_books(trl) -> None:
+    punish = trl.rewards.get_soft_overlong_punishment(max_completion_len=L_MAX, soft_punish_cache=2)
+    lengths = np.arange(1, L_MAX + 1)
+    np.testing.assert_allclose(punish([[3] * n for n in lengths]), overlong_penalty(lengths, L_MAX, 2))
+    funcs = trl_reward_funcs("dapo", max_new_tokens=L_MAX)
+    assert len(funcs) == 2 and funcs[1]([[3] * 9]) == [-0.5]
+
+
+@pytest.mark.trl
+def test_grpo_config(trl, tmp_path: Path) -> None:
+    config = grpo_config(TrainConfig(recipe="dr_grpo", sample_budget=512), tmp_path, use_cpu=True)
+    assert isinstance(config, trl.GRPOConfig)
+    assert (config.loss_type, config.scale_rewards, config.steps_per_generation, config.max_steps) == (
+        "dr_grpo", "none", 2, 4)
+    assert (config.activation_checkpointing, config.bf16) == (False, False)
+    exact = grpo_config(TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), tmp_path, exact=True,
+                        use_cpu=True)
+    assert exact.beta == 0.04 and exact.use_bias_correction_kl is False
+
+
+@pytest.mark.trl
+def test_testbed_run(trl, tmp_path: Path) -> None:
+    from safetensors.torch import save_model
+
+    profile = Profile("tiny", "cpu", "test-sized", model=dict(hidden_size=32, num_layers=2, num_heads=2,
+                                                             intermediate_size=64),
+                      task=dict(digits=(1,), num_train=40, num_heldout=8),
+                      train=dict(group_size=4, prompts_per_step=4, num_minibatches=2, lr=1e-3, max_new_tokens=4,
+                                 pool_size=16))
+    sft = tmp_path / "sft"
+    sft.mkdir()
+    save_model(tiny_model(seed=0, **profile.model), str(sft / "model.safetensors"))
+    run = trl_testbed_run(profile, "grpo", sft_dir=sft, rollout_batches=2, workdir=tmp_path / "trl")
+    assert len(run["logs"]) == 2 and run["optimizer_steps"] == 4
+    assert all(0.0 <= entry["frac_reward_zero_std"] <= 1.0 for entry in run["logs"])
+    assert run["settings"]["generation_batch_size"] == 16

@@ -35,8 +35,8 @@ BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 .venv: $(STAMP)
 venv: $(STAMP)
 
-# Re-installs whenever requirements.txt or pyproject.toml change.
-$(STAMP): requirements.txt pyproject.toml
+# Re-installs whenever requirements.txt (or the TRL pins it includes) or pyproject.toml change.
+$(STAMP): requirements.txt bench/requirements-trl.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt

@@ -16,6 +16,7 @@ The helper package of the book. Modules, one topic each:
   :mod:`stddial_book.analysis`, :mod:`stddial_book.experiments`: the RL loop, its logs and their analysis;
 * :mod:`stddial_book.solve_rates`: per-prompt solve-count tables and the silent fraction of real data;
 * :mod:`stddial_book.resources`: where the shipped data (``stddial_book.data``) lives, checkout or wheel;
+* :mod:`stddial_book.trl_bridge`: the dial as TRL ``GRPOConfig`` settings, and what TRL cannot express;
 * :mod:`stddial_book.widgets`: the explorers (live with a kernel, self-contained HTML on the site);
 * :mod:`stddial_book.edition`: what a build of the book used (the appendix page "This edition").
 

@@ -191,8 +191,17 @@ def train_to_dir(profile, recipe, seed: int, init: str | os.PathLike, out: str |
                                    "model": profile.model})
 
 
+def _require_profile(profile) -> None:
+    from .profiles import Profile
+
+    if not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a Profile, e.g. profiles.active_profile() or profiles.PROFILES['quick']; "
+                        f"got {type(profile).__name__}.")
+
+
 def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
     """The cached SFT directory of ``profile`` (made on first use)."""
+    _require_profile(profile)
     # no profile name in the key: profiles with the same model, task and SFT share a warm start
     key = _key("sft", {"model": profile.model, "task": profile.task, "sft": profile.sft, "seed": seed,
                        "max_new_tokens": profile.train["max_new_tokens"], "device": profile.device})
@@ -210,6 +219,7 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     """
     from .train import checkpoint_dir
 
+    _require_profile(profile)
     config = profile.train_config(recipe, seed, **changes)  # checked before the warm start's minutes
     init = warm_start(profile, sft_seed, progress)
     key = _key("rl", {"profile": profile.name, "init": init.name, "train": config.to_dict()})

@@ -173,6 +173,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(provenance, metric records) of a run directory (:func:`read_records` for the records)."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"load_run takes a run directory path (str or Path); got {type(directory).__name__}.")
     path = Path(directory)
     for name in (PROVENANCE, METRICS):
         if not (path / name).is_file():
@@ -187,6 +189,8 @@ def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray,
     """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN."""
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
         raise TypeError(f"records must be the list of metric records load_run returns; got {type(records).__name__}.")
+    if any(not isinstance(r, dict) or "step" not in r for r in records):
+        raise ValueError("records must be metric records with a 'step' each, as load_run returns them.")
     pairs = [(r["step"], np.nan if r[name] is None else r[name]) for r in records if name in r]
     if not pairs:
         available = sorted({k for r in records for k in r} - {"step"})

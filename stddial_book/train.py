@@ -81,6 +81,8 @@ class TaskConfig:
             raise ValueError("digits must name at least one digit count, e.g. (2,) or (2, 3).")
         if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in digits):
             raise ValueError(f"digits must be whole numbers >= 1, e.g. (2, 3); got {self.digits!r}.")
+        if len(set(digits)) != len(digits):
+            raise ValueError(f"digits names a digit count twice ({self.digits!r}); list each once, e.g. (2, 3).")
         object.__setattr__(self, "digits", tuple(int(d) for d in digits))
         _require_int(self, ("num_train", "num_heldout", "seed"))
         _require_seed(self)
@@ -336,6 +338,8 @@ def bucket_of(problem: Problem) -> str:
 
 def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
     """Train and held-out problems for every digit count of ``task``, disjoint, deterministic."""
+    if not isinstance(task, TaskConfig):
+        raise TypeError(f"make_problems takes a TaskConfig (e.g. TaskConfig(digits=(2, 3))); got {type(task).__name__}.")
     train_set: list[Problem] = []
     heldout: list[Problem] = []
     n = len(task.digits)
@@ -394,6 +398,8 @@ class Batch:
     @staticmethod
     def cat(parts: Sequence["Batch"], pad_id: int) -> "Batch":
         """Concatenate batches, left-padding prompts and right-padding completions to one width."""
+        if len(parts) == 0:
+            raise ValueError("Batch.cat needs at least one batch to concatenate; got none.")
         if len(parts) == 1:
             return parts[0]
         pw = max(p.prompt_ids.shape[1] for p in parts)
@@ -817,6 +823,8 @@ def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
     leaves only ``checkpoint.old``, which is then the last complete checkpoint (its ``state.json``,
     written last, marks it complete).
     """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a run directory path (str or Path); got {type(directory).__name__}.")
     directory = Path(directory)
     for name in (CHECKPOINT, CHECKPOINT + ".old"):
         if (directory / name / "state.json").is_file():

@@ -261,12 +261,15 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
     * ``std_correction``: TRL divides by Bessel's sample std, the population std times sqrt(G/(G − 1));
       GRPO's update shrinks by sqrt((G − 1)/G) (0.9354 at G = 8; for 4 of 8 correct, 0.5 against 0.535).
     * ``std_eps``: TRL adds a fixed :data:`TRL_STD_EPS` to the std.
+    * ``overlong_filter`` (DAPO): the book's trainer leaves samples cut off at L_max out of the loss and
+      out of their group's mean and std; TRL's ``mask_truncated_completions`` masks the loss only.
     * ``minibatches`` (with several optimizer steps per rollout): TRL shuffles the completions of the
       generation batch before cutting it, so a group can straddle steps, and its token-level loss
       divides each step by the batch's tokens over the number of steps, not by the step's own count.
 
     DAPO's reward shaping (±1 rewards, the soft overlong penalty) is not a gap: it goes into reward
-    functions (:func:`reward_settings`). :func:`trl_equivalent_recipe` removes every gap but the schedule.
+    functions (:func:`reward_settings`). :func:`trl_equivalent_recipe` removes every gap but the schedule
+    and the overlong filter's group statistics.
     """
     recipe = as_recipe(recipe)
     group_size = check_int(group_size, "group_size", minimum=2,
@@ -304,6 +307,14 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
             f"{spread:g} apart the smallest mixed-group s is {s_min:.3f} at G = {group_size}, so the change is "
             f"at most {relative:.1e} relative.",
         ))
+    if recipe.overlong_filter:
+        gaps.append(TRLGap(
+            "overlong_filter",
+            "masks samples cut off at L_max out of the loss and out of their group's mean and std",
+            "mask_truncated_completions masks them out of the loss only; their rewards still shape the group's "
+            "mean and std",
+            _overlong_statistics_effect(recipe, group_size),
+        ))
     if num_minibatches > 1:
         effect = ("The per-step loss matches the book's only in expectation over the shuffle; summed over the "
                   "steps of a batch, the per-sequence (GRPO) and L_max (Dr. GRPO) losses still weigh every "
@@ -321,12 +332,35 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
     return gaps
 
 
+def _overlong_statistics_effect(recipe: Recipe, group_size: int) -> str:
+    """What TRL's group statistics over cut-off samples do, with a worked group when G allows one."""
+    from .recipes import group_advantages
+
+    low = ("the wrong answer's reward plus the full length penalty, the lowest there is" if recipe.overlong_penalty
+           else "the wrong answer's reward")
+    text = ("In a group with cut-off samples TRL measures the kept samples against a baseline that includes the "
+            f"cut-off ones' rewards ({low}), so the kept samples' advantages rise")
+    if group_size < 4:
+        return text + "; with no sample cut off the two agree."
+    cut = recipe.reward_wrong - (1.0 if recipe.overlong_penalty else 0.0)
+    rewards = np.array([recipe.reward_correct, recipe.reward_wrong, recipe.reward_wrong] + [cut] * (group_size - 3))
+    valid = np.arange(group_size) < 3
+    theirs = float(group_advantages(rewards, group_size, trl_equivalent_recipe(recipe))[1])
+    ours = float(group_advantages(rewards, group_size, recipe, valid=valid)[1])
+    return (text + f": at G = {group_size}, with 1 right, 2 short wrong and {group_size - 3} cut-off samples, a short "
+            f"wrong answer gets A = {theirs:+.3f} in TRL and {ours:+.3f} in the book. With no sample cut off the two "
+            "agree; the one-batch check takes TRL's statistics.")
+
+
 def trl_equivalent_recipe(recipe: Recipe | str) -> Recipe:
     """The book recipe that computes what TRL computes when set by :func:`trl_settings` for ``recipe``.
 
     Bessel's std plus TRL's fixed 1e-4 where the recipe divides by the std, and no dynamic sampling
     (TRL keeps silent groups at advantage 0); everything else TRL expresses already. Chapter 14 checks
-    that advantages, loss and gradient then agree with TRL's own code to float32 rounding.
+    that advantages, loss and gradient then agree with TRL's own code to float32 rounding. One thing no
+    recipe field expresses: under the overlong filter the book's trainer takes a group's mean and std
+    over its samples that were not cut off, TRL over all of them (:func:`trl_gaps`); they agree on a
+    batch without cut-off samples, and ``group_advantages`` without ``valid`` computes TRL's.
     """
     recipe = as_recipe(recipe)
     changes: dict[str, Any] = {"dynamic_sampling": False}
@@ -686,6 +720,7 @@ def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Reci
     trl_loss.backward()
 
     # the book: the same batch through the verifier, group_advantages and policy_loss, with TRL's recipe
+    # (group statistics over every sample, as TRL takes them; see trl_gaps for the overlong filter)
     book = trl_equivalent_recipe(recipe)
     correct = verify([codec.decode(ids) for ids in completions], problems)
     rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)

@@ -632,3 +632,21 @@ def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(probl
     train(fresh(warm), train_set, heldout, TINY.train_config("grpo", sample_budget=32, eval_every=0),
           tmp_path / "plain")
     assert seen and all(v is None for v in seen)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: make_problems(None), TypeError, "make_problems takes a TaskConfig"),
+    (lambda: Batch.cat([], 0), ValueError, "at least one batch"),
+    (lambda: TaskConfig(digits=(2, 2)), ValueError, "twice"),
+    (lambda: experiments.warm_start(None), TypeError, "profile must be a Profile"),
+    (lambda: experiments.rl_run("quick", "grpo"), TypeError, "profile must be a Profile"),
+    (lambda: load_run(None), TypeError, "load_run takes a run directory"),
+    (lambda: metric_series([{"x": 1}], "x"), ValueError, "with a 'step' each"),
+])
+def test_more_wrong_arguments_are_named(call, error, message) -> None:
+    from stddial_book.train import checkpoint_dir
+
+    with pytest.raises(error, match=message):
+        call()
+    with pytest.raises(TypeError, match="run directory path"):
+        checkpoint_dir(None)

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import torch
 
-from stddial_book import trl_bridge
 from stddial_book.identity import bessel_factor, group_std
 from stddial_book.model import CharCodec, tiny_model
 from stddial_book.profiles import Profile
@@ -88,7 +87,7 @@ def test_settings_for_a_train_config() -> None:
 def test_gaps_per_preset() -> None:
     knobs = {key: [g.knob for g in trl_gaps(recipe, group_size=8, num_minibatches=2)] for key, recipe in PRESETS.items()}
     assert knobs == {"grpo": ["std_correction", "std_eps", "minibatches"], "dr_grpo": ["minibatches"],
-                     "dapo": ["dynamic_sampling", "std_correction", "std_eps", "minibatches"]}
+                     "dapo": ["dynamic_sampling", "std_correction", "std_eps", "overlong_filter", "minibatches"]}
     assert trl_gaps(DR_GRPO, group_size=8, num_minibatches=1) == []  # the L_max normaliser is TRL's dr_grpo
     bessel = {g.knob: g for g in trl_gaps(GRPO, group_size=8, num_minibatches=1)}
     assert "0.9354" in bessel["std_correction"].effect
@@ -97,8 +96,10 @@ def test_gaps_per_preset() -> None:
     assert "0.707" in dapo["std_eps"].effect  # ±1 rewards are 2 apart
     assert "frac_reward_zero_std" in dapo["dynamic_sampling"].trl
     assert "number of optimizer steps" in dapo["minibatches"].effect
-    for recipe in PRESETS.values():  # the equivalent recipe leaves only the schedule
-        assert trl_gaps(trl_equivalent_recipe(recipe), group_size=8, num_minibatches=1) == []
+    assert "+0.354 in TRL and -0.707 in the book" in dapo["overlong_filter"].effect
+    for recipe in PRESETS.values():  # the equivalent recipe leaves the schedule and the overlong filter's statistics
+        left = [g.knob for g in trl_gaps(trl_equivalent_recipe(recipe), group_size=8, num_minibatches=1)]
+        assert left == (["overlong_filter"] if recipe.overlong_filter else [])
 
 
 def test_equivalent_recipe() -> None:
@@ -262,6 +263,18 @@ def test_trl_divides_by_bessels_std(trl, batch, tmp_path: Path) -> None:
     ratio = theirs[mixed] / ours[mixed]
     np.testing.assert_allclose(ratio, (bessel_factor(G) * s / (s + TRL_STD_EPS))[:, None] * np.ones(G), rtol=1e-6)
     np.testing.assert_allclose(ratio, bessel_factor(G), rtol=3e-4)  # sqrt(3/4) = 0.866 at G = 4
+
+
+@pytest.mark.trl
+def test_trl_keeps_cut_off_samples_in_the_group_statistics(trl, batch, tmp_path: Path) -> None:
+    result = check("dapo", batch, tmp_path)
+    cut_off = np.array([len(c) == L_MAX and c[-1] != CharCodec().eos_id for c in batch["completions"]])
+    assert cut_off.any()
+    # the book's trainer leaves cut-off samples out of their group's mean and std; TRL does not
+    trainer = group_advantages(result["rewards"], G, trl_equivalent_recipe(DAPO), valid=~cut_off)
+    groups_with_cuts = cut_off.reshape(-1, G).any(axis=1).repeat(G)
+    np.testing.assert_allclose(result["advantages_trl"][~groups_with_cuts], trainer[~groups_with_cuts], atol=1e-6)
+    assert np.abs(result["advantages_trl"] - trainer)[groups_with_cuts & ~cut_off].max() > 0.1
 
 
 @pytest.mark.trl

@@ -332,7 +332,8 @@ def bucket_of(problem: Problem) -> str:
     barely change how hard a problem is for the model, while each extra digit does.
     """
     if not isinstance(problem, Problem):
-        raise TypeError(f"bucket_of takes a Problem; got {type(problem).__name__}.")
+        name = type(problem).__name__
+        raise TypeError(f"bucket_of takes a Problem; got {name}.")
     return f"D{problem.digits}"
 
 

@@ -335,6 +335,11 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
         fail = ~ok & open_
         hi = np.where(ok, mid, hi)
         lo = np.where(fail, mid, lo)
+    # where δ is met with equality, the two ways of rounding P(silent) (logs here, powers in
+    # silent_probability) can disagree by an ulp: answer so that silent_probability agrees
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        short = np.isfinite(hi) & (q**hi + (1.0 - q) ** hi > delta)
+    hi = np.where(short, hi + 1.0, hi)
     out[mixed] = hi
     return like(out.reshape(p.shape), solve_rate)
 

@@ -237,3 +237,10 @@ def test_refill_weight_same_prompt_redraw_matches_simulation() -> None:
         refill_weight(p, G, GRPO)
     with pytest.raises(ValueError, match="redraw_tries"):
         refill_weight(p, G, GRPO, redraw_tries=0)
+
+
+def test_tries_needed_agrees_with_silent_probability_at_equality() -> None:
+    """p = δ = 1/3: P(silent) at G = 3 is 1/3 exactly, but the log route and the power route round it
+    an ulp apart; the answer must satisfy silent_probability(p, G) <= δ as that function computes it."""
+    G = int(tries_needed(1 / 3, 1 / 3))
+    assert silent_probability(1 / 3, G) <= 1 / 3 < silent_probability(1 / 3, G - 2)

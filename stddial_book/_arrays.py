@@ -120,6 +120,20 @@ def check_group_size_array(group_size: ArrayLike, name: str = "group_size") -> n
     return arr
 
 
+def check_pool(solve_rates: ArrayLike, counts: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """A pool of prompts as (p, c): 1-D solve rates in [0, 1] and, one per solve rate, the
+    non-negative number (or weight) of prompts that have it."""
+    p = to_numpy(solve_rates, "solve_rates")
+    check_unit_interval(p, "solve_rates")
+    c = to_numpy(counts, "counts")
+    if p.ndim != 1 or c.shape != p.shape:
+        raise ValueError(f"solve_rates and counts must be 1-D with one count per solve rate (one entry per solve "
+                         f"rate in each, same length); got shapes {p.shape} and {c.shape}.")
+    if np.any(c < 0):
+        raise ValueError("counts must be non-negative: how many prompts have each solve rate.")
+    return p, c
+
+
 def unit_scale(arr: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``arr`` divided, along ``axis``, by the power of two that brings each slice's largest |value|
     into [0.5, 1); returns (scaled, exponent, scaled peak), shapes kept for broadcasting.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._arrays import check_group_size, check_int, check_number, check_unit_interval, to_numpy
+from ._arrays import check_group_size, check_int, check_number, check_pool, check_unit_interval, to_numpy
 from .identity import expected_update_weight
 from .recipes import Recipe, as_recipe, group_advantages
 from .solve_rates import PAPER_BANDS, decile_of
@@ -128,14 +128,7 @@ def initial_solve_rates(solve_rates: np.ndarray, counts: np.ndarray, config: Con
                         rng: np.random.Generator) -> np.ndarray:
     """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8)."""
     _check_config(config)
-    p = to_numpy(solve_rates, "solve_rates")
-    check_unit_interval(p, "solve_rates")
-    c = to_numpy(counts, "counts")
-    if p.ndim != 1 or c.shape != p.shape:
-        raise ValueError(f"solve_rates and counts must be 1-D with one count per solve rate; got shapes {p.shape} "
-                         f"and {c.shape}.")
-    if np.any(c < 0):
-        raise ValueError("counts must be non-negative (how many prompts have each solve rate).")
+    p, c = check_pool(solve_rates, counts)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)); got {type(rng).__name__}.")
     weights = np.where((p > 0) & (p < 1), c, 0.0)

@@ -24,13 +24,12 @@ them into ``data/dapo/`` with provenance (sha256 of the source file).
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._arrays import check_int, check_number, check_unit_interval, to_numpy
+from ._arrays import check_int, check_number, check_pool, check_unit_interval, to_numpy
 
 __all__ = ["DAPO_SOURCE", "load_dapo_fig3b", "build_dapo_table", "ConsistencyFit", "fit_consistency",
            "sharpened_moment", "TABLE_NAME", "EVAL_SAMPLES", "PLATEAU_POINTS"]
@@ -100,7 +99,7 @@ def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndar
 def sharpened_moment(solve_rates: np.ndarray, weights: np.ndarray, inverse_temperature: np.ndarray,
                      power: float) -> np.ndarray:
     """E[(p^(1/T))^power] over a pool (``weights`` sum to 1), for each 1/T given."""
-    p, weights = _check_pool(solve_rates, weights)
+    p, weights = check_pool(solve_rates, weights)
     p = p[None, :]
     inv_t = np.atleast_1d(to_numpy(inverse_temperature, "inverse_temperature"))
     if inv_t.ndim != 1 or np.any(inv_t <= 0):
@@ -173,7 +172,7 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
     ``solve_rates`` and ``counts`` describe the prompt pool (Big-Math: k/64 and the 65 counts).
     See the module docstring for the model; the fits minimise squared error.
     """
-    p, w = _check_pool(solve_rates, counts)
+    p, w = check_pool(solve_rates, counts)
     if w.sum() <= 0:
         raise ValueError("solve_rates and counts must have one entry per solve rate, with counts summing above 0.")
     w = w / w.sum()
@@ -233,19 +232,6 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
     return ConsistencyFit(steps, logged, predicted, tau, _r2(logged, predicted), plateau, frozen, frozen_mean,
                           end_mean, 1.0 / inv_t_end, _r2(logged, a * (1.0 - np.exp(-steps / b))), (a, b),
                           np.array(boot), means, allcorrect)
-
-
-def _check_pool(solve_rates: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A pool as (p, w): 1-D solve rates in [0, 1] and non-negative weights of the same shape."""
-    p = to_numpy(solve_rates, "solve_rates")
-    check_unit_interval(p, "solve_rates")
-    w = to_numpy(weights, "counts")
-    if p.ndim != 1 or w.shape != p.shape:
-        raise ValueError(f"solve_rates and counts must have one entry per solve rate (1-D, same length); got shapes "
-                         f"{p.shape} and {w.shape}.")
-    if np.any(w < 0):
-        raise ValueError("counts (weights) must be non-negative: how many prompts have each solve rate.")
-    return p, w
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,15 +7,12 @@ step) and returns plain numbers or arrays, so chapters can glue them and tests c
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ._arrays import check_group_size, check_int, check_number, to_numpy, unit_scale
-from .resources import data_path
-from .runs import metric_series
+from .runs import RECORDED_DIR, metric_series, recorded_runs  # re-exported: chapters import them from here
 
 __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
@@ -24,7 +21,6 @@ __all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve"
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
-RECORDED_DIR = data_path("runs")
 
 
 def _check_records(records: list[dict[str, Any]], name: str = "records") -> list[dict[str, Any]]:
@@ -113,23 +109,6 @@ def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.nda
         raise ValueError("the log's groups/sigma and groups/weight must pair up as non-negative numbers "
                          "(one σ and one w per group); is it a training run's metrics.jsonl?")
     return sig, w
-
-
-def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) -> dict[str, list[Path]]:
-    """Committed run directories per recipe key (``grpo``, ``dr_grpo``, ``dapo``), seeds sorted.
-
-    An empty dict means no run of that profile has been recorded yet; chapters then say so.
-    """
-    if not isinstance(profile, str):
-        raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")
-    base = Path(root) if root is not None else RECORDED_DIR
-    found: dict[str, list[Path]] = {}
-    for path in sorted((base / profile).glob("*-seed*")):
-        if (path / "metrics.jsonl").exists():
-            if not (path / "provenance.json").exists():
-                raise ValueError(f"{path} has metrics but no provenance.json; a recorded run must carry its provenance.")
-            found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
-    return found
 
 
 def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:

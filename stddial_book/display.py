@@ -9,9 +9,10 @@ name each glued value in code type instead, so outside the site build :func:`glu
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["glue", "show_claim", "show_equation", "table", "BOOK_BUILD_ENV"]
+__all__ = ["glue", "glue_all", "show_claim", "show_equation", "table", "BOOK_BUILD_ENV"]
 
 #: Set (to "1") by the book's Sphinx extension while Jupyter Book executes the chapters.
 BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"
@@ -45,6 +46,22 @@ def glue(name: str, value: Any, display: bool = False) -> None:
             print(f"{name} = {_shown(value)}")
         return
     _myst_glue(name, value, display=display)
+
+
+def glue_all(values: Mapping[str, Any], prefix: str = "") -> None:
+    """:func:`glue` every entry of ``values`` under ``prefix + key``, in the mapping's order.
+
+    One line in a chapter instead of one ``glue`` call per number: the analysis that produces the
+    numbers lives in the package and returns them as a dict, the chapter glues them.
+    """
+    if not isinstance(values, Mapping):
+        raise TypeError(f"glue_all needs a mapping of name -> value (e.g. a dict); got {type(values).__name__}.")
+    if not isinstance(prefix, str):
+        raise TypeError(f"glue_all's prefix must be a string; got {prefix!r}.")
+    for key, value in values.items():
+        if not isinstance(key, str) or not (prefix + key):
+            raise TypeError(f"glue_all's keys must be strings (names the prose cites); got {key!r}.")
+        glue(prefix + key, value)
 
 
 def table(header: list[str], rows: list[list[object]], caption: str = ""):

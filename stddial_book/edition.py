@@ -44,9 +44,9 @@ def build_facts(root: str | Path | None = None) -> dict[str, Any]:
 def recorded_rows(profile: str = "reference") -> list[list[str]]:
     """One row per recorded recipe: seeds, device, commits, recording dates, wall time per run.
 
-    Read from each committed run's ``provenance.json`` (:func:`stddial_book.analysis.recorded_runs`).
+    Read from each committed run's ``provenance.json`` (:func:`stddial_book.runs.recorded_runs`).
     """
-    from .analysis import recorded_runs
+    from .runs import recorded_runs
     from .runs import read_json
 
     rows = []

@@ -240,9 +240,8 @@ def recipe_logs(profile, key: str, recorded_profile: str = "reference",
                 progress: bool = False) -> dict[str, list[list[dict[str, Any]]]]:
     """The run logs chapters 10-13 read for one recipe: ``"live"``, every seed of ``profile``
     (trained now, or read from the cache), and ``"recorded"``, every committed run of
-    ``recorded_profile`` (:func:`stddial_book.analysis.recorded_runs`)."""
-    from .analysis import recorded_runs
-    from .runs import load_run
+    ``recorded_profile`` (:func:`stddial_book.runs.recorded_runs`)."""
+    from .runs import load_run, recorded_runs
 
     live = [load_run(rl_run(profile, key, seed=seed, progress=progress))[1] for seed in profile.seeds]
     recorded = [load_run(d)[1] for d in recorded_runs(recorded_profile).get(key, [])]

@@ -24,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RunLog", "load_run", "read_json", "read_records", "metric_series", "environment"]
+from .resources import data_path
+
+__all__ = ["RunLog", "load_run", "read_json", "read_records", "metric_series", "environment", "recorded_runs",
+           "RECORDED_DIR"]
+
+#: Where the committed reference runs live (package data, ``data/runs/<profile>/<recipe>-seed<n>``).
+RECORDED_DIR = data_path("runs")
 
 METRICS = "metrics.jsonl"
 PROVENANCE = "provenance.json"
@@ -201,3 +207,20 @@ def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray,
     except (TypeError, ValueError):
         raise ValueError(f"metric {name!r} is not a number at every step (a list or text metric?); read "
                          "such metrics from the records directly.") from None
+
+
+def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) -> dict[str, list[Path]]:
+    """Committed run directories per recipe key (``grpo``, ``dr_grpo``, ``dapo``), seeds sorted.
+
+    An empty dict means no run of that profile has been recorded yet; chapters then say so.
+    """
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")
+    base = Path(root) if root is not None else RECORDED_DIR
+    found: dict[str, list[Path]] = {}
+    for path in sorted((base / profile).glob("*-seed*")):
+        if (path / "metrics.jsonl").exists():
+            if not (path / "provenance.json").exists():
+                raise ValueError(f"{path} has metrics but no provenance.json; a recorded run must carry its provenance.")
+            found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
+    return found

@@ -55,7 +55,7 @@ test: .venv
 
 screenshots: .venv
 	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
-	$(BIN)/python -m stddial_book._screenshots --html _build/html --out _build/screenshots
+	$(BIN)/python tools/screenshots.py --html _build/html --out _build/screenshots
 
 # The .ipynb next to each chapter is what Colab opens: generated from the .md with its MyST
 # roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.

@@ -20,7 +20,8 @@ The helper package of the book. Modules, one topic each:
 * :mod:`stddial_book.widgets`: the explorers (live with a kernel, self-contained HTML on the site);
 * :mod:`stddial_book.edition`: what a build of the book used (the appendix page "This edition").
 
-Build tooling, not lessons: ``_colab`` (the Colab notebooks), ``_screenshots``, ``_sphinx_*``.
+Build tooling, not lessons: ``_colab`` (the Colab notebooks from the chapters). The site's Sphinx
+extensions (``_ext/``) and the screenshot script (``tools/``) live outside the package.
 """
 
 from .identity import (

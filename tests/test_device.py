@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "stddial_book"
 FACTORIES = {"tensor", "full", "zeros", "ones", "arange", "empty", "rand", "randn", "randint", "as_tensor",
              "Generator", "linspace"}
 #: Modules that never touch a model's tensors: their torch calls serve CPU-only tools.
-EXEMPT = {"_screenshots.py", "_colab.py"}
+EXEMPT = {"_colab.py"}
 
 
 def factory_calls(path: Path):

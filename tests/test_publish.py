@@ -78,3 +78,24 @@ def test_the_front_page_lists_every_page_of_the_book() -> None:
     pages = [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
     linked = set(re.findall(r"\]\(([^)#]+)\.md\)", (ROOT / "index.md").read_text()))
     assert [p for p in pages if p not in linked] == []
+
+
+def test_build_tooling_lives_outside_the_package() -> None:
+    """The site's Sphinx extensions are local extensions in _ext/ (importable from there, each with a
+    setup) and the screenshot script is in tools/: the package holds no build tooling but _colab."""
+    import importlib.util
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    local = config["sphinx"]["local_extensions"]
+    assert set(local) == {"stddial_mathjax", "stddial_build"}
+    for name, folder in local.items():
+        path = ROOT / folder / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert callable(module.setup), f"{path} has no Sphinx setup()"
+    assert not config["sphinx"].get("extra_extensions")
+    assert (ROOT / "tools" / "screenshots.py").is_file()
+    package = {p.name for p in (ROOT / "stddial_book").glob("_*.py")}
+    assert package == {"__init__.py", "__main__.py", "_arrays.py", "_colab.py"}, package
+    assert {"_ext", "tools"} <= set(config["exclude_patterns"])

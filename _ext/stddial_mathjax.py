@@ -8,10 +8,11 @@ Pages then load ``_static/mathjax/tex-mml-chtml.js`` (set ``mathjax_path`` to
 ``mathjax/tex-mml-chtml.js``; this extension sets it when it is left at a
 remote default), so math renders with no network at all.
 
-Enable it in ``_config.yml``::
+Enabled in ``_config.yml`` as a local extension (it is build tooling, not part of the package)::
 
     sphinx:
-      extra_extensions: [stddial_book._sphinx_mathjax]
+      local_extensions:
+        stddial_mathjax: _ext
       config:
         mathjax_path: mathjax/tex-mml-chtml.js
 """

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m stddial_book._screenshots [--html _build/html] [--out _build/screenshots]
+    python tools/screenshots.py [--html _build/html] [--out _build/screenshots]
                                         [--width 1280] [--height 2000]
 
 Every ``*.html`` page under ``--html`` is rendered, except the generated
@@ -107,7 +107,7 @@ def screenshot(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m stddial_book._screenshots",
+        prog="python tools/screenshots.py",
         description="PNG screenshots of every page of the built book.",
     )
     parser.add_argument("--html", default="_build/html", type=Path,

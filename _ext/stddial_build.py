@@ -4,7 +4,8 @@ Jupyter Book starts each chapter's kernel from the Sphinx process, so a variable
 inherited by every kernel. :func:`stddial_book.display.glue` reads it: in the site build a glued
 value goes into the prose only; anywhere else (Colab, Jupyter, the tests) it is also printed.
 
-Enable it in ``_config.yml`` (``sphinx.extra_extensions``).
+Enabled in ``_config.yml`` as a local extension (``sphinx.local_extensions``, folder ``_ext``); it
+lives outside the package because readers never import it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 
-from .display import BOOK_BUILD_ENV
+from stddial_book.display import BOOK_BUILD_ENV
 
 
 def setup(app: Sphinx) -> dict[str, Any]:

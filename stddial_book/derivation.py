@@ -13,6 +13,7 @@ Liu et al. (2025) for Dr. GRPO, Yu et al. (2025) for DAPO.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -26,6 +27,10 @@ __all__ = [
     "advantages",
     "variant_advantages",
     "VARIANTS",
+    "LINE_WIDTH",
+    "latex_lines",
+    "advantage_claims",
+    "variants_table",
     "mean_abs_advantage_claim",
     "group_term_claim",
     "explicit_group_term_claim",
@@ -86,6 +91,54 @@ def _check_correction(correction: int) -> int:
     return int(correction)
 
 
+#: How wide (in characters of SymPy's 2-D pretty print, about the width of the rendered formula)
+#: one line of a displayed equation may be: a longer sum is broken over several lines, so that
+#: no equation is wider than the book's text column.
+LINE_WIDTH = 56
+
+
+def _symbol_width(symbol: sp.Symbol) -> int:
+    """About how many characters wide a symbol is on the page: ``\\bar{g}_+`` is 2, ``s_{1,1}`` 3."""
+    name = re.sub(r"\\(bar|hat|tilde|mathrm|operatorname)", "", symbol.name)
+    name = re.sub(r"\\[a-zA-Z]+", "x", name)  # a Greek letter or \\max: about one character
+    return max(1, math.ceil(0.8 * len(re.sub(r"[{}_^]", "", name))))
+
+
+def _shown_width(expr: sp.Expr) -> int:
+    """The width of ``expr``'s pretty print, each symbol stood in for by one as wide as it shows."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    stand_ins = {symbol: sp.Symbol(letters[i % len(letters)] * _symbol_width(symbol))
+                 for i, symbol in enumerate(sorted(expr.free_symbols, key=str))}
+    shown = sp.pretty(expr.xreplace(stand_ins), use_unicode=True)
+    return max(len(row) for row in shown.splitlines())
+
+
+def latex_lines(expr: sp.Expr, width: int = LINE_WIDTH) -> list[str]:
+    """``expr`` as LaTeX, a sum broken between its terms into lines about ``width`` wide.
+
+    The width of a term is that of its SymPy pretty print (a fraction counts as its wider part),
+    close to its width on the page. A product or a single term stays on one line. Joining the
+    lines with spaces gives the same formula as ``sp.latex(expr)``, term for term.
+    """
+    width = check_int(width, "width", minimum=1)
+    expr = sp.sympify(expr)
+    if not isinstance(expr, sp.Add):
+        return [sp.latex(expr)]
+    lines: list[str] = []
+    current: list[str] = []
+    used = 0
+    for term in expr.as_ordered_terms():
+        text = sp.latex(term)
+        size = _shown_width(term) + 3  # with the operator between terms
+        if current and used + size > width:
+            lines.append(" ".join(current))
+            current, used = [], 0
+        current.append(text if not (lines or current) or text.startswith("-") else f"+ {text}")
+        used += size
+    lines.append(" ".join(current))
+    return lines
+
+
 @dataclass(frozen=True)
 class Claim:
     """An equation ``lhs = rhs`` that the book derives, with a label and a sentence."""
@@ -96,6 +149,9 @@ class Claim:
     rhs: sp.Expr
     assumptions: str = "0 < k < G"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The closed form as the page shows it, written with the symbol σ (``rhs`` is this with σ
+    #: replaced by sqrt(p̂(1 − p̂)); :func:`_in_sigma` makes both). None: ``rhs`` is shown.
+    display_rhs: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         for name in ("lhs", "rhs"):
@@ -106,6 +162,8 @@ class Claim:
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"{name} must be finite; got {value}.")
             object.__setattr__(self, name, sp.sympify(value))
+        if self.display_rhs is not None and not isinstance(self.display_rhs, sp.Basic):
+            raise TypeError(f"display_rhs must be a SymPy expression or None; got {type(self.display_rhs).__name__}.")
 
     def difference(self) -> sp.Expr:
         """lhs − rhs, simplified under the assumptions (p̂ and 1 − p̂ positive, G > 1)."""
@@ -119,16 +177,22 @@ class Claim:
 
     def rhs_in_sigma(self) -> sp.Expr:
         """The closed form with sqrt(p̂)·sqrt(1 − p̂) written as the symbol σ, for display."""
+        if self.display_rhs is not None:
+            return self.display_rhs
         return self.rhs.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), _sigma_symbol)
 
     def latex(self) -> str:
         """The equation as LaTeX (the closed form in terms of σ), for ``IPython.display.Math``."""
         return f"{sp.latex(self.lhs)} = {sp.latex(self.rhs_in_sigma())}"
 
-    def latex_aligned(self) -> str:
-        """The equation on two lines (left side, then ``= right side``), for narrow pages."""
-        return (rf"\begin{{aligned}} & {sp.latex(self.lhs)} \\ "
-                rf"&= {sp.latex(self.rhs_in_sigma())} \end{{aligned}}")
+    def latex_aligned(self, width: int = LINE_WIDTH) -> str:
+        """The equation over several lines for a narrow page: the left side, then ``= right side``,
+        each side's sum broken into lines about ``width`` characters wide (:func:`latex_lines`)."""
+        left = latex_lines(self.lhs, width)
+        right = latex_lines(self.rhs_in_sigma(), width)
+        rows = [f"& {left[0]}", *(rf"&\quad {line}" for line in left[1:]),
+                f"&= {right[0]}", *(rf"&\quad {line}" for line in right[1:])]
+        return r"\begin{aligned} " + r" \\ ".join(rows) + r" \end{aligned}"
 
 
 def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Expr = sp.Integer(0),
@@ -179,6 +243,46 @@ def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
     a_plus, a_minus = advantages(scale, correction, sp.Integer(hi), sp.Integer(lo))
     return description, a_plus, a_minus, weight
+
+
+def _in_sigma(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """(``expr`` in p̂, ``expr`` as written with σ): ``expr`` is given with p̂(1 − p̂) as σ², so that
+    the page can show (1 − p̂)/σ, which SymPy would otherwise rewrite as sqrt(1 − p̂)/sqrt(p̂)."""
+    return expr.subs(_sigma_symbol, sigma), expr
+
+
+def advantage_claims(label: str) -> tuple[Claim, Claim]:
+    """A₊ = w (1 − p̂)/σ² and A₋ = −w p̂/σ²: each variant's advantages, from the definitions,
+    equal these short forms in its weight w (so (1 − p̂)/σ and −p̂/σ for GRPO)."""
+    description, a_plus, a_minus, weight = variant_advantages(label)
+    shown_weight = weight.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), _sigma_symbol)
+    plus, plus_shown = _in_sigma(shown_weight * (1 - phat) / _sigma_symbol**2)
+    minus, minus_shown = _in_sigma(-shown_weight * phat / _sigma_symbol**2)
+    return (Claim(f"a_plus_{label}", f"{description}: A₊ = w (1 − p̂)/σ²", a_plus, plus, display_rhs=plus_shown),
+            Claim(f"a_minus_{label}", f"{description}: A₋ = −w p̂/σ²", a_minus, minus, display_rhs=minus_shown))
+
+
+def variants_table():
+    """Chapter 3: every variant's advantages, weight and mean |A|, as a Markdown table of short
+    closed forms in σ (:func:`stddial_book.display.table`).
+
+    Each entry is the right side of a :class:`Claim` whose left side is built from the definitions
+    (:func:`advantage_claims`, :func:`group_term_claim`, :func:`mean_abs_advantage_claim`); the
+    table is made only after SymPy proves every one, and raises ``AssertionError`` otherwise.
+    """
+    from .display import table
+
+    rows = []
+    for label, description in VARIANTS.items():
+        a_plus, a_minus = advantage_claims(label)
+        claims = [a_plus, a_minus, group_term_claim(label), mean_abs_advantage_claim(label)]
+        wrong = next((claim for claim in claims if not claim.holds()), None)
+        if wrong is not None:
+            raise AssertionError(f"{wrong.label} does not hold: lhs - rhs = {wrong.difference()}")
+        weight = claims[2].rhs_in_sigma() / (gbar_plus - gbar_minus)
+        shown = [a_plus.rhs_in_sigma(), a_minus.rhs_in_sigma(), weight, claims[3].rhs_in_sigma()]
+        rows.append([description, *(f"${sp.latex(expr)}$" for expr in shown)])
+    return table(["variant", "$A_+$", "$A_-$", "$w$", r"mean $\lvert A_i \rvert$"], rows)
 
 
 def mean_abs_advantage_claim(label: str) -> Claim:
@@ -392,6 +496,7 @@ def all_claims() -> list[Claim]:
     """Every result chapter 3 displays, in the chapter's order."""
     claims: list[Claim] = []
     for label in _VARIANTS:
+        claims += advantage_claims(label)
         claims.append(mean_abs_advantage_claim(label))
         claims.append(group_term_claim(label))
     claims += affine_invariance_claims()

@@ -95,3 +95,74 @@ def test_attenuation_is_the_exact_sum_to_first_order_in_one_over_G() -> None:
     for p_value in (0.3, 0.5):
         gaps = [abs(gradient_fidelity(p_value, G) - attenuated_fidelity(p_value, G)) * G**2 for G in (64, 256, 1024)]
         assert max(gaps) < 2.0 and gaps[-1] == pytest.approx(gaps[-2], rel=0.2)
+
+
+@pytest.mark.parametrize("label", list(d.VARIANTS))
+def test_advantages_have_the_shape_w_times_one_minus_phat_over_sigma_squared(label: str) -> None:
+    """A₊ = w(1 − p̂)/σ², A₋ = −w p̂/σ², proved, and shown with σ (not rewritten by SymPy)."""
+    plus, minus = d.advantage_claims(label)
+    assert plus.holds() and minus.holds()
+    weight = d.variant_advantages(label)[3]
+    assert plus.display_rhs.subs(d._sigma_symbol, d.sigma) == plus.rhs
+    assert sp.simplify(plus.rhs - weight * (1 - d.phat) / d.sigma**2) == 0
+    assert d._sigma_symbol in plus.rhs_in_sigma().free_symbols or label.startswith("dr")
+    assert not d.Claim("off", "A₊ twice too large", plus.lhs, 2 * plus.rhs).holds()
+
+
+def test_grpo_advantage_is_shown_as_one_minus_phat_over_sigma() -> None:
+    plus, minus = d.advantage_claims("grpo")
+    assert sp.latex(plus.rhs_in_sigma()) == r"\frac{1 - \hat{p}}{\sigma}"
+    assert sp.latex(minus.rhs_in_sigma()) == r"- \frac{\hat{p}}{\sigma}"
+
+
+def test_variants_table_lists_every_variant_in_short_closed_forms() -> None:
+    text = d.variants_table().data
+    lines = text.splitlines()
+    assert len(lines) == 2 + len(d.VARIANTS)
+    grpo = next(line for line in lines if line.startswith("| GRPO, population std, 0/1"))
+    assert r"$\sigma$" in grpo and r"$2 \sigma$" in grpo and "sqrt{\\hat{p}}" not in grpo
+    dr = next(line for line in lines if line.startswith("| Dr. GRPO, ±1"))
+    assert r"$2 \sigma^{2}$" in dr and r"$4 \sigma^{2}$" in dr
+
+
+def test_variants_table_refuses_a_claim_that_does_not_hold(monkeypatch) -> None:
+    right = d.advantage_claims
+
+    def wrong(label):
+        plus, minus = right(label)
+        return d.Claim(plus.label, plus.statement, plus.lhs, 2 * plus.rhs), minus
+
+    monkeypatch.setattr(d, "advantage_claims", wrong)
+    with pytest.raises(AssertionError, match="does not hold"):
+        d.variants_table()
+
+
+def test_latex_lines_breaks_long_sums_between_terms_only() -> None:
+    long_sum = d.expected_variance_sum_claim(8).lhs
+    lines = d.latex_lines(long_sum)
+    assert len(lines) > 1
+    # the lines hold the sum's terms, in order, each once, joined by their signs
+    terms = [sp.latex(t) for t in long_sum.as_ordered_terms()]
+    expected = " ".join(t if i == 0 or t.startswith("-") else f"+ {t}" for i, t in enumerate(terms))
+    assert " ".join(lines) == expected
+    assert not lines[0].startswith("+") and lines[1].startswith("+ ")
+    # a short sum, or anything not a sum, stays on one line
+    assert d.latex_lines(d.gbar_plus - d.gbar_minus) == [sp.latex(d.gbar_plus - d.gbar_minus)]
+    assert d.latex_lines(d.sigma * (d.gbar_plus - d.gbar_minus)) == [sp.latex(d.sigma * (d.gbar_plus - d.gbar_minus))]
+    assert len(d.latex_lines(long_sum, width=1)) == len(terms)  # one term a line at the narrowest
+    with pytest.raises(ValueError):
+        d.latex_lines(long_sum, width=0)
+
+
+def test_latex_aligned_puts_continuation_lines_between_the_two_sides() -> None:
+    claim = d.expected_variance_sum_claim(8)
+    text = claim.latex_aligned()
+    assert text.startswith(r"\begin{aligned} & ") and text.endswith(r"\end{aligned}")
+    rows = text[len(r"\begin{aligned} "):-len(r" \end{aligned}")].split(r" \\ ")
+    assert len(rows) == len(d.latex_lines(claim.lhs)) + 1
+    assert all(row.startswith(r"&\quad") for row in rows[1:-1]) and rows[-1].startswith("&= ")
+
+
+def test_display_rhs_must_be_sympy() -> None:
+    with pytest.raises(TypeError, match="display_rhs"):
+        d.Claim("x", "x", d.sigma, d.sigma, display_rhs="sigma")

@@ -8,7 +8,8 @@ This module maps a :class:`~stddial_book.recipes.Recipe` (GRPO, Shao et al., 202
   plain dict (no TRL needed): the dial (``scale_rewards``), the aggregation (``loss_type``), the clip
   range, β, the overlong filter, sampling and the batch schedule.
 * :func:`trl_gaps` lists what a recipe asks for and TRL computes differently (dynamic sampling, the
-  std convention, TRL's fixed std epsilon, how several optimizer steps per rollout are cut);
+  std convention, TRL's fixed std epsilon, the overlong filter's group statistics, how several
+  optimizer steps per rollout are cut, and with vLLM TRL's importance-sampling correction);
   :func:`trl_equivalent_recipe` is the book recipe that computes exactly what TRL computes.
 * :func:`reward_settings` / :func:`trl_reward_funcs` carry a recipe's reward values and DAPO's soft
   overlong penalty into TRL reward functions (TRL has that penalty as
@@ -186,7 +187,8 @@ def trl_settings(recipe: Recipe | str, *, group_size: int, max_new_tokens: int,
         # the dial and the aggregation
         "scale_rewards": "group" if recipe.scale_std else "none",
         "loss_type": TRL_LOSS_TYPES[recipe.loss_aggregation],
-        "multi_objective_aggregation": "sum_then_normalize",  # reward functions summed, then one advantage
+        # the reward functions are summed, then one advantage is taken
+        "multi_objective_aggregation": "sum_then_normalize",
         "importance_sampling_level": "token",
         # clip, KL, overlong filter
         "epsilon": recipe.clip_low,
@@ -204,7 +206,8 @@ def trl_settings(recipe: Recipe | str, *, group_size: int, max_new_tokens: int,
         "min_p": None,
         "repetition_penalty": 1.0,
     }
-    settings.update(_schedule(group_size, prompts_per_step, num_minibatches, micro_batch_size, num_processes))
+    settings.update(_schedule(group_size, prompts_per_step, num_minibatches, micro_batch_size,
+                              num_processes))
     return settings
 
 
@@ -249,7 +252,7 @@ def _smallest_mixed_std(group_size: int, gap: float) -> float:
 
 
 def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
-             num_minibatches: int = _DEFAULT_NUM_MINIBATCHES) -> list[TRLGap]:
+             num_minibatches: int = _DEFAULT_NUM_MINIBATCHES, use_vllm: bool = False) -> list[TRLGap]:
     """What ``recipe`` asks for and TRL's ``GRPOTrainer`` computes differently, with what follows (chapter 14).
 
     Set by :func:`trl_settings`, TRL matches the dial, the aggregation (Dr. GRPO's L_max normaliser is
@@ -258,14 +261,21 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
     * ``dynamic_sampling`` (DAPO, Yu et al., 2025): TRL keeps silent groups with advantage 0 and logs
       their share as ``frac_reward_zero_std``; it has no drop-and-refill, and under the token-level loss
       the silent groups' tokens still count in the normaliser.
-    * ``std_correction``: TRL divides by Bessel's sample std, the population std times sqrt(G/(G − 1));
-      GRPO's update shrinks by sqrt((G − 1)/G) (0.9354 at G = 8; for 4 of 8 correct, 0.5 against 0.535).
+    * ``std_correction``: TRL divides by Bessel's sample std, the population std times sqrt(G/(G − 1)),
+      so the advantage term (not the KL term) shrinks by sqrt((G − 1)/G) (0.9354 at G = 8; for 4 of 8
+      correct, 0.5 against 0.535). With β = 0 that is one constant on the whole loss; with β > 0 it
+      acts, under Adam, like β raised by sqrt(G/(G − 1)).
     * ``std_eps``: TRL adds a fixed :data:`TRL_STD_EPS` to the std.
     * ``overlong_filter`` (DAPO): the book's trainer leaves samples cut off at L_max out of the loss and
       out of their group's mean and std; TRL's ``mask_truncated_completions`` masks the loss only.
     * ``minibatches`` (with several optimizer steps per rollout): TRL shuffles the completions of the
       generation batch before cutting it, so a group can straddle steps, and its token-level loss
       divides each step by the batch's tokens over the number of steps, not by the step's own count.
+    * ``sampler`` (only with ``use_vllm=True``): TRL then recomputes π_old with the training model and,
+      by default (``vllm_importance_sampling_correction=True``, mode ``"sequence_mask"``), multiplies
+      each completion's policy loss by its importance ratio π_train/π_vLLM, zeroing completions whose
+      ratio leaves [``vllm_importance_sampling_clip_min``, ``_clip_max``] (default max 3); the book
+      takes π_old from its sampler, the training model itself, and has no such correction.
 
     DAPO's reward shaping (±1 rewards, the soft overlong penalty) is not a gap: it goes into reward
     functions (:func:`reward_settings`). :func:`trl_equivalent_recipe` removes every gap but the schedule
@@ -275,6 +285,7 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
     group_size = check_int(group_size, "group_size", minimum=2,
                            hint="A group of one sample has no spread to learn from.")
     num_minibatches = check_int(num_minibatches, "num_minibatches", minimum=1)
+    use_vllm = _check_bool(use_vllm, "use_vllm")
     gaps: list[TRLGap] = []
     if recipe.dynamic_sampling:
         gaps.append(TRLGap(
@@ -288,12 +299,20 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
         ))
     if recipe.scale_std and recipe.std_correction == 0:
         factor = math.sqrt((group_size - 1) / group_size)
+        effect = (f"Every mixed group's advantage, and so the advantage term of the loss, is multiplied by "
+                  f"sqrt((G − 1)/G) = {factor:.4f} at G = {group_size}; the KL term is not. ")
+        if recipe.kl_coef > 0:
+            effect += (f"Against the advantage term the KL term then weighs as β/{factor:.4f} = "
+                       f"{recipe.kl_coef / factor:.4g} instead of β = {recipe.kl_coef:g}, and Adam's "
+                       "normalisation removes only the common scale: like a β raised by sqrt(G/(G − 1)).")
+        else:
+            effect += ("With β = 0 that is one constant on the whole loss, which Adam's normalisation all "
+                       "but removes.")
         gaps.append(TRLGap(
             "std_correction",
             "divides by the population std σ (ddof 0), which makes the identity exact",
             "divides by Bessel's sample std s = σ·sqrt(G/(G − 1)) (ddof 1)",
-            f"Every mixed group's advantage, and so the update, is multiplied by sqrt((G − 1)/G) = {factor:.4f} "
-            f"at G = {group_size}: one constant for the whole batch, which Adam's normalisation all but removes.",
+            effect,
         ))
     if recipe.scale_std and recipe.std_eps != TRL_STD_EPS:
         spread = recipe.reward_correct - recipe.reward_wrong
@@ -303,9 +322,11 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
             "std_eps",
             f"adds {recipe.std_eps:g} to the std",
             f"adds {TRL_STD_EPS:g} (fixed in the trainer, not a GRPOConfig setting)",
-            f"A group's weight becomes s/(s + {TRL_STD_EPS:g}) of the eps-free one; for two reward values "
+            f"A group's weight becomes s/(s + {TRL_STD_EPS:g}) of the eps-free one; for binary rewards "
             f"{spread:g} apart the smallest mixed-group s is {s_min:.3f} at G = {group_size}, so the change is "
-            f"at most {relative:.1e} relative.",
+            f"at most {relative:.1e} relative. Rewards on a finer scale have a smaller s and a larger change"
+            + (": the length penalty makes reward gaps as small as 1/L_cache." if recipe.overlong_penalty
+               else "."),
         ))
     if recipe.overlong_filter:
         gaps.append(TRLGap(
@@ -329,6 +350,18 @@ def trl_gaps(recipe: Recipe | str, *, group_size: int = 8,
             "shuffles the completions of the generation batch and splits them into steps_per_generation slices",
             effect,
         ))
+    if use_vllm:
+        gaps.append(TRLGap(
+            "sampler",
+            "takes π_old from its sampler, which is the training model itself",
+            "with use_vllm=True recomputes π_old with the training model and, by default "
+            "(vllm_importance_sampling_correction=True, mode \"sequence_mask\"), multiplies each "
+            "completion's policy loss by its ratio π_train/π_vLLM, zeroing completions whose ratio "
+            "leaves [vllm_importance_sampling_clip_min, vllm_importance_sampling_clip_max] (max 3)",
+            "An importance-sampling correction for the numerical mismatch between vLLM and the trainer, "
+            "which the book's loss does not have; set vllm_importance_sampling_correction=False to leave it "
+            "out, or use_vllm=False (the default) to sample with the training model.",
+        ))
     return gaps
 
 
@@ -345,22 +378,24 @@ def _overlong_statistics_effect(recipe: Recipe, group_size: int) -> str:
     cut = recipe.reward_wrong - (1.0 if recipe.overlong_penalty else 0.0)
     rewards = np.array([recipe.reward_correct, recipe.reward_wrong, recipe.reward_wrong] + [cut] * (group_size - 3))
     valid = np.arange(group_size) < 3
-    theirs = float(group_advantages(rewards, group_size, trl_equivalent_recipe(recipe))[1])
-    ours = float(group_advantages(rewards, group_size, recipe, valid=valid)[1])
+    same_std = trl_equivalent_recipe(recipe)  # the same std convention on both sides: only the filter differs
+    theirs = float(group_advantages(rewards, group_size, same_std)[1])
+    ours = float(group_advantages(rewards, group_size, same_std, valid=valid)[1])
     return (text + f": at G = {group_size}, with 1 right, 2 short wrong and {group_size - 3} cut-off samples, a short "
-            f"wrong answer gets A = {theirs:+.3f} in TRL and {ours:+.3f} in the book. With no sample cut off the two "
-            "agree; the one-batch check takes TRL's statistics.")
+            f"wrong answer gets A = {theirs:+.3f} in TRL and {ours:+.3f} in the book's trainer (both with TRL's "
+            "std). With no sample cut off the two agree; the one-batch check takes TRL's statistics.")
 
 
 def trl_equivalent_recipe(recipe: Recipe | str) -> Recipe:
-    """The book recipe that computes what TRL computes when set by :func:`trl_settings` for ``recipe``.
+    """The book recipe that computes what TRL computes when set by :func:`trl_settings`.
 
-    Bessel's std plus TRL's fixed 1e-4 where the recipe divides by the std, and no dynamic sampling
-    (TRL keeps silent groups at advantage 0); everything else TRL expresses already. Chapter 14 checks
-    that advantages, loss and gradient then agree with TRL's own code to float32 rounding. One thing no
-    recipe field expresses: under the overlong filter the book's trainer takes a group's mean and std
-    over its samples that were not cut off, TRL over all of them (:func:`trl_gaps`); they agree on a
-    batch without cut-off samples, and ``group_advantages`` without ``valid`` computes TRL's.
+    Bessel's std plus TRL's fixed 1e-4 where the recipe divides by the std, and no dynamic
+    sampling (TRL keeps silent groups at advantage 0); everything else TRL expresses already.
+    Chapter 14 checks that advantages, loss and gradient then agree with TRL's own code to
+    float32 rounding. One thing no recipe field expresses: under the overlong filter the book's
+    trainer takes a group's mean and std over its samples that were not cut off, TRL over all
+    of them (:func:`trl_gaps`); they agree on a batch without cut-off samples, and
+    ``group_advantages`` without ``valid`` computes TRL's.
     """
     recipe = as_recipe(recipe)
     changes: dict[str, Any] = {"dynamic_sampling": False}
@@ -461,7 +496,7 @@ def _grpo_config_from(settings: dict[str, Any], output_dir: str | os.PathLike, o
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
     kwargs = {**settings, **overrides}
     if "activation_checkpointing" in kwargs and "activation_checkpointing" not in fields:
-        kwargs["gradient_checkpointing"] = kwargs.pop("activation_checkpointing")  # transformers < 5 names it so
+        kwargs["gradient_checkpointing"] = kwargs.pop("activation_checkpointing")  # older transformers' name
     unknown = sorted(set(kwargs) - fields)
     if unknown:
         raise ValueError(f"TRL {trl.__version__} has no GRPOConfig setting {', '.join(unknown)}; the bridge was "
@@ -475,8 +510,9 @@ def grpo_config(config: Any, output_dir: str | os.PathLike, *, exact: bool = Fal
 
     ``overrides`` are further ``GRPOConfig`` settings (logging, ``use_cpu``, ...) and win over the
     mapping. With ``exact=True``, a recipe TRL cannot express (:func:`trl_gaps`, at the config's group
-    size and optimizer steps per rollout) raises ``ValueError`` naming the gaps; use
-    :func:`trl_equivalent_recipe` and one optimizer step per rollout for a config TRL runs exactly.
+    size and optimizer steps per rollout, and ``use_vllm`` if overridden) raises ``ValueError`` naming
+    the gaps and the fix: :func:`trl_equivalent_recipe`, without the overlong filter where the recipe
+    has one (TRL keeps cut-off samples in their group's statistics), and one optimizer step per rollout.
 
     Raises:
         ImportError: TRL is not installed (the message says ``pip install trl``).
@@ -487,12 +523,28 @@ def grpo_config(config: Any, output_dir: str | os.PathLike, *, exact: bool = Fal
     if not isinstance(output_dir, (str, os.PathLike)):
         raise TypeError(f"output_dir must be a directory path (str or Path); got {type(output_dir).__name__}.")
     if _check_bool(exact, "exact"):
-        gaps = trl_gaps(config.recipe, group_size=config.group_size, num_minibatches=config.num_minibatches)
+        gaps = trl_gaps(config.recipe, group_size=config.group_size, num_minibatches=config.num_minibatches,
+                        use_vllm=bool(overrides.get("use_vllm", False)))
         if gaps:
             listed = "; ".join(f"{gap.knob}: the book {gap.book}, TRL {gap.trl}" for gap in gaps)
-            raise ValueError(f"TRL cannot express {config.recipe.name!r} exactly ({listed}). Use "
-                             "trl_equivalent_recipe(recipe) with num_minibatches=1, or exact=False.")
+            raise ValueError(f"TRL cannot express {config.recipe.name!r} exactly ({listed}). "
+                             f"{_exact_fix({gap.knob for gap in gaps})}")
     return _grpo_config_from(settings, output_dir, overrides)
+
+
+def _exact_fix(knobs: set[str]) -> str:
+    """What to change so that ``grpo_config(..., exact=True)`` accepts a config with these gaps."""
+    fixes = []
+    if knobs & {"dynamic_sampling", "std_correction", "std_eps"}:
+        fixes.append("recipe=trl_equivalent_recipe(recipe)")
+    if "overlong_filter" in knobs:
+        fixes.append("overlong_filter=False in that recipe (TRL keeps cut-off samples in their group's mean "
+                     "and std; recipe.replace(overlong_filter=False))")
+    if "minibatches" in knobs:
+        fixes.append("num_minibatches=1")
+    if "sampler" in knobs:
+        fixes.append("use_vllm=False")
+    return f"For a config TRL runs exactly use {', '.join(fixes)}; or exact=False."
 
 
 @contextlib.contextmanager
@@ -517,7 +569,10 @@ def _quiet() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _random_states_kept() -> Iterator[None]:
-    """Restore Python's, numpy's and torch's global random states afterwards (Trainer reseeds them)."""
+    """Restore Python's, numpy's and torch's CPU random states afterwards (Trainer reseeds them).
+
+    ``fork_rng(devices=[])`` restores torch's CPU generator only, not the CUDA ones.
+    """
     import torch
 
     python_state, numpy_state = random.getstate(), np.random.get_state()
@@ -587,8 +642,8 @@ def _check_batch(problems: Any, completions: Any, group_size: int, max_new_token
             raise ValueError(f"completion {i} holds padding or ids outside the vocabulary: {ids}; pass each "
                              "completion's own tokens, unpadded.")
         if codec.eos_id in ids[:-1] or (len(ids) < max_new_tokens and ids[-1] != codec.eos_id):
-            raise ValueError(f"completion {i} ({ids}) is not what a sampler produces: it ends at its first EOS, or "
-                             f"is cut off at max_new_tokens={max_new_tokens}.")
+            raise ValueError(f"completion {i} ({ids}) must end at its first EOS or be cut off at exactly "
+                             f"max_new_tokens={max_new_tokens}; it does neither.")
         out.append(ids)
     return problems, out
 
@@ -701,7 +756,10 @@ def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Reci
     def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         # TRL's tokenisation of the prompts must be the book's; then the given completions stand in for sampling
         if [list(ids) for ids in prompt_ids] != expected_prompts:
-            raise RuntimeError("TRL tokenised the prompts differently from the book's CharCodec.")
+            raise RuntimeError(
+                "TRL tokenised the prompts differently from the book's CharCodec (a chat template or "
+                f"special tokens?); the bridge was checked against TRL {TRL_CHECKED_VERSION}: install "
+                f"trl=={TRL_CHECKED_VERSION}.")
         return [queue.pop(0) for _ in prompt_ids], None
 
     trainer._generate_single_turn = generate
@@ -713,43 +771,49 @@ def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Reci
     width = max(len(ids) for ids in completions)
     old = None if old_logprobs is None else old_logprobs[:, :width].detach().to(device)
 
-    out = trainer._generate_and_score_completions(inputs)  # TRL: prompts, rewards, advantages, reference log-probs
-    if old is not None:  # π_old: the sampler's log-probs (TRL would use the policy's own: ratio 1)
+    # TRL: prompts, rewards, advantages, reference log-probs
+    out = trainer._generate_and_score_completions(inputs)
+    if old is not None:  # π_old: the sampler's log-probs (else the policy's own: ratio 1)
         out["old_per_token_logps"] = old * out["completion_mask"]
     trl_loss = trainer._compute_loss(trainer.model, out)
     trl_loss.backward()
 
-    # the book: the same batch through the verifier, group_advantages and policy_loss, with TRL's recipe
-    # (group statistics over every sample, as TRL takes them; see trl_gaps for the overlong filter)
+    # the book: the same batch through the verifier, group_advantages and policy_loss, with
+    # TRL's recipe (group statistics over every sample, as TRL's; trl_gaps: overlong filter)
     book = trl_equivalent_recipe(recipe)
     correct = verify([codec.decode(ids) for ids in completions], problems)
     rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
     lengths = np.array([len(ids) for ids in completions])
     if recipe.overlong_penalty:
-        rewards = rewards + overlong_penalty(lengths, max_new_tokens, _overlong_cache(recipe, max_new_tokens))
+        cache = _overlong_cache(recipe, max_new_tokens)
+        rewards = rewards + overlong_penalty(lengths, max_new_tokens, cache)
     advantages = group_advantages(rewards, group_size, book)
     prompt_ids, prompt_mask = encode_prompts(problems, codec, device)
-    completion_ids = torch.full((len(completions), width), codec.pad_id, dtype=torch.long, device=device)
+    completion_ids = torch.full((len(completions), width), codec.pad_id, dtype=torch.long,
+                                device=device)
     for row, ids in enumerate(completions):
         completion_ids[row, :len(ids)] = torch.tensor(ids, device=device)
     mask = completion_ids != codec.pad_id
-    truncated = torch.tensor([len(ids) == max_new_tokens and ids[-1] != codec.eos_id for ids in completions],
-                             device=device)
+    truncated = torch.tensor([len(ids) == max_new_tokens and ids[-1] != codec.eos_id
+                              for ids in completions], device=device)
     logprobs = completion_logprobs(book_model, prompt_ids, prompt_mask, completion_ids, mask)
     ref = None
     if book.kl_coef > 0:
         with torch.no_grad():
             reference = copy.deepcopy(reference).to(device)
             ref = completion_logprobs(reference, prompt_ids, prompt_mask, completion_ids, mask)
-    result = policy_loss(logprobs, logprobs.detach() if old is None else torch.where(mask, old, 0.0),
-                         torch.as_tensor(advantages, device=device), mask, book, max_new_tokens=max_new_tokens,
-                         ref_logprobs=ref, truncated=truncated)
+    old_book = logprobs.detach() if old is None else torch.where(mask, old, 0.0)
+    advantages_t = torch.as_tensor(advantages, device=device)
+    result = policy_loss(logprobs, old_book, advantages_t, mask, book,
+                         max_new_tokens=max_new_tokens, ref_logprobs=ref, truncated=truncated)
     result.loss.backward()
 
     unanimous = ~nonsilent_groups(correct, group_size)
     if not torch.equal(out["prompt_ids"].to(device), prompt_ids) or not torch.equal(
             out["completion_ids"].to(device), completion_ids):
-        raise RuntimeError("TRL's padded batch differs from the book's; the comparison would not be like for like.")
+        raise RuntimeError("TRL's padded batch differs from the book's, so the comparison would not be like "
+                           f"for like; the bridge was checked against TRL {TRL_CHECKED_VERSION}: install "
+                           f"trl=={TRL_CHECKED_VERSION}.")
     trl_grads = dict(trainer.model.named_parameters())
     difference, scale = 0.0, 0.0
     for name, param in book_model.named_parameters():

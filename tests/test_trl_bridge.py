@@ -91,12 +91,24 @@ def test_gaps_per_preset() -> None:
     assert trl_gaps(DR_GRPO, group_size=8, num_minibatches=1) == []  # the L_max normaliser is TRL's dr_grpo
     bessel = {g.knob: g for g in trl_gaps(GRPO, group_size=8, num_minibatches=1)}
     assert "0.9354" in bessel["std_correction"].effect
+    # the factor scales the advantage term only: against it, GRPO's β = 0.04 weighs as 0.04 / sqrt(7/8)
+    assert f"{0.04 / math.sqrt(7 / 8):.4g}" == "0.04276" and "0.04276" in bessel["std_correction"].effect
     assert "0.354" in bessel["std_eps"].effect and "2.8e-04" in bessel["std_eps"].effect
     dapo = {g.knob: g for g in trl_gaps(DAPO, group_size=8, num_minibatches=2)}
-    assert "0.707" in dapo["std_eps"].effect  # ±1 rewards are 2 apart
+    assert "β = 0" in dapo["std_correction"].effect
+    assert "0.707" in dapo["std_eps"].effect and "1/L_cache" in dapo["std_eps"].effect  # ±1: 2 apart
     assert "frac_reward_zero_std" in dapo["dynamic_sampling"].trl
     assert "number of optimizer steps" in dapo["minibatches"].effect
-    assert "+0.354 in TRL and -0.707 in the book" in dapo["overlong_filter"].effect
+    # 1 right (+1), 2 short wrong (-1), 5 cut off (-1 and the full penalty -1); Bessel's std + 1e-4 on
+    # both sides: TRL's statistics over all 8 samples, the book trainer's over the 3 kept ones
+    rewards = np.array([1.0, -1.0, -1.0] + [-2.0] * 5)
+    s_all, s_kept = np.std(rewards, ddof=1) + 1e-4, np.std(rewards[:3], ddof=1) + 1e-4
+    theirs, ours = (-1 - rewards.mean()) / s_all, (-1 - rewards[:3].mean()) / s_kept
+    assert f"{theirs:+.3f} in TRL and {ours:+.3f} in the book's trainer" in dapo["overlong_filter"].effect
+    assert (f"{theirs:+.3f}", f"{ours:+.3f}") == ("+0.354", "-0.577")
+    assert [g.knob for g in trl_gaps(DR_GRPO, group_size=8, num_minibatches=1, use_vllm=True)] == ["sampler"]
+    sampler = trl_gaps(DR_GRPO, group_size=8, num_minibatches=1, use_vllm=True)[0]
+    assert "vllm_importance_sampling_correction=True" in sampler.trl and "sequence_mask" in sampler.trl
     for recipe in PRESETS.values():  # the equivalent recipe leaves the schedule and the overlong filter's statistics
         left = [g.knob for g in trl_gaps(trl_equivalent_recipe(recipe), group_size=8, num_minibatches=1)]
         assert left == (["overlong_filter"] if recipe.overlong_filter else [])
@@ -159,6 +171,14 @@ def test_bad_input() -> None:
         grpo_config(TrainConfig(), "out", exact="yes")
     with pytest.raises(ValueError, match="cannot express"):  # checked before TRL is imported
         grpo_config(TrainConfig(recipe="dapo"), "out", exact=True)
+    with pytest.raises(ValueError) as info:  # the message names the whole fix, not only a part of it
+        grpo_config(TrainConfig(recipe=trl_equivalent_recipe(DAPO), num_minibatches=1), "out", exact=True)
+    assert "overlong_filter=False" in str(info.value) and "num_minibatches=1" not in str(info.value)
+    with pytest.raises(ValueError, match="use_vllm=False"):
+        grpo_config(TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), "out", exact=True,
+                    use_vllm=True)
+    with pytest.raises(TypeError, match="use_vllm"):
+        trl_gaps("grpo", use_vllm="yes")
     policy = tiny_model(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
     problem = make_problem(1, 2, 1)
     with pytest.raises(TypeError, match="policy"):
@@ -228,9 +248,9 @@ def batch():
 
 
 def check(recipe, batch, tmp_path: Path, **kw):
+    kw = {"old_logprobs": batch["old"], "ref_model": batch["reference"], **kw}
     return one_batch_check(recipe, batch["policy"], batch["problems"], batch["completions"], group_size=G,
-                           max_new_tokens=L_MAX, workdir=tmp_path / "work", old_logprobs=batch["old"],
-                           ref_model=batch["reference"], **kw)
+                           max_new_tokens=L_MAX, workdir=tmp_path / "work", **kw)
 
 
 @pytest.mark.trl
@@ -279,9 +299,12 @@ def test_trl_keeps_cut_off_samples_in_the_group_statistics(trl, batch, tmp_path:
 
 @pytest.mark.trl
 def test_trls_defaults_are_traps(trl, batch, tmp_path: Path) -> None:
-    # TRL's default k3 term is multiplied by the ratio: same value where the ratio is 1, another gradient
-    biased = check("grpo", batch, tmp_path, trl_overrides={"use_bias_correction_kl": True})
-    assert biased["gradient"] > 1e-4 * biased["gradient_scale"]
+    # TRL's default multiplies the k3 term by the ratio π_θ/π_old. At ratio 1 (π_old = π_θ, as in TRL with
+    # one optimizer step per rollout) the loss keeps its value, but the ratio's gradient adds k3 · ∇log π
+    biased = check("grpo", batch, tmp_path, old_logprobs=None, trl_overrides={"use_bias_correction_kl": True})
+    assert biased["kl"] > 1e-4  # the reference differs from the policy
+    assert biased["loss"] < 1e-6
+    assert biased["gradient"] > 1e-3 * biased["gradient_scale"]
     # Dr. GRPO's advantage with TRL's default aggregation is not Dr. GRPO
     token_level = check("dr_grpo", batch, tmp_path, trl_overrides={"loss_type": "dapo"})
     assert token_level["loss"] > 1e-3 * abs(token_level["loss_book"])
@@ -306,6 +329,26 @@ def test_grpo_config(trl, tmp_path: Path) -> None:
     exact = grpo_config(TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), tmp_path, exact=True,
                         use_cpu=True)
     assert exact.beta == 0.04 and exact.use_bias_correction_kl is False
+    # the traps chapter 14 and trl_settings rely on are GRPOConfig's defaults
+    defaults = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
+    assert (defaults["loss_type"], defaults["scale_rewards"], defaults["use_bias_correction_kl"]) == (
+        "dapo", "group", True)
+    assert (defaults["use_vllm"], defaults["vllm_importance_sampling_correction"],
+            defaults["vllm_importance_sampling_mode"], defaults["vllm_importance_sampling_clip_max"]) == (
+        False, True, "sequence_mask", 3.0)  # what trl_gaps(..., use_vllm=True) says
+    # following the message of exact=True gives a config that exact=True accepts, for every preset
+    for key, recipe in PRESETS.items():
+        with pytest.raises(ValueError, match="cannot express") as info:
+            grpo_config(TrainConfig(recipe=recipe), tmp_path, exact=True, use_cpu=True)
+        message = str(info.value)
+        if "trl_equivalent_recipe(recipe)" in message:
+            recipe = trl_equivalent_recipe(recipe)
+        if "overlong_filter=False" in message:
+            recipe = recipe.replace(overlong_filter=False)
+        minibatches = 1 if "num_minibatches=1" in message else TrainConfig().num_minibatches
+        fixed = grpo_config(TrainConfig(recipe=recipe, num_minibatches=minibatches), tmp_path, exact=True,
+                            use_cpu=True)
+        assert isinstance(fixed, trl.GRPOConfig) and fixed.steps_per_generation == 1
 
 
 @pytest.mark.trl
@@ -322,5 +365,7 @@ def test_testbed_run(trl, tmp_path: Path) -> None:
     save_model(tiny_model(seed=0, **profile.model), str(sft / "model.safetensors"))
     run = trl_testbed_run(profile, "grpo", sft_dir=sft, rollout_batches=2, workdir=tmp_path / "trl")
     assert len(run["logs"]) == 2 and run["optimizer_steps"] == 4
-    assert all(0.0 <= entry["frac_reward_zero_std"] <= 1.0 for entry in run["logs"])
+    # TRL's share of silent groups in one generation batch: a whole number of its 4 groups
+    shares = np.array([entry["frac_reward_zero_std"] for entry in run["logs"]]) * 4
+    np.testing.assert_allclose(shares, np.round(shares), atol=1e-6)
     assert run["settings"]["generation_batch_size"] == 16

@@ -149,21 +149,27 @@ def _loss(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int,
     return policy_loss(logp, old, adv, batch.mask, recipe.replace(kl_coef=0.0), max_new_tokens=max_new_tokens)
 
 
-def identity_check(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int,
+def identity_check(model, batch: GroupBatch, recipe: Recipe,
+                   max_new_tokens: int,
                    reference: Recipe | None = None) -> dict[str, float]:
-    """Compare −∇(recipe's loss at ratio 1) with w (ḡ₊ − ḡ₋) on real gradients of one group.
+    """Compare −∇(recipe's loss at ratio 1) with w (ḡ₊ − ḡ₋) on real
+    gradients of one group.
 
-    The prediction takes w and the meaning of gᵢ (its length normaliser) from ``reference``
-    (default: ``recipe`` itself). Passing a different reference shows what a mismatch costs:
-    a std epsilon in ``recipe`` (the norms then differ by exactly 1 + ε/σ) or a loss normaliser
-    other than the one the identity assumes. Returns the population σ of the group, w, the
-    relative error ‖−∇L − w(ḡ₊ − ḡ₋)‖ / ‖w(ḡ₊ − ḡ₋)‖ and the ratio of the two norms.
+    The prediction takes w and the meaning of gᵢ (its length normaliser)
+    from ``reference`` (default: ``recipe`` itself). Passing a different
+    reference shows what a mismatch costs: a std epsilon in ``recipe`` (the
+    norms then differ by exactly 1 + ε/σ) or a loss normaliser other than
+    the one the identity assumes. Returns the population σ of the group, w,
+    the relative error ‖−∇L − w(ḡ₊ − ḡ₋)‖ / ‖w(ḡ₊ − ḡ₋)‖ and the ratio of
+    the two norms.
     """
     recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
     reference = recipe if reference is None else as_recipe(reference)
-    predicted = _predicted_update(model, batch, reference, max_new_tokens)  # refuses a silent group
+    # _predicted_update refuses a silent group
+    predicted = _predicted_update(model, batch, reference, max_new_tokens)
     params = [p for p in model.parameters() if p.requires_grad]
-    gradient = -flat_grad(_loss(model, batch, recipe, max_new_tokens).loss, params)
+    gradient = -flat_grad(_loss(model, batch, recipe, max_new_tokens).loss,
+                          params)
     pass_rate = float((batch.rewards == 1).mean())
     weight = float(update_weight(pass_rate, reference, len(batch.rewards)))
     return {
@@ -194,21 +200,26 @@ def _predicted_update(model, group: GroupBatch, recipe: Recipe, max_new_tokens: 
     return weight * (scores[mask].mean(0) - scores[~mask].mean(0))
 
 
-def identity_drift(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int,
-                   old_logprobs: torch.Tensor, split: bool = False) -> dict[str, float]:
-    """How far one group's actual update strays from the identity once the policy has moved.
+def identity_drift(model, group: GroupBatch, recipe: Recipe,
+                   max_new_tokens: int, old_logprobs: torch.Tensor,
+                   split: bool = False) -> dict[str, float]:
+    """How far one group's actual update strays from the identity once the
+    policy has moved.
 
-    The update is −∇ of the recipe's clipped loss with ratios against ``old_logprobs`` (the
-    policy that sampled the group); the reference is the identity's exact on-policy form at the
-    *current* weights, w (ḡ₊ − ḡ₋) with the current scores. Before any step they coincide to
-    rounding (ratio 1); after minibatch steps the ratio and the clip make them differ, and this
-    measures by how much, per group. Returns the relative error ‖−∇L − w(ḡ₊ − ḡ₋)‖ / ‖w(ḡ₊ − ḡ₋)‖,
-    the fraction of the group's tokens whose clipped term is active, and the group's σ.
+    The update is −∇ of the recipe's clipped loss with ratios against
+    ``old_logprobs`` (the policy that sampled the group); the reference is
+    the identity's exact on-policy form at the *current* weights,
+    w (ḡ₊ − ḡ₋) with the current scores. Before any step they coincide to
+    rounding (ratio 1); after minibatch steps the ratio and the clip make
+    them differ, and this measures by how much, per group. Returns the
+    relative error ‖−∇L − w(ḡ₊ − ḡ₋)‖ / ‖w(ḡ₊ − ḡ₋)‖, the fraction of the
+    group's tokens whose clipped term is active, and the group's σ.
 
-    With ``split=True`` it also takes the gradient of :func:`unclipped` ``(recipe)`` and returns
-    ``clipped_high`` (the tokens clipped on the high side, ρ > 1 + ε with A > 0),
-    ``ratio_error`` (that gradient against the identity: the ratio's share), ``clip_error``
-    (the clipped gradient against the unclipped one: the clip's share, both relative to
+    With ``split=True`` it also takes the gradient of :func:`unclipped`
+    ``(recipe)`` and returns ``clipped_high`` (the tokens clipped on the high
+    side, ρ > 1 + ε with A > 0), ``ratio_error`` (that gradient against the
+    identity: the ratio's share), ``clip_error`` (the clipped gradient
+    against the unclipped one: the clip's share, both relative to
     ‖w(ḡ₊ − ḡ₋)‖) and ``norm_ratio`` (‖−∇L‖ / ‖w(ḡ₊ − ḡ₋)‖). Chapter 4.
     """
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
@@ -223,7 +234,8 @@ def identity_drift(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int
               "clipped": float(out.metrics["clip_ratio/region_mean"]),
               "group_std": float(np.sqrt(pass_rate * (1 - pass_rate)))}
     if split:
-        free = -flat_grad(_loss(model, group, unclipped(recipe), max_new_tokens, old_logprobs).loss, params)
+        free = -flat_grad(_loss(model, group, unclipped(recipe),
+                                max_new_tokens, old_logprobs).loss, params)
         result.update(clipped_high=float(out.metrics["clip_ratio/high_mean"]),
                       ratio_error=float((free - predicted).norm() / scale),
                       clip_error=float((gradient - free).norm() / scale),

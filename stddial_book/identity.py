@@ -264,40 +264,53 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: "Reci
     return like((pmf @ weights).reshape(p.shape), solve_rate)
 
 
-def refill_weight(solve_rate: ArrayLike, group_size: int, recipe: "Recipe", *, redraw_tries: int | None = None,
+def refill_weight(solve_rate: ArrayLike, group_size: int, recipe: "Recipe",
+                  *, redraw_tries: int | None = None,
                   pool_silent_fraction: float | None = None) -> ArrayLike:
-    """A prompt's expected update weight per draw under one of DAPO's two ways of replacing
-    silent groups (give exactly one keyword):
+    """A prompt's expected update weight per draw under one of DAPO's two
+    ways of replacing silent groups (give exactly one keyword):
 
-    * ``redraw_tries = T``, the source paper's controlled run (chapter 8): a silent group of the
-      prompt is redrawn from the same prompt, at most T draws in all. The prompt then enters the
-      batch unless all T groups are silent: E[w | mixed] (1 − s^T) = E[w] (1 − s^T) / (1 − s),
-      with s = p^G + (1 − p)^G, up to T times E[w] for a prompt that is nearly always silent.
-    * ``pool_silent_fraction = f``, verl's DAPO and this book's trainer (chapter 12): silent
-      groups are dropped and the batch is refilled with groups of new prompts, so every prompt's
-      weight is scaled by the same 1/(1 − f), f the silent fraction over the prompts drawn:
+    * ``redraw_tries = T``, the source paper's controlled run (chapter 8): a
+      silent group of the prompt is redrawn from the same prompt, at most T
+      draws in all. The prompt then enters the batch unless all T groups are
+      silent: E[w | mixed] (1 − s^T) = E[w] (1 − s^T) / (1 − s), with
+      s = p^G + (1 − p)^G, up to T times E[w] for a prompt that is nearly
+      always silent.
+    * ``pool_silent_fraction = f``, verl's DAPO and this book's trainer
+      (chapter 12): silent groups are dropped and the batch is refilled with
+      groups of new prompts, so every prompt's weight is scaled by the same
+      1/(1 − f), f the silent fraction over the prompts drawn:
       E[w] / (1 − f). The allocation across prompts is then GRPO's.
 
     E[w] is :func:`expected_update_weight`.
     """
     if (redraw_tries is None) == (pool_silent_fraction is None):
-        raise ValueError("give exactly one of redraw_tries (same-prompt redraw) and pool_silent_fraction "
-                         "(new-prompt refill).")
+        raise ValueError("give exactly one of redraw_tries (same-prompt "
+                         "redraw) and pool_silent_fraction (new-prompt "
+                         "refill).")
     if pool_silent_fraction is not None:
         fraction = check_number(pool_silent_fraction, "pool_silent_fraction")
         if not 0 <= fraction < 1:
-            raise ValueError(f"pool_silent_fraction must be in [0, 1); got {pool_silent_fraction}.")
-        base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
+            raise ValueError("pool_silent_fraction must be in [0, 1); got "
+                             f"{pool_silent_fraction}.")
+        base = to_numpy(expected_update_weight(solve_rate, group_size,
+                                               recipe), "weights")
         return like(base / (1.0 - fraction), solve_rate)
     tries = check_int(redraw_tries, "redraw_tries", minimum=1)
-    base = to_numpy(expected_update_weight(solve_rate, group_size, recipe), "weights")
+    base = to_numpy(expected_update_weight(solve_rate, group_size, recipe),
+                    "weights")
     silent = to_numpy(silent_probability(solve_rate, group_size), "silent")
     if tries <= 1000:
-        # (1 − s^T)/(1 − s) = 1 + s + … + s^(T−1): no division, exact at s = 1 (where E[w] = 0 anyway)
+        # (1 − s^T)/(1 − s) = 1 + s + … + s^(T−1): no division, exact at
+        # s = 1 (where E[w] = 0 anyway)
         factor = sum(silent ** t for t in range(tries))
-    else:  # the same in closed form: a loop of T terms would take as long as T
+    else:
+        # the same in closed form: a loop of T terms would take as long as T
         with np.errstate(divide="ignore", invalid="ignore"):
-            factor = np.where(silent < 1.0, -np.expm1(tries * np.log(silent)) / (1.0 - silent), float(tries))
+            factor = np.where(silent < 1.0,
+                              -np.expm1(tries * np.log(silent))
+                              / (1.0 - silent),
+                              float(tries))
     return like(base * factor, solve_rate)
 
 

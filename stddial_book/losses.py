@@ -155,28 +155,35 @@ def policy_loss(
     return LossOutput(loss=loss, metrics=metrics)
 
 
-def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, recipe: Recipe,
+def _aggregate(per_token: torch.Tensor, mask: torch.Tensor,
+               lengths: torch.Tensor, recipe: Recipe,
                max_new_tokens: int | None, step_num_tokens: int | None,
                step_num_sequences: int | None) -> torch.Tensor:
-    num_sequences = step_num_sequences if step_num_sequences is not None else per_token.shape[0]
+    num_sequences = (step_num_sequences if step_num_sequences is not None
+                     else per_token.shape[0])
     if recipe.loss_aggregation == "token-mean":
-        num_tokens = step_num_tokens if step_num_tokens is not None else int(mask.sum())
+        num_tokens = (step_num_tokens if step_num_tokens is not None
+                      else int(mask.sum()))
         if num_tokens <= 0:
-            raise ValueError("the step has no unmasked completion tokens; check the mask.")
+            raise ValueError("the step has no unmasked completion tokens; "
+                             "check the mask.")
         return per_token.sum() / num_tokens
     if recipe.loss_aggregation == "seq-mean-token-sum-norm":
         if max_new_tokens is None:
             raise ValueError(
-                f"{recipe.name!r} normalises by the fixed generation cap L_max: pass "
-                "max_new_tokens (not the padded width, which changes with the batch)."
+                f"{recipe.name!r} normalises by the fixed generation cap "
+                "L_max: pass max_new_tokens (not the padded width, which "
+                "changes with the batch)."
             )
         if int(lengths.max()) > max_new_tokens:
             raise ValueError(
-                f"a completion has {int(lengths.max())} tokens, more than max_new_tokens="
-                f"{max_new_tokens}; pass the cap the samples were generated with."
+                f"a completion has {int(lengths.max())} tokens, more than "
+                f"max_new_tokens={max_new_tokens}; pass the cap the samples "
+                "were generated with."
             )
         return per_token.sum() / (max_new_tokens * num_sequences)
-    # seq-mean-token-mean: sequences with no unmasked token (filtered) contribute zero
+    # seq-mean-token-mean: sequences with no unmasked token (filtered)
+    # contribute zero
     per_sequence = per_token.sum(dim=1) / lengths.clamp(min=1)
     return per_sequence.sum() / num_sequences
 

@@ -183,46 +183,59 @@ def as_recipe(recipe: "Recipe | str") -> Recipe:
                     f"{type(recipe).__name__} {recipe!r}.")
 
 
-def group_advantages(rewards: ArrayLike, group_size: int, recipe: "Recipe | str",
+def group_advantages(rewards: ArrayLike, group_size: int,
+                     recipe: "Recipe | str",
                      valid: ArrayLike | None = None) -> ArrayLike:
-    """Per-sample advantages Aᵢ for a flat batch whose groups of ``group_size`` are contiguous.
+    """Per-sample advantages Aᵢ for a flat batch whose groups of
+    ``group_size`` are contiguous.
 
-    Aᵢ = (rᵢ − mean) / (std + eps) when ``recipe.scale_std`` (GRPO, DAPO), else rᵢ − mean
-    (Dr. GRPO); std is the population std or Bessel's per ``recipe.std_correction``. Groups whose
-    std is at or below ``recipe.silent_tol`` times their largest |reward| are silent and get exactly 0 (never NaN). Rewards may
-    be real-valued (shaped rewards such as DAPO's length penalty); they are used as given, so
-    map a verifier's 0/1 to the recipe's ``reward_correct``/``reward_wrong`` before calling.
-    Returns the type passed in (numpy float64 or a torch tensor). Chapter 3; Shao et al. (2024),
-    Liu et al. (2025), Yu et al. (2025).
+    Aᵢ = (rᵢ − mean) / (std + eps) when ``recipe.scale_std`` (GRPO, DAPO),
+    else rᵢ − mean (Dr. GRPO); std is the population std or Bessel's per
+    ``recipe.std_correction``. Groups whose std is at or below
+    ``recipe.silent_tol`` times their largest |reward| are silent and get
+    exactly 0 (never NaN). Rewards may be real-valued (shaped rewards such as
+    DAPO's length penalty); they are used as given, so map a verifier's 0/1
+    to the recipe's ``reward_correct``/``reward_wrong`` before calling.
+    Returns the type passed in (numpy float64 or a torch tensor). Chapter 3;
+    Shao et al. (2024), Liu et al. (2025), Yu et al. (2025).
 
-    ``valid`` (a boolean mask, one entry per sample) restricts a group's statistics to its valid
-    samples; the others get A = 0. DAPO's overlong filter masks truncated samples out of the loss,
-    so their rewards must not shape the mean and std the kept samples are measured against either
-    (a group left with fewer than two valid samples, or valid samples that agree, is silent).
+    ``valid`` (a boolean mask, one entry per sample) restricts a group's
+    statistics to its valid samples; the others get A = 0. DAPO's overlong
+    filter masks truncated samples out of the loss, so their rewards must not
+    shape the mean and std the kept samples are measured against either (a
+    group left with fewer than two valid samples, or valid samples that
+    agree, is silent).
     """
     recipe = as_recipe(recipe)
     size = check_group_size(group_size)
     arr = to_numpy(rewards, "rewards")
     groups = split_groups(arr, size)
     if valid is not None:
-        return like(_masked_group_advantages(groups, _valid_mask(valid, arr.shape[0], size), recipe).reshape(-1),
-                    rewards)
-    # Each group scaled by a power of two (exact: every moment, the silent test and GRPO's ratio
-    # come out bit for bit as unscaled), so the variance of rewards near 1e200 cannot overflow, nor
-    # that of rewards near 1e-200 underflow and turn a mixed group silent.
+        return like(
+            _masked_group_advantages(
+                groups, _valid_mask(valid, arr.shape[0], size), recipe
+            ).reshape(-1),
+            rewards)
+    # Each group scaled by a power of two (exact: every moment, the silent
+    # test and GRPO's ratio come out bit for bit as unscaled), so the variance
+    # of rewards near 1e200 cannot overflow, nor that of rewards near 1e-200
+    # underflow and turn a mixed group silent.
     unit, exponent, peak = unit_scale(groups, axis=1)
     centred = unit - unit.mean(axis=1, keepdims=True)
     std = unit.std(axis=1, ddof=recipe.std_correction, keepdims=True)
     silent = std <= recipe.silent_tol * peak
     if recipe.scale_std:
-        denominator = np.where(silent, 1.0, std + np.ldexp(recipe.std_eps, -exponent))
+        denominator = np.where(silent, 1.0,
+                               std + np.ldexp(recipe.std_eps, -exponent))
         advantages = centred / denominator
     else:
         with np.errstate(over="ignore"):
             advantages = np.ldexp(centred, exponent)
         if not np.all(np.isfinite(advantages)):
-            raise ValueError(f"rewards up to {np.abs(arr).max():g} in magnitude overflow float64 in Dr. GRPO's centred "
-                             "rewards (which keep the rewards' scale); rescale them.")
+            raise ValueError(
+                f"rewards up to {np.abs(arr).max():g} in magnitude overflow "
+                "float64 in Dr. GRPO's centred rewards (which keep the "
+                "rewards' scale); rescale them.")
     advantages = np.where(silent, 0.0, advantages)
     return like(advantages.reshape(-1), rewards)
 

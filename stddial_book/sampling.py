@@ -118,28 +118,36 @@ class DynamicSampler:
         if self.max_rounds < 1:
             raise ValueError(f"max_rounds must be at least 1; got {self.max_rounds}.")
 
-    def fill(self, draw: Callable[[int, int], tuple[object, np.ndarray]]) -> tuple[list[object], SamplingCost]:
-        """Run rounds until full or capped; returns the kept per-round slices and the cost."""
+    def fill(self, draw: Callable[[int, int], tuple[object, np.ndarray]]
+             ) -> tuple[list[object], SamplingCost]:
+        """Run rounds until full or capped; returns the kept per-round
+        slices and the cost."""
         cost = SamplingCost()
         kept: list[object] = []
         if not callable(draw):
-            raise TypeError(f"draw must be a function (round_index, num_groups) -> (batch, correct); got "
+            raise TypeError("draw must be a function (round_index, "
+                            "num_groups) -> (batch, correct); got "
                             f"{type(draw).__name__}.")
         for round_index in range(int(self.max_rounds)):
             missing = int(self.num_groups) - cost.groups_kept
             drawn = draw(round_index, missing)
             if not isinstance(drawn, (tuple, list)) or len(drawn) != 2:
-                raise TypeError(f"draw must return a pair (batch, correct); got {type(drawn).__name__} "
+                raise TypeError("draw must return a pair (batch, correct); "
+                                f"got {type(drawn).__name__} "
                                 f"{drawn!r:.60}.")
             batch, correct = drawn
             if correct is None:
-                raise TypeError("draw returned correct=None; return the 0/1 correctness of each sample.")
+                raise TypeError("draw returned correct=None; return the 0/1 "
+                                "correctness of each sample.")
             correct = np.asarray(correct)
-            if correct.size == 0:  # the source has no prompt left to draw this step
+            if correct.size == 0:
+                # the source has no prompt left to draw this step
                 break
             if hasattr(batch, "__len__") and len(batch) != correct.size:
-                raise ValueError(f"draw returned a batch of {len(batch)} rows with {correct.size} correctness flags; "
-                                 "return one flag per sample (row) of the batch.")
+                raise ValueError(f"draw returned a batch of {len(batch)} "
+                                 f"rows with {correct.size} correctness "
+                                 "flags; return one flag per sample (row) "
+                                 "of the batch.")
             mixed = nonsilent_groups(correct, self.group_size)
             cost.rounds += 1
             cost.groups_generated += len(mixed)
@@ -149,12 +157,16 @@ class DynamicSampler:
             take = mixed_index[:missing]
             cost.groups_surplus += len(mixed_index) - len(take)
             if len(take):
-                rows = (take[:, None] * self.group_size + np.arange(self.group_size)).reshape(-1)
+                rows = (take[:, None] * self.group_size
+                        + np.arange(self.group_size)).reshape(-1)
                 try:
                     kept.append(batch[rows])
                 except (TypeError, IndexError) as err:
-                    raise TypeError(f"draw's batch must support numpy fancy indexing (batch[indices]), as a "
-                                    f"numpy array or the trainer's Batch does; got {type(batch).__name__} ({err}).") from None
+                    raise TypeError(
+                        "draw's batch must support numpy fancy indexing "
+                        "(batch[indices]), as a numpy array or the "
+                        f"trainer's Batch does; got {type(batch).__name__} "
+                        f"({err}).") from None
                 cost.groups_kept += len(take)
                 cost.samples_kept += len(rows)
             if cost.groups_kept == self.num_groups:

@@ -128,13 +128,17 @@ def make_split(digits: int, num_train: int, num_heldout: int, carries: int | Non
 
 
 def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
-    """1.0 when ``completion`` is exactly the reversed sum followed by ``eos``, else 0.0."""
+    """1.0 when ``completion`` is exactly the reversed sum followed by
+    ``eos``, else 0.0."""
     if not isinstance(completion, str) or not isinstance(eos, str):
-        wrong, value = ("completion", completion) if not isinstance(completion, str) else ("eos", eos)
-        raise TypeError(f"{wrong} must be text (a str); got {type(value).__name__} {value!r:.40}. Decode token "
+        wrong, value = (("completion", completion)
+                        if not isinstance(completion, str) else ("eos", eos))
+        raise TypeError(f"{wrong} must be text (a str); got "
+                        f"{type(value).__name__} {value!r:.40}. Decode token "
                         "ids first (model.CharCodec.decode).")
     if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be a Problem (from make_problem); got {type(problem).__name__} {problem!r:.40}.")
+        raise TypeError("problem must be a Problem (from make_problem); got "
+                        f"{type(problem).__name__} {problem!r:.40}.")
     return 1.0 if completion == problem.answer + eos else 0.0
 
 

@@ -328,8 +328,9 @@ def _divisor_near(n: int, k: int) -> int:
 def bucket_of(problem: Problem) -> str:
     """The difficulty bucket of a problem: ``D{digits}``, its digit count.
 
-    Chapter 9 measures accuracy by carries too; with the answer's digits reversed, carries
-    barely change how hard a problem is for the model, while each extra digit does.
+    Chapter 9 measures accuracy by carries too; with the answer's digits
+    reversed, carries barely change how hard a problem is for the model,
+    while each extra digit does.
     """
     if not isinstance(problem, Problem):
         name = type(problem).__name__
@@ -635,31 +636,44 @@ class _State:
         self.gen.set_state(gen_state)
 
 
-def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig, state: _State,
-                   codec: CharCodec, num_prompts: int | None = None, exclude: np.ndarray | None = None) -> Batch:
-    """One round: draw ``num_prompts`` prompts (default ``prompts_per_step``), none of them in
-    ``exclude`` (the prompts a DAPO step already drew), sample G completions each, verify, shape
-    rewards."""
+def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig,
+                   state: _State, codec: CharCodec,
+                   num_prompts: int | None = None,
+                   exclude: np.ndarray | None = None) -> Batch:
+    """One round: draw ``num_prompts`` prompts (default
+    ``prompts_per_step``), none of them in ``exclude`` (the prompts a DAPO
+    step already drew), sample G completions each, verify, shape rewards."""
     recipe = config.recipe
     device = next(model.parameters()).device
-    wanted = config.prompts_per_step if num_prompts is None else num_prompts  # train() checked the pool holds it
+    # train() checked the pool holds it
+    wanted = (config.prompts_per_step if num_prompts is None
+              else num_prompts)
     if exclude is None or len(exclude) == 0:
         rows = state.rng.choice(len(problems), size=wanted, replace=False)
-    else:  # a refill round: distinct prompts within the step, as verl's DAPO batch holds
+    else:
+        # a refill round: distinct prompts within the step, as verl's DAPO
+        # batch holds
         available = np.setdiff1d(np.arange(len(problems)), exclude)
-        rows = available[state.rng.choice(len(available), size=wanted, replace=False)]
+        rows = available[state.rng.choice(len(available), size=wanted,
+                                          replace=False)]
     chosen = [problems[i] for i in rows]
     ids, pmask = encode_prompts(chosen, codec, device)
-    out = sample(model, ids, config.max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=pmask,
-                 temperature=config.temperature, generator=state.gen, num_samples=config.group_size)
+    out = sample(model, ids, config.max_new_tokens, codec.eos_id,
+                 codec.pad_id, prompt_mask=pmask,
+                 temperature=config.temperature, generator=state.gen,
+                 num_samples=config.group_size)
     repeated = [p for p in chosen for _ in range(config.group_size)]
     correct = verify(_decode(codec, out.completion_ids), repeated)
     shaped = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
     if recipe.overlong_penalty:
-        shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(), config.max_new_tokens, config.overlong_cache)
-    return Batch(out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask, out.truncated,
-                 out.logprobs, correct, shaped, np.array([bucket_of(p) for p in repeated]),
-                 np.repeat(np.asarray(rows, dtype=np.int64), config.group_size))
+        shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(),
+                                           config.max_new_tokens,
+                                           config.overlong_cache)
+    return Batch(out.prompt_ids, out.prompt_mask, out.completion_ids,
+                 out.mask, out.truncated, out.logprobs, correct, shaped,
+                 np.array([bucket_of(p) for p in repeated]),
+                 np.repeat(np.asarray(rows, dtype=np.int64),
+                           config.group_size))
 
 
 def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
@@ -736,39 +750,55 @@ def _identity_in_update(model, batch: Batch, groups: list[int], config: TrainCon
     return out
 
 
-def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: TrainConfig, state: _State,
-            ref_model, check_identity: bool = False) -> dict[str, Any]:
-    """``num_minibatches`` optimizer steps on one rollout batch; returns averaged loss metrics.
+def _update(model, optimizer, batch: Batch, advantages: np.ndarray,
+            config: TrainConfig, state: _State, ref_model,
+            check_identity: bool = False) -> dict[str, Any]:
+    """``num_minibatches`` optimizer steps on one rollout batch; returns
+    averaged loss metrics.
 
-    With ``check_identity``, each minibatch's first groups are checked against the identity at
-    the weights that minibatch sees, before its gradient is taken (``identity/*`` lists)."""
+    With ``check_identity``, each minibatch's first groups are checked
+    against the identity at the weights that minibatch sees, before its
+    gradient is taken (``identity/*`` lists)."""
     recipe = config.recipe
     G = config.group_size
     device = next(model.parameters()).device
-    adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype, device=device)
-    # π_old is the policy that sampled the batch: the sampler recorded its log-probs, so no extra
-    # forward pass is needed (a full pass agrees to float rounding; test_rollout checks it).
+    adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype,
+                          device=device)
+    # π_old is the policy that sampled the batch: the sampler recorded its
+    # log-probs, so no extra forward pass is needed (a full pass agrees to
+    # float rounding; test_rollout checks it).
     old = batch.logprobs
     with torch.no_grad():
-        ref = (completion_logprobs(ref_model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask,
+        ref = (completion_logprobs(ref_model, batch.prompt_ids,
+                                   batch.prompt_mask, batch.completion_ids,
+                                   batch.mask,
                                    temperature=config.temperature)
                if ref_model is not None else None)
     num_groups = len(batch) // G
     order = state.rng.permutation(num_groups)
-    loss_mask = batch.mask & ~batch.truncated[:, None] if recipe.overlong_filter else batch.mask
+    loss_mask = (batch.mask & ~batch.truncated[:, None]
+                 if recipe.overlong_filter else batch.mask)
     sums: dict[str, float] = {}
     counted = 0
     before = [p.detach().clone() for p in model.parameters()]
-    checks: dict[str, list] = {"identity/minibatch": [], "identity/rel_error": [], "identity/clipped": [],
+    checks: dict[str, list] = {"identity/minibatch": [],
+                               "identity/rel_error": [],
+                               "identity/clipped": [],
                                "identity/sigma": []}
-    # whole groups per minibatch; a short (capped) DAPO batch gives smaller minibatches
-    for index, groups in enumerate(np.array_split(order, min(config.num_minibatches, num_groups))):
-        rows = torch.as_tensor((groups[:, None] * G + np.arange(G)).reshape(-1), device=device)
+    # whole groups per minibatch; a short (capped) DAPO batch gives smaller
+    # minibatches
+    for index, groups in enumerate(
+            np.array_split(order, min(config.num_minibatches, num_groups))):
+        rows = torch.as_tensor((groups[:, None] * G
+                                + np.arange(G)).reshape(-1), device=device)
         step_tokens = int(loss_mask[rows].sum())
         if step_tokens == 0:
-            continue  # every sample of this minibatch was filtered out (truncated)
+            # every sample of this minibatch was filtered out (truncated)
+            continue
         if check_identity:
-            for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
+            for result in _identity_in_update(
+                    model, batch, _checkable_groups(batch, groups, config),
+                    config):
                 checks["identity/minibatch"].append(index)
                 checks["identity/rel_error"].append(result["rel_error"])
                 checks["identity/clipped"].append(result["clipped"])
@@ -779,28 +809,35 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray, config: Trai
             r = rows[m:m + micro]
             if not bool(loss_mask[r].any()):
                 continue
-            # at the sampling temperature: π_old (the sampler's log-probs) is the tempered policy
-            logp, ent = completion_logprobs(model, batch.prompt_ids[r], batch.prompt_mask[r],
-                                            batch.completion_ids[r], batch.mask[r], with_entropy=True,
+            # at the sampling temperature: π_old (the sampler's log-probs) is
+            # the tempered policy
+            logp, ent = completion_logprobs(model, batch.prompt_ids[r],
+                                            batch.prompt_mask[r],
+                                            batch.completion_ids[r],
+                                            batch.mask[r], with_entropy=True,
                                             temperature=config.temperature)
             out = policy_loss(logp, old[r], adv[r], batch.mask[r], recipe,
                               max_new_tokens=config.max_new_tokens,
                               ref_logprobs=ref[r] if ref is not None else None,
                               truncated=batch.truncated[r], entropy=ent,
-                              step_num_tokens=step_tokens, step_num_sequences=len(rows))
+                              step_num_tokens=step_tokens,
+                              step_num_sequences=len(rows))
             out.loss.backward()
             share = float(loss_mask[r].sum()) / step_tokens
             for k, v in out.metrics.items():
                 sums[k] = sums.get(k, 0.0) + v * share
             sums["loss"] = sums.get("loss", 0.0) + float(out.loss.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                   config.max_grad_norm)
         sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
         optimizer.step()
         state.updates += 1
         counted += 1
     metrics = {k: v / max(counted, 1) for k, v in sums.items()}
     with torch.no_grad():
-        metrics["update_norm"] = float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before))))
+        metrics["update_norm"] = float(torch.sqrt(sum(
+            ((p - q) ** 2).sum()
+            for p, q in zip(model.parameters(), before))))
     metrics["optimizer_steps"] = counted
     if check_identity:
         metrics.update(checks)

@@ -268,7 +268,7 @@ def run_metrics_figure(records: list[dict], panels: tuple[str, ...] = ("kl", "cl
             ax.plot(*_thousands(records, name), color="0.25")
             ax.set(ylabel=unit, title=title)
             if panel == "length" and max_new_tokens is not None:
-                ax.axhline(max_new_tokens, color="0.5", ls=":", label="cap L_max")
+                ax.axhline(max_new_tokens, color="0.5", ls=":", label=r"cap $L_{\max}$")
                 ax.set_ylim(0, max_new_tokens + 1)
                 ax.legend(frameon=False)
         ax.set_xlabel(_SAMPLES)
@@ -437,7 +437,8 @@ def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
     full = np.array([np.sum((rounds == r) & ~capped) for r in ticks])
     short = np.array([np.sum((rounds == r) & capped) for r in ticks])
     right.bar(ticks, full, color=RECIPE_COLORS["DAPO"], label="batch filled")
-    right.bar(ticks, short, bottom=full, color="0.55", label="hit the cap: short batch")
+    if short.any():  # no legend entry for a kind of step the run never had
+        right.bar(ticks, short, bottom=full, color="0.55", label="hit the cap: short batch")
     right.set(xlabel="rollout rounds in the step", ylabel="steps", title="rounds per step", xticks=ticks)
     right.set_ylim(0, 1.3 * max(1, (full + short).max()))  # room for the legend
     right.legend(frameon=False, loc="upper left")

@@ -1,0 +1,119 @@
+"""The run figures of chapters 9-12 (stddial_book.plots): legible in the book's text column (at most
+10 inches wide, at most three panels, 10-point type or larger) and drawn from the logs they are given."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from stddial_book import plots  # noqa: E402
+from stddial_book.analysis import (mass_by_sigma, pool_study, recorded_runs, silent_sides,  # noqa: E402
+                                   warm_start_numbers)
+from stddial_book.resources import data_path  # noqa: E402
+from stddial_book.runs import load_run  # noqa: E402
+from stddial_book.tasks import make_problem  # noqa: E402
+from stddial_book.train import EvalResult  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, list[list[dict]]]:
+    runs = recorded_runs("reference")
+    return {key: [load_run(d)[1] for d in runs[key][:2]] for key in ("grpo", "dr_grpo")}
+
+
+def legible(fig: plt.Figure, panels: int) -> None:
+    width, _ = fig.get_size_inches()
+    assert width <= 10.0
+    assert len(fig.axes) == panels
+    for ax in fig.axes:
+        assert ax.xaxis.label.get_fontsize() >= 10 and ax.yaxis.label.get_fontsize() >= 10
+        assert all(t.get_fontsize() >= 10 for t in ax.get_xticklabels())
+        legend = ax.get_legend()
+        if legend is not None:
+            assert all(t.get_fontsize() >= 10 for t in legend.get_texts())
+    plt.close(fig)
+
+
+def test_accuracy_figure_draws_every_evaluation(recorded) -> None:
+    records = recorded["grpo"][0]
+    fig = plots.accuracy_figure(records, "title")
+    evaluations = sum("eval/accuracy_sampled" in r for r in records)
+    left, right = fig.axes
+    assert [len(line.get_xdata()) for line in left.get_lines()] == [evaluations, evaluations]
+    assert [line.get_label() for line in right.get_lines()] == ["D = 2", "D = 3"]
+    legible(fig, 2)
+
+
+def test_run_dial_figure_bars_are_the_mass_shares(recorded) -> None:
+    fig = plots.run_dial_figure({"Dr. GRPO": recorded["dr_grpo"][0], "GRPO": recorded["grpo"][0]}, 8)
+    bars = fig.axes[1].patches
+    expected = mass_by_sigma(recorded["dr_grpo"][0], 8)
+    heights = [b.get_height() for b in bars[:4]]  # the first run's mass bars come first
+    assert heights == pytest.approx(expected["mass"].tolist())
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["1|7", "2|6", "3|5", "4"]
+    legible(fig, 2)
+
+
+def identity_log() -> list[dict]:
+    return [{"step": 1, "samples/generated": 256, "identity/minibatch": [0, 1], "identity/rel_error": [1e-6, 0.3],
+             "identity/clipped": [0.0, 0.1]},
+            {"step": 9, "samples/generated": 2304, "identity/minibatch": [0, 1], "identity/rel_error": [2e-6, 0.05],
+             "identity/clipped": [0.0, 0.0]}]
+
+
+def test_identity_check_figure_plots_each_checked_group() -> None:
+    fig = plots.identity_check_figure([identity_log(), identity_log()])
+    points = {line.get_label(): len(line.get_xdata()) for line in fig.axes[0].get_lines()}
+    assert points == {"first minibatch (ratio 1)": 4, "later, nothing clipped": 2, "later, some tokens clipped": 2}
+    legible(fig, 1)
+    with pytest.raises(ValueError, match="identity_check_every"):
+        plots.identity_check_figure([[{"step": 1, "samples/generated": 1}]])
+
+
+def test_run_metrics_figure_panels(recorded) -> None:
+    records = recorded["grpo"][0]
+    fig = plots.run_metrics_figure(records, ("kl", "clip", "length"), max_new_tokens=8)
+    steps = sum(r["step"] > 0 for r in records)
+    assert len(fig.axes[0].get_lines()[0].get_xdata()) == steps
+    assert len(fig.axes[1].get_lines()) == 2
+    legible(fig, 3)
+    with pytest.raises(ValueError, match="one to three"):
+        plots.run_metrics_figure(records, ("kl", "clip", "length", "entropy"))
+    with pytest.raises(ValueError, match="one to three"):
+        plots.run_metrics_figure(records, ("loss",))
+
+
+def test_prediction_figures(recorded) -> None:
+    studies = {"recorded": pool_study({"grpo": recorded["grpo"]}, 8)}
+    fig = plots.prediction_checks_figure(studies, "grpo")
+    realised = np.array([m["realised"] for m in studies["recorded"]["grpo"]["mass"]]).mean(axis=0)
+    assert [b.get_height() for b in fig.axes[1].patches] == pytest.approx(realised.tolist())
+    legible(fig, 2)
+    fig = plots.quartile_progress_figure({"a": studies["recorded"], "b": studies["recorded"]}, "grpo")
+    assert len(fig.axes[0].get_lines()) == 4
+    legible(fig, 2)
+
+
+def test_chapter_9_figures(recorded) -> None:
+    sft_dir = data_path("runs", "reference", "sft")
+    fig = plots.warm_start_figure(load_run(sft_dir)[1], warm_start_numbers(sft_dir), 128)
+    legible(fig, 1)
+    problems = [make_problem(10, 10, 2), make_problem(15, 15, 2), make_problem(100, 100, 3),
+                make_problem(999, 1, 3)]
+    evaluation = EvalResult(greedy=0.5, sampled=0.5, greedy_by_bucket={}, sampled_by_bucket={},
+                            successes=np.array([4, 1, 2, 0]), num_samples=4, buckets=np.array(["D2", "D2", "D3", "D3"]))
+    fig = plots.start_difficulty_figure(evaluation, problems)
+    assert [line.get_ydata().tolist() for line in fig.axes[1].get_lines()] == [[1.0, 0.25], [0.5, 0.0]]
+    legible(fig, 2)
+    records = recorded["grpo"][0]
+    pool = [make_problem(10 + i % 80, 11, 2 + i % 2) for i in range(len(records[0]["pool/k"]))]
+    fig = plots.pool_start_figure(records, pool)
+    legible(fig, 1)
+    fig = plots.silent_sides_figure([silent_sides(r, 8) for r in recorded["grpo"]], 8)
+    assert len(fig.axes[0].get_lines()) == 3 * 2
+    legible(fig, 1)

@@ -19,9 +19,10 @@ from .identity import expected_update_weight
 from .recipes import Recipe, as_recipe, group_advantages
 from .solve_rates import PAPER_BANDS, decile_of
 
-__all__ = ["sampled_gradients", "monte_carlo_gradient", "ControlledRun", "ControlledRunResult",
+__all__ = ["sampled_gradients", "monte_carlo_gradient", "monte_carlo_z", "ControlledRun", "ControlledRunResult",
            "initial_solve_rates", "controlled_run", "silent_r2", "extreme_share", "decile_share", "hardest_quartile",
-           "quartile_curve", "matched_lr", "value_at_budget", "controlled_run_study", "quartile_gap"]
+           "quartile_curve", "matched_lr", "rematched_run", "value_at_budget", "controlled_run_study", "quartile_gap",
+           "matched_gap", "controlled_run_numbers", "controlled_gap_numbers"]
 
 
 def _expected_gain(solve_rate: np.ndarray, group_size: int, recipe: Recipe) -> np.ndarray:
@@ -72,6 +73,21 @@ def monte_carlo_gradient(solve_rate: np.ndarray, group_size: int, recipe: Recipe
     rng = np.random.default_rng(seed)
     draws = np.stack([sampled_gradients(p, group_size, recipe, rng) for _ in range(num_groups)])
     return draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(num_groups)
+
+
+def monte_carlo_z(solve_rate: np.ndarray, group_size: int, recipe: Recipe | str, num_groups: int,
+                  seed: int = 0) -> np.ndarray:
+    """Per solve rate, how many standard errors the Monte-Carlo gradient (:func:`monte_carlo_gradient`)
+    lies from its exact expectation, E[σ̂] for a recipe that divides by the std and E[σ̂²] for one
+    that does not (chapter 6). A point whose sampled groups all gave the same gradient (p = 0 or 1)
+    has no standard error: its z is 0 when the mean equals the expectation and ±inf otherwise.
+    """
+    recipe = as_recipe(recipe)
+    p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
+    mean, se = monte_carlo_gradient(p, group_size, recipe, num_groups, seed=seed)
+    gap = mean - _expected_gain(p, check_group_size(group_size), recipe)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(se > 0, gap / np.where(se > 0, se, 1.0), np.where(gap == 0, 0.0, np.sign(gap) * np.inf))
 
 
 # --- the source paper's controlled run (Bay and Yearick, 2026, §8) ----------------------------
@@ -260,6 +276,35 @@ def matched_lr(initial_p: np.ndarray, reference: Recipe | str, other: Recipe | s
     return config.lr * mean_gain(reference) / base
 
 
+def rematched_run(initial_p: np.ndarray, recipe: Recipe | str, reference: Recipe | str,
+                  config: ControlledRun = ControlledRun(), seed: int = 0) -> ControlledRunResult:
+    """:func:`controlled_run` with the step matched at *every* step, not only the first: before each
+    step the learning rate is :func:`matched_lr` at the current solve rates, so ``recipe``'s mean
+    expected step over the pool equals ``reference``'s at ``config.lr`` throughout (chapter 8,
+    exercise 2). Each step is one step of :func:`controlled_run`, seeded from (``seed``, step).
+    """
+    from dataclasses import replace
+
+    _check_config(config)
+    seed = check_int(seed, "seed", minimum=0)
+    one_step = replace(config, steps=1)
+    p = to_numpy(initial_p, "initial_p")
+    steps = []
+    for step in range(config.steps):
+        lr = matched_lr(p, reference, recipe, config)
+        step_seed = int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
+        steps.append(controlled_run(p, recipe, one_step, seed=step_seed, lr=lr))
+        p = steps[-1].p[-1]
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(s, name) for s in steps])
+
+    history = np.vstack([s.p[0] for s in steps] + [p])
+    return ControlledRunResult(steps[0].initial_p, history, joined("silent_measured"), joined("silent_expected"),
+                               joined("gain"), joined("expected_gain"), joined("groups_drawn"),
+                               joined("groups_kept"))
+
+
 def value_at_budget(result: ControlledRunResult, curve: np.ndarray, groups: float) -> float:
     """``curve`` (one value per step boundary) read at a cumulative number of groups drawn, by
     linear interpolation: DAPO compared with the others per generated sample."""
@@ -346,6 +391,111 @@ def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.nd
         return np.interp(grid, drawn, curve)
 
     return np.array([np.mean(per_group(first, s) - per_group(second, s)) for s in range(len(study["matched_lr"]))])
+
+
+def matched_gap(solve_rates: np.ndarray, counts: np.ndarray, seeds: int = 5, config: ControlledRun = ControlledRun(),
+                rematch: bool = False) -> np.ndarray:
+    """Per seed, GRPO's lead over Dr. GRPO with a matched step on the initially hardest quartile,
+    averaged over the run (the hardest quartile's mean solve rate, GRPO minus Dr. GRPO, at every
+    step boundary): chapter 8's matched-step comparison, without the other runs of
+    :func:`controlled_run_study`. With ``rematch=False`` Dr. GRPO's learning rate is matched once,
+    at the initial pool (:func:`matched_lr`; the study's ``dr_grpo_matched`` run, same seeds, so the
+    result equals ``quartile_gap(study, "grpo", "dr_grpo_matched")``); with ``rematch=True`` it is
+    matched at every step (:func:`rematched_run`).
+    """
+    from .recipes import DR_GRPO, GRPO
+
+    if check_int(seeds, "seeds") < 1:
+        raise ValueError(f"seeds must be at least 1; got {seeds}.")
+    if not isinstance(rematch, bool):
+        raise TypeError(f"rematch must be True or False; got {rematch!r}.")
+    gaps = []
+    for seed in range(seeds):
+        p0 = initial_solve_rates(solve_rates, counts, config, np.random.default_rng([seed, 0]))
+        grpo = controlled_run(p0, GRPO, config, seed=seed)
+        if rematch:
+            dr = rematched_run(p0, DR_GRPO, GRPO, config, seed=seed)
+        else:
+            dr = controlled_run(p0, DR_GRPO, config, seed=seed, lr=matched_lr(p0, GRPO, DR_GRPO, config))
+        gaps.append(float(np.mean(quartile_curve(grpo) - quartile_curve(dr))))
+    return np.array(gaps)
+
+
+def _seed_sd(values: np.ndarray) -> float:
+    """Standard deviation over seeds (ddof 1); NaN, undefined, for a single seed."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(values.std(ddof=1)) if values.size > 1 else float("nan")
+
+
+def controlled_run_numbers(study: dict[str, np.ndarray], mid: int = 40) -> dict[str, float]:
+    """The numbers chapter 8 quotes about the paper's three predictions, from
+    :func:`controlled_run_study` (means over seeds unless said):
+
+    ``n_seeds``; ``silent_r2_min`` and ``silent_r2_dr_min``, the lowest R² over seeds of the silent
+    fraction against its closed form (GRPO, Dr. GRPO); ``silent_end``, GRPO's silent fraction at the
+    last step; ``ext_grpo``, ``ext_dr`` and their SDs over seeds ``ext_grpo_sd``, ``ext_dr_sd``, the
+    first step's update share on extreme prompts; ``q_<run>_end``, the hardest quartile's mean solve
+    rate at the end (``grpo``, ``dr``, ``dapo``); ``q_<run>_mid`` at step ``mid`` (``grpo``,
+    ``dr_grpo``, ``dr_grpo_matched``); ``oversampling``, DAPO's groups per prompt and step;
+    ``matched_lr``; ``steps_ahead`` of ``n_steps``, the steps after the first at which GRPO's mean
+    hardest-quartile curve is at or above Dr. GRPO's with the matched step.
+    """
+    if not isinstance(study, dict) or "quartile/grpo" not in study:
+        raise ValueError("study must be what controlled_run_study returns.")
+    last = study["quartile/grpo"].shape[1] - 1
+    mid = check_int(mid, "mid", minimum=0)
+    if mid > last:
+        raise ValueError(f"mid must be a step of the run, 0..{last}; got {mid}.")
+
+    def quartile(run: str, step: int) -> float:
+        return float(study[f"quartile/{run}"][:, step].mean())
+
+    ahead = study["quartile/grpo"].mean(axis=0) >= study["quartile/dr_grpo_matched"].mean(axis=0)
+    return {"n_seeds": len(study["matched_lr"]),
+            "silent_r2_min": float(study["silent_r2/grpo"].min()),
+            "silent_r2_dr_min": float(study["silent_r2/dr_grpo"].min()),
+            "silent_end": float(study["silent_measured/grpo"][:, -1].mean()),
+            "ext_grpo": float(study["extreme_share/grpo"].mean()),
+            "ext_grpo_sd": _seed_sd(study["extreme_share/grpo"]),
+            "ext_dr": float(study["extreme_share/dr_grpo"].mean()),
+            "ext_dr_sd": _seed_sd(study["extreme_share/dr_grpo"]),
+            "q_grpo_end": quartile("grpo", last), "q_dr_end": quartile("dr_grpo", last),
+            "q_dapo_end": quartile("dapo", last),
+            "mid": mid, "q_grpo_mid": quartile("grpo", mid), "q_dr_grpo_mid": quartile("dr_grpo", mid),
+            "q_dr_grpo_matched_mid": quartile("dr_grpo_matched", mid),
+            "oversampling": float(study["dapo_oversampling"].mean()),
+            "matched_lr": float(study["matched_lr"].mean()),
+            "steps_ahead": int(ahead[1:].sum()), "n_steps": int(ahead[1:].size)}
+
+
+def controlled_gap_numbers(study: dict[str, np.ndarray], z_crit: float = 3.0) -> dict[str, float | str]:
+    """Chapter 8's comparisons of the hardest quartile per generated group (:func:`quartile_gap`,
+    paired by seed): GRPO against Dr. GRPO with the matched step (``matched``), against DAPO
+    (``dapo``) and against Dr. GRPO at the paper's rate (``raw``). For each, ``gap_<name>`` (mean
+    over seeds), its standard error ``gap_<name>_se`` and ``gap_<name>_z`` = gap / s.e. A gap counts
+    when |z| > ``z_crit``; ``matched_verdict`` and ``dapo_verdict`` say so in words, and
+    ``matched_share`` is the matched gap as a fraction of the raw one. Needs at least 2 seeds.
+    """
+    z_crit = check_number(z_crit, "z_crit")
+    if not z_crit > 0:
+        raise ValueError(f"z_crit must be positive; got {z_crit}.")
+    out: dict[str, float | str] = {"z_crit": z_crit}
+    for name, other in (("matched", "dr_grpo_matched"), ("dapo", "dapo"), ("raw", "dr_grpo")):
+        gap = quartile_gap(study, "grpo", other)
+        if gap.size < 2:
+            raise ValueError("the comparisons need at least 2 seeds for a standard error.")
+        se = float(gap.std(ddof=1) / np.sqrt(gap.size))
+        out[f"gap_{name}"] = float(gap.mean())
+        out[f"gap_{name}_se"] = se
+        out[f"gap_{name}_z"] = float(gap.mean() / se) if se > 0 else float("nan")
+    beyond = {name: abs(out[f"gap_{name}_z"]) > z_crit for name in ("matched", "dapo")}
+    out["matched_verdict"] = "beyond seed noise" if beyond["matched"] else "within seed noise"
+    out["matched_share"] = out["gap_matched"] / out["gap_raw"]
+    if not beyond["dapo"]:
+        out["dapo_verdict"] = "indistinguishable from GRPO"
+    else:
+        out["dapo_verdict"] = "slower than GRPO" if out["gap_dapo"] > 0 else "faster than GRPO"
+    return out
 
 
 def _check_config(config: ControlledRun) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 from ._arrays import check_int, check_number, check_pool, check_unit_interval, to_numpy
 
 __all__ = ["DAPO_SOURCE", "load_dapo_fig3b", "build_dapo_table", "ConsistencyFit", "fit_consistency",
-           "sharpened_moment", "TABLE_NAME", "EVAL_SAMPLES", "PLATEAU_POINTS"]
+           "consistency_numbers", "sharpened_moment", "TABLE_NAME", "EVAL_SAMPLES", "PLATEAU_POINTS"]
 
 TABLE_NAME = "dapo_fig3b_allcorrect"
 EVAL_SAMPLES = 32      # DAPO's avg@32: a prompt counts when all 32 samples are right
@@ -232,6 +232,23 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
     return ConsistencyFit(steps, logged, predicted, tau, _r2(logged, predicted), plateau, frozen, frozen_mean,
                           end_mean, 1.0 / inv_t_end, _r2(logged, a * (1.0 - np.exp(-steps / b))), (a, b),
                           np.array(boot), means, allcorrect)
+
+
+def consistency_numbers(fit: ConsistencyFit, percentiles: tuple[float, float] = (10, 90)) -> dict[str, float]:
+    """The numbers chapter 7 quotes from a :func:`fit_consistency` result: ``r2`` and
+    ``generic_r2`` (the two-parameter curve's), ``boot_low`` and ``boot_high`` (the given
+    percentiles of the bootstrap R²; NaN without bootstrap resamples, where they are undefined),
+    ``tau``, ``plateau``, ``frozen`` (E[p^32] of Big-Math as it is), ``frozen_mean`` and
+    ``end_mean`` (the pool's mean solve rate at T = 1 and at the plateau)."""
+    if not isinstance(fit, ConsistencyFit):
+        raise TypeError(f"fit must be what fit_consistency returns (a ConsistencyFit); got {type(fit).__name__}.")
+    if len(percentiles) != 2 or not 0 <= percentiles[0] <= percentiles[1] <= 100:
+        raise ValueError(f"percentiles must be a pair (low, high) with 0 <= low <= high <= 100; got {percentiles!r}.")
+    low, high = (np.percentile(fit.bootstrap_r2, percentiles) if fit.bootstrap_r2.size
+                 else (float("nan"), float("nan")))
+    return {"r2": fit.r2, "generic_r2": fit.generic_r2, "boot_low": float(low), "boot_high": float(high),
+            "tau": fit.tau, "plateau": fit.plateau, "frozen": fit.frozen, "frozen_mean": fit.frozen_mean,
+            "end_mean": fit.end_mean}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,8 +15,9 @@ import numpy as np
 from .plots import RECIPE_COLORS
 from .recipes import DR_GRPO, GRPO
 
-__all__ = ["fidelity_figure", "objective_figure", "difficulty_weight_figure", "big_math_histogram_figure",
-           "silent_by_group_size_figure", "budget_by_decile_figure", "dapo_allcorrect_figure",
+__all__ = ["silent_probability_figure", "expected_weight_figure", "fidelity_figure", "objective_figure",
+           "difficulty_weight_figure", "big_math_histogram_figure", "silent_by_group_size_figure",
+           "budget_by_decile_figure", "dapo_allcorrect_figure",
            "controlled_silent_figure", "controlled_mass_figure", "controlled_quartile_figure",
            "pool_bands_figure", "pool_silent_figure", "pool_mass_figure"]
 
@@ -45,6 +46,60 @@ def _styled(figure_function):
                     text.set_fontsize(_SIZES["legend"])
         return fig
     return wrapper
+
+
+_G_COLORS = {2: "#fdae61", 4: "#f46d43", 8: "#d73027", 16: "#74add1", 32: "#4575b4", 64: "#313695"}
+
+
+def _g_color(group_size: int) -> str | None:
+    return _G_COLORS.get(int(group_size))
+
+
+@_styled
+def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
+    """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (left), and its inverse, the
+    smallest G with P(silent) ≤ δ (right, :func:`stddial_book.identity.tries_needed`)."""
+    from .identity import silent_probability, tries_needed
+
+    p = np.linspace(0.0, 1.0, 401)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
+    for g in group_sizes:
+        left.plot(p, silent_probability(p, g), color=_g_color(g), lw=2, label=f"G = {g}")
+    left.set(xlabel="solve rate p", ylabel="P(silent)", ylim=(0, 1.02), title="P(silent) = pᴳ + (1 − p)ᴳ")
+    left.legend(frameon=False, loc="upper center", ncol=2)
+    inner = np.linspace(0.005, 0.995, 397)
+    right.semilogy(inner, tries_needed(inner, delta), color="k", lw=1.5)
+    marked = np.array([0.05, 0.5, 0.95])
+    right.plot(marked, tries_needed(marked, delta), "o", color="k", ms=5)
+    for p_mark, offset, align in ((0.05, (9, 0), "left"), (0.5, (0, 9), "center")):
+        right.annotate(f"G = {int(tries_needed(p_mark, delta))}", (p_mark, tries_needed(p_mark, delta)),
+                       xytext=offset, textcoords="offset points", ha=align, va="center", fontsize=10)
+    right.set_yticks([5, 10, 20, 50, 100, 200, 500])
+    right.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    right.yaxis.set_minor_formatter(plt.NullFormatter())
+    right.set(xlabel="solve rate p", ylabel="smallest G", title=f"group size with P(silent) ≤ {delta:g}")
+    return fig
+
+
+@_styled
+def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), group_size: int = 8) -> plt.Figure:
+    """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (left), and
+    each recipe's expected update weight per prompt at one G (right)."""
+    from .identity import expected_group_std, expected_update_weight
+
+    p = np.linspace(0.0, 1.0, 401)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
+    for g in group_sizes:
+        left.plot(p, expected_group_std(p, g), color=_g_color(g), lw=2, label=f"G = {g}")
+    left.plot(p, np.sqrt(p * (1 - p)), "k--", lw=1.2, label="√(p(1 − p))")
+    left.set(xlabel="solve rate p", ylabel="expected value", ylim=(0, 0.65), title="expected group std E[σ̂]")
+    left.legend(frameon=False, loc="upper center", ncol=3, columnspacing=1.0)
+    for recipe in (GRPO, DR_GRPO):
+        right.plot(p, expected_update_weight(p, group_size, recipe), color=RECIPE_COLORS[recipe.name], lw=2,
+                   label=recipe.name)
+    right.set(xlabel="solve rate p", title=f"expected update weight E[w], G = {group_size}")
+    right.legend(frameon=False, loc="upper center", ncol=2)
+    return fig
 
 
 @_styled
@@ -93,9 +148,11 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
         right.plot(p, exact(p, 8), color=color, lw=1, ls="--", label=f"{recipe.name}, exact at G = 8")
         mean, se = monte_carlo_gradient(markers, 64, recipe, num_groups, seed=seed)
         right.errorbar(markers, mean, yerr=2 * se, fmt="o", ms=4, color=color, capsize=0)
-    right.plot([], [], "ko", ms=4, label=f"Monte Carlo, G = 64 (±2 s.e.)")
+    right.plot([], [], "ko", ms=4, label="Monte Carlo, G = 64 (±2 s.e.)")
     right.set(xlabel="solve rate p", ylabel="expected gradient in θ", title="Bernoulli-logit prompt p = ς(θ)")
-    right.legend(frameon=False)
+    # below both panels: inside, the legend would cover the Dr. GRPO curve and its markers
+    fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=3, frameon=False,
+               fontsize=_SIZES["legend"])
     return fig
 
 
@@ -109,6 +166,9 @@ def difficulty_weight_figure() -> plt.Figure:
     ax.semilogy(p, difficulty_weight(p), color=RECIPE_COLORS["GRPO"], lw=2, label="GRPO: w(p) = 1/√(p(1−p))")
     ax.semilogy(p, np.ones_like(p), color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: w = 1")
     ax.plot([0.05, 0.5, 0.95], difficulty_weight(np.array([0.05, 0.5, 0.95])), "ko", ms=4)
+    ax.set_yticks([1, 2, 5, 10])
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
     ax.set(xlabel="solve rate p", ylabel="weight on a unit of solve rate", title="the difficulty weight")
     ax.legend(frameon=False)
     return fig
@@ -130,14 +190,16 @@ def big_math_histogram_figure(hist) -> plt.Figure:
 def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
                                 markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> plt.Figure:
     """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
-    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(9.5, 3.8), constrained_layout=True)
     for name, curve in curves.items():
-        ax.plot(group_sizes, curve, lw=2.2 if name.startswith("Big-Math") else 1.3, label=name)
+        ax.plot(group_sizes, curve, lw=2.5 if name.startswith("Big-Math") else 1.5, label=name)
     for name, (sizes, values) in (markers or {}).items():
-        ax.plot(sizes, values, "k^", ms=6, label=name)
+        ax.plot(sizes, values, "k^", ms=7, label=name)
     ax.set_xscale("log", base=2)
+    ax.set_xticks(group_sizes)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set(xlabel="group size G", ylabel="silent fraction", ylim=(0, 1.0))
-    ax.legend(frameon=False, ncol=2)
+    ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: inside it hides curves
     return fig
 
 
@@ -150,8 +212,9 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
     ax.bar(centers - 0.4 + width / 2, prompt_share, width=width, color="0.75", label="prompts")
     for i, (name, share) in enumerate(shares.items()):
         base = name.split(",")[0]
+        finite = "G = " in name  # a finite-G variant of a recipe drawn beside its large-group bar: lighter
         ax.bar(centers - 0.4 + width * (i + 1.5), share, width=width, color=RECIPE_COLORS.get(base, None),
-               alpha=1.0 if "∞" in name or len(shares) <= 2 else 0.55 + 0.45 * (i % 2), label=name)
+               alpha=0.5 if finite else 1.0, label=name)
     ax.set(xticks=centers, ylabel="share", xlabel="stored solve rate p̂", title=title)
     ax.set_xticklabels(_DECILE_LABELS, rotation=30)
     ax.legend(frameon=False, ncol=2)
@@ -186,9 +249,9 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
     measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
     steps = np.arange(measured.shape[1])
     fig, ax = plt.subplots(figsize=(6.5, 3.5), constrained_layout=True)
-    ax.plot(steps, expected.mean(axis=0), color="k", lw=2, label="closed form, mean of p^G + (1−p)^G")
+    ax.plot(steps, expected.mean(axis=0), color="k", lw=2, label="closed form, mean of pᴳ + (1 − p)ᴳ")
     ax.plot(steps, measured[0], ".", color=RECIPE_COLORS["GRPO"], ms=3, label="measured (one seed)")
-    ax.set(xlabel="step", ylabel="silent fraction", ylim=(0, 1), title="GRPO, 6,000 prompts, G = 8")
+    ax.set(xlabel="step", ylabel="silent fraction", ylim=(0, 1), title=f"GRPO, {int(study['num_prompts'][0]):,} prompts")
     ax.legend(frameon=False, loc="lower right")
     return fig
 

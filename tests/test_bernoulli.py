@@ -120,3 +120,100 @@ def test_quartile_gap_is_paired_and_signed() -> None:
     assert np.allclose(quartile_gap(study, "grpo", "grpo"), 0.0)
     assert np.all(quartile_gap(study, "grpo", "dr_grpo") > 0)  # same lr: σ̂ > σ̂² moves GRPO further
     assert np.allclose(quartile_gap(study, "grpo", "dapo"), -quartile_gap(study, "dapo", "grpo"))
+
+
+# --- chapter 6's Monte-Carlo check and chapter 8's numbers and exercises ------------------------
+
+from stddial_book.bernoulli import (controlled_gap_numbers, controlled_run_numbers, matched_gap,  # noqa: E402
+                                    monte_carlo_z, quartile_curve, quartile_gap, rematched_run)
+
+
+def test_monte_carlo_z_is_measured_from_the_finite_group_expectation() -> None:
+    """At G = 2 a GRPO group's gradient is 1/2 when k = 1 and 0 otherwise, so E[g] = p(1 − p), half
+    the large-group √(p(1 − p)) at p = 1/2: z must be small against the former, and the same draws
+    must sit many standard errors from the latter."""
+    p = np.array([0.2, 0.5, 0.8])
+    z = monte_carlo_z(p, 2, GRPO, num_groups=3000, seed=4)
+    assert np.all(np.abs(z) < 4.5)
+    mean, se = monte_carlo_gradient(p, 2, GRPO, num_groups=3000, seed=4)
+    np.testing.assert_allclose((mean - p * (1 - p)) / se, z)
+    assert np.all(np.abs(mean - np.sqrt(p * (1 - p))) / se > 10)
+
+
+def test_monte_carlo_z_at_a_silent_prompt_is_zero_not_nan() -> None:
+    z = monte_carlo_z(np.array([0.0, 1.0]), 8, DR_GRPO, num_groups=20)
+    assert np.array_equal(z, [0.0, 0.0])
+
+
+def test_rematched_run_matches_the_mean_expected_step_at_every_step() -> None:
+    """θ moves by lr_t · gain, so lr_t = Δθ / gain on any prompt that moved; the rematched rate must
+    make Dr. GRPO's mean expected step E[σ̂²] equal GRPO's E[σ̂] at lr = 0.5, step by step."""
+    from stddial_book.identity import expected_group_variance
+
+    config = ControlledRun(num_prompts=200, steps=12)
+    p0 = np.linspace(0.03, 0.6, 200)
+    run = rematched_run(p0, DR_GRPO, GRPO, config, seed=2)
+    assert run.p.shape == (13, 200) and run.gain.shape == (12, 200)
+    theta = np.log(run.p / (1 - run.p))
+    rates = []
+    for t in range(12):
+        moved = run.gain[t] != 0
+        lr_t = (theta[t + 1, moved] - theta[t, moved]) / run.gain[t, moved]
+        np.testing.assert_allclose(lr_t, lr_t[0], rtol=1e-6)  # one rate for the whole pool
+        mean_dr = expected_group_variance(run.p[t], 8).mean()
+        assert lr_t[0] * mean_dr == pytest.approx(config.lr * e_sigma(run.p[t], 8).mean(), rel=1e-6)
+        rates.append(lr_t[0])
+    assert rates[-1] != pytest.approx(rates[0])  # the pool moved, and the matched rate with it
+
+
+def test_rematched_run_against_itself_keeps_the_rate() -> None:
+    config = ControlledRun(num_prompts=100, steps=5)
+    p0 = np.linspace(0.1, 0.9, 100)
+    run = rematched_run(p0, GRPO, GRPO, config, seed=0)
+    theta = np.log(run.p / (1 - run.p))
+    moved = run.gain != 0
+    np.testing.assert_allclose((theta[1:] - theta[:-1])[moved], config.lr * run.gain[moved], rtol=1e-9)
+
+
+def test_matched_gap_is_the_studys_matched_comparison() -> None:
+    hist_p, counts = np.arange(65) / 64, np.ones(65)
+    study = controlled_run_study(hist_p, counts, seeds=2, config=SMALL)
+    np.testing.assert_allclose(matched_gap(hist_p, counts, seeds=2, config=SMALL),
+                               quartile_gap(study, "grpo", "dr_grpo_matched"), rtol=0, atol=1e-15)
+    rematched = matched_gap(hist_p, counts, seeds=2, config=SMALL, rematch=True)
+    assert rematched.shape == (2,) and np.all(np.isfinite(rematched))
+    with pytest.raises(TypeError):
+        matched_gap(hist_p, counts, seeds=2, config=SMALL, rematch="yes")
+
+
+def test_controlled_run_numbers_read_the_study() -> None:
+    study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=3, config=SMALL)
+    numbers = controlled_run_numbers(study, mid=10)
+    assert numbers["n_seeds"] == 3 and numbers["mid"] == 10 and numbers["n_steps"] == SMALL.steps
+    assert numbers["q_grpo_mid"] == pytest.approx(study["quartile/grpo"][:, 10].mean())
+    assert numbers["q_dapo_end"] == pytest.approx(study["quartile/dapo"][:, -1].mean())
+    assert numbers["ext_dr_sd"] == pytest.approx(np.std(study["extreme_share/dr_grpo"], ddof=1))
+    assert numbers["silent_r2_min"] == study["silent_r2/grpo"].min()
+    assert 0 <= numbers["steps_ahead"] <= numbers["n_steps"]
+    with pytest.raises(ValueError):
+        controlled_run_numbers(study, mid=SMALL.steps + 1)
+
+
+def test_controlled_gap_numbers_by_hand() -> None:
+    """A made-up study of 2 seeds and 3 step boundaries: every gap is computable on paper."""
+    quartile = {"grpo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],
+                "dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.2, 0.2]],
+                "dr_grpo_matched": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],   # identical to GRPO
+                "dapo": [[0.1, 0.9, 1.0], [0.1, 0.9, 1.0]]}
+    study = {f"quartile/{k}": np.array(v) for k, v in quartile.items()}
+    study["matched_lr"] = np.array([1.0, 1.0])
+    study["num_prompts"] = np.array([4, 4])
+    study["dapo_groups_drawn"] = np.array([[0, 8, 16], [0, 8, 16]])  # 2 groups per prompt and step
+    numbers = controlled_gap_numbers(study, z_crit=3.0)
+    # raw: per seed mean of (0, 0.3, 0.6) = 0.3 and (0, 0.2, 0.6) = 0.2667
+    assert numbers["gap_raw"] == pytest.approx((0.3 + 0.8 / 3) / 2)
+    assert numbers["gap_matched"] == 0 and numbers["matched_verdict"] == "within seed noise"
+    assert np.isnan(numbers["gap_matched_z"])  # zero spread: z is undefined, and reported so
+    # DAPO per group: read at 0, 1, 2 groups per prompt, i.e. steps 0, 0.5, 1 of its curve: 0.1, 0.5, 0.9
+    assert numbers["gap_dapo"] == pytest.approx(np.mean([0.0, 0.0, 0.0, 0.0, -0.1, -0.1]))
+    assert numbers["matched_share"] == 0

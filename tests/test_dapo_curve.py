@@ -67,3 +67,17 @@ def test_a_different_file_is_refused(tmp_path: Path) -> None:
     other.write_text("step,allcorrect_fraction\n1,0.1\n")
     with pytest.raises(ValueError, match="sha256"):
         build_dapo_table(other, tmp_path)
+
+
+def test_consistency_numbers_read_the_fit(fit) -> None:
+    from stddial_book.dapo_curve import consistency_numbers
+
+    numbers = consistency_numbers(fit)
+    assert numbers["r2"] == fit.r2 and numbers["tau"] == fit.tau and numbers["end_mean"] == fit.end_mean
+    assert numbers["boot_low"] == pytest.approx(np.percentile(fit.bootstrap_r2, 10))
+    assert numbers["boot_low"] <= numbers["boot_high"]
+    empty = fit_consistency(load_big_math_histogram().solve_rates, load_big_math_histogram().counts,
+                            fit.steps, fit.logged, bootstrap=0)
+    assert np.isnan(consistency_numbers(empty)["boot_low"])  # no resamples: undefined, not 0
+    with pytest.raises(ValueError):
+        consistency_numbers(fit, percentiles=(90, 10))

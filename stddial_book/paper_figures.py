@@ -24,8 +24,9 @@ __all__ = ["silent_probability_figure", "expected_weight_figure", "fidelity_figu
 _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
 _DECILE_LABELS = [f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)]  # solve_rates.decile_of's tenths
 
-#: Type sizes chosen for the book's text column (about 830 px): a 9.5-inch figure is shown at
-#: about 0.87 of its size, so 10-point legends stay about 12 px high.
+#: Type sizes chosen for the book's text column (about 690 px at a 1280 px window, measured on the
+#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 10-point
+#: legends stay about 10 px high; no figure is wider than 9.5 inches.
 _SIZES = {"title": 11, "label": 11, "ticks": 10, "legend": 10}
 
 

@@ -131,18 +131,20 @@ class Recipe:
         return dataclasses.replace(self, **changes)
 
 
-#: GRPO (Shao et al., 2024): divide by the group std, per-sequence token mean, symmetric clip,
-#: k3 KL with β = 0.04. The std's estimator is not stated in the paper; the book uses the
-#: population std so the identity is exact (``replace(std_correction=1)`` for TRL/verl/oat's).
+#: GRPO (Shao et al., 2024): divide by the group std, per-sequence token
+#: mean, symmetric clip, k3 KL with β = 0.04. The paper does not state the
+#: std's estimator; the book uses the population std so the identity is
+#: exact (``replace(std_correction=1)`` for TRL/verl/oat's).
 GRPO = Recipe(name="GRPO", kl_coef=0.04)
 
-#: Dr. GRPO (Liu et al., 2025): no std division, sum over tokens divided by the constant L_max,
-#: no KL.
-DR_GRPO = Recipe(name="Dr. GRPO", scale_std=False, loss_aggregation="seq-mean-token-sum-norm")
+#: Dr. GRPO (Liu et al., 2025): no std division, sum over tokens divided by
+#: the constant L_max, no KL.
+DR_GRPO = Recipe(name="Dr. GRPO", scale_std=False,
+                 loss_aggregation="seq-mean-token-sum-norm")
 
-#: DAPO (Yu et al., 2025): GRPO's advantage on non-silent groups only (dynamic sampling),
-#: token-level loss, clip-higher (0.2 / 0.28), no KL, overlong filtering and soft penalty,
-#: ±1 rewards.
+#: DAPO (Yu et al., 2025): GRPO's advantage on non-silent groups only
+#: (dynamic sampling), token-level loss, clip-higher (0.2 / 0.28), no KL,
+#: overlong filtering and soft penalty, ±1 rewards.
 DAPO = Recipe(
     name="DAPO",
     loss_aggregation="token-mean",

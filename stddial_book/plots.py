@@ -486,7 +486,8 @@ def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt
     left.set_xticks(ks, [f"{k} or {G - k}" if k != G - k else f"{k}" for k in ks])
     left.set(xlabel=f"correct samples k of G = {G}", ylabel="share of the update mass",
              title="where the update mass goes")
-    left.legend(frameon=False, loc="upper right")
+    left.set_ylim(0, 1.3 * left.get_ylim()[1])  # headroom: the legend sits above the bars
+    left.legend(frameon=False, loc="upper center", ncol=len(names))
     right.set(xlabel="samples generated (thousands)", ylabel="held-out sampled accuracy",
               title="held-out accuracy, mean ± 1 SE")
     right.legend(frameon=False, loc="lower right")

@@ -262,14 +262,8 @@ def drift_study(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens:
         raise ValueError(f"drift_study needs steps >= 1 and lr > 0; got steps={steps}, lr={lr}.")
     _check_groups(groups)
     model = copy.deepcopy(model)
-    with torch.no_grad():
-        old = [completion_logprobs(model, g.prompt_ids, g.prompt_mask, g.completion_ids, g.mask)
-               for g in groups]
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     rows: list[dict[str, float]] = []
-    for step in range(steps + 1):
-        if step:
-            _adam_step(model, optimizer, groups, old, recipe, max_new_tokens)
+    for step, old in _policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
         for index, (group, logp) in enumerate(zip(groups, old)):
             drift = identity_drift(model, group, recipe, max_new_tokens, logp, split=True)
             rows.append({"step": step, "group": index, "tokens": int(group.mask.sum()), **drift})
@@ -328,13 +322,25 @@ def move_policy(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens:
     if not lr > 0:
         raise ValueError(f"lr must be > 0; got {lr}.")
     _check_groups(groups)
+    for _, old in _policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
+        pass
+    return old
+
+
+def _policy_steps(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens: int, steps: int,
+                  lr: float):
+    """Yield ``(step, old)`` before the first Adam step and after each of ``steps`` steps on the
+    mean of the groups' losses, moving ``model`` in place; ``old`` is the sampling policy's
+    log-probs of every group, taken before the first step (the ratios' denominator). Shared by
+    :func:`move_policy`, :func:`drift_study` and ``identity_report.clip_shares``."""
     with torch.no_grad():
         old = [completion_logprobs(model, g.prompt_ids, g.prompt_mask, g.completion_ids, g.mask)
                for g in groups]
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        _adam_step(model, optimizer, groups, old, recipe, max_new_tokens)
-    return old
+    for step in range(steps + 1):
+        if step:
+            _adam_step(model, optimizer, groups, old, recipe, max_new_tokens)
+        yield step, old
 
 
 def _check_group_args(batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> tuple[Recipe, int]:

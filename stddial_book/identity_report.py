@@ -190,21 +190,14 @@ def clip_shares(model, groups, recipe, max_new_tokens: int, steps: int, lr: floa
     """
     import torch
 
-    from .gradcheck import _adam_step, _check_groups, _loss
-    from .rollout import completion_logprobs
+    from .gradcheck import _check_groups, _loss, _policy_steps
 
     steps, lr = _check_steps(steps, lr)
     _check_groups(groups)
     model = copy.deepcopy(model)
-    with torch.no_grad():
-        old = [completion_logprobs(model, g.prompt_ids, g.prompt_mask, g.completion_ids, g.mask)
-               for g in groups]
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     tokens = np.array([float(g.mask.sum()) for g in groups])
     rows = []
-    for step in range(steps + 1):
-        if step:
-            _adam_step(model, optimizer, groups, old, recipe, max_new_tokens)
+    for step, old in _policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
         with torch.no_grad():
             metrics = [_loss(model, g, recipe, max_new_tokens, o).metrics
                        for g, o in zip(groups, old)]

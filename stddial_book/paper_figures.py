@@ -7,12 +7,10 @@ package; none has more than two panels, so each stays legible in the book's text
 
 from __future__ import annotations
 
-import functools
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plots import RECIPE_COLORS
+from .plots import RECIPE_COLORS, TYPE_SIZES, _legible
 from .recipes import DR_GRPO, GRPO
 
 __all__ = ["silent_probability_figure", "expected_weight_figure", "fidelity_figure", "objective_figure",
@@ -24,31 +22,6 @@ __all__ = ["silent_probability_figure", "expected_weight_figure", "fidelity_figu
 _P_COLORS = {0.5: "#1b9e77", 0.3: "#7570b3", 0.1: "#d95f02", 0.05: "#e7298a"}
 _DECILE_LABELS = [f"{lo / 10:.1f}–{(lo + 1) / 10:.1f}" for lo in range(10)]  # solve_rates.decile_of's tenths
 
-#: Type sizes chosen for the book's text column (about 690 px at a 1280 px window, measured on the
-#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 10-point
-#: legends stay about 10 px high; no figure is wider than 9.5 inches.
-_SIZES = {"title": 11, "label": 11, "ticks": 10, "legend": 10}
-
-
-def _styled(figure_function):
-    """Set the type sizes on the finished figure. (Not with ``plt.rc_context``: restoring the
-    rcParams on exit can reset the notebook's inline backend, and later figures then vanish.)"""
-    @functools.wraps(figure_function)
-    def wrapper(*args, **kwargs):
-        fig = figure_function(*args, **kwargs)
-        for ax in fig.axes:
-            ax.title.set_fontsize(_SIZES["title"])
-            ax.xaxis.label.set_fontsize(_SIZES["label"])
-            ax.yaxis.label.set_fontsize(_SIZES["label"])
-            ax.tick_params(labelsize=_SIZES["ticks"])
-            legend = ax.get_legend()
-            if legend is not None:
-                for text in legend.get_texts():
-                    text.set_fontsize(_SIZES["legend"])
-        return fig
-    return wrapper
-
-
 _G_COLORS = {2: "#fdae61", 4: "#f46d43", 8: "#d73027", 16: "#74add1", 32: "#4575b4", 64: "#313695"}
 
 
@@ -56,7 +29,7 @@ def _g_color(group_size: int) -> str | None:
     return _G_COLORS.get(int(group_size))
 
 
-@_styled
+@_legible
 def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
     """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (left), and its inverse, the
     smallest G with P(silent) ≤ δ (right, :func:`stddial_book.identity.tries_needed`)."""
@@ -82,7 +55,7 @@ def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), 
     return fig
 
 
-@_styled
+@_legible
 def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), group_size: int = 8) -> plt.Figure:
     """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (left), and
     each recipe's expected update weight per prompt at one G (right)."""
@@ -103,7 +76,7 @@ def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), gro
     return fig
 
 
-@_styled
+@_legible
 def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
     from .identity import attenuated_fidelity, gradient_fidelity, group_size_law, minimal_group_size
@@ -129,7 +102,7 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
@@ -153,11 +126,11 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     right.set(xlabel="solve rate p", ylabel="expected gradient in θ", title="Bernoulli-logit prompt p = ς(θ)")
     # below both panels: inside, the legend would cover the Dr. GRPO curve and its markers
     fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=3, frameon=False,
-               fontsize=_SIZES["legend"])
+               fontsize=TYPE_SIZES["legend"])
     return fig
 
 
-@_styled
+@_legible
 def difficulty_weight_figure() -> plt.Figure:
     """Chapter 6: w(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
     from .identity import difficulty_weight
@@ -175,7 +148,7 @@ def difficulty_weight_figure() -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def big_math_histogram_figure(hist) -> plt.Figure:
     """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
     k = np.arange(hist.num_rollouts + 1)
@@ -187,7 +160,7 @@ def big_math_histogram_figure(hist) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
                                 markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> plt.Figure:
     """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
@@ -204,7 +177,7 @@ def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.n
     return fig
 
 
-@_styled
+@_legible
 def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
     """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
@@ -222,7 +195,7 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
     return fig
 
 
-@_styled
+@_legible
 def dapo_allcorrect_figure(fit) -> plt.Figure:
     """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve; and
     E[p^32] against the pool's mean solve rate (the competence)."""
@@ -244,7 +217,7 @@ def dapo_allcorrect_figure(fit) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def controlled_silent_figure(study: dict) -> plt.Figure:
     """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
     measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
@@ -257,7 +230,7 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def controlled_mass_figure(study: dict) -> plt.Figure:
     """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
     mean over seeds) against the finite-G closed form (markers)."""
@@ -277,7 +250,7 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
     learning rate (left), and per generated group with Dr. GRPO's step matched (right)."""
@@ -307,7 +280,7 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
 _KEY_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
 
 
-@_styled
+@_legible
 def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
     """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
     per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""
@@ -328,7 +301,7 @@ def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figur
     return fig
 
 
-@_styled
+@_legible
 def pool_silent_figure(study: dict) -> plt.Figure:
     """Chapter 13: measured silent fraction of the generated groups against its unbiased closed
     form, one point per interval between pool measurements and per seed."""
@@ -345,7 +318,7 @@ def pool_silent_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_styled
+@_legible
 def pool_mass_figure(study: dict) -> plt.Figure:
     """Chapter 13: each recipe's share of its update mass per quartile of initial solve rate,
     realised (bars, mean over seeds) against the closed form (markers)."""

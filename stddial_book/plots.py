@@ -53,12 +53,34 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
     return _book_type_sizes(fig)
 
 
-def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
-    """``fig`` with the book's type sizes (:func:`stddial_book.paper_figures._styled`), for the
-    figures of chapters 1, 3 and 4, which are made before the text column shrinks them."""
-    from .paper_figures import _styled
+#: Type sizes chosen for the book's text column (about 690 px at a 1280 px window, measured on the
+#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 10-point
+#: legends stay about 10 px high; no figure is wider than 9.5 inches.
+TYPE_SIZES = {"title": 11, "label": 11, "ticks": 10, "legend": 10}
 
-    return _styled(lambda: fig)()
+
+def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
+    """``fig`` with the book's type sizes (:data:`TYPE_SIZES`), set on the finished figure. (Not
+    with ``plt.rc_context``: restoring the rcParams on exit can reset the notebook's inline
+    backend, and later figures then vanish.)"""
+    for ax in fig.axes:
+        ax.title.set_fontsize(TYPE_SIZES["title"])
+        ax.xaxis.label.set_fontsize(TYPE_SIZES["label"])
+        ax.yaxis.label.set_fontsize(TYPE_SIZES["label"])
+        ax.tick_params(labelsize=TYPE_SIZES["ticks"])
+        legend = ax.get_legend()
+        if legend is not None:
+            for text in legend.get_texts():
+                text.set_fontsize(TYPE_SIZES["legend"])
+    return fig
+
+
+def _legible(figure_function):
+    """Decorator: the figure ``figure_function`` returns, with the book's type sizes."""
+    @functools.wraps(figure_function)
+    def wrapper(*args, **kwargs):
+        return _book_type_sizes(figure_function(*args, **kwargs))
+    return wrapper
 
 
 def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] = (GRPO, DR_GRPO)
@@ -136,16 +158,6 @@ def _xs(records, name):
     from .analysis import curve
 
     return curve(records, name)
-
-
-def _legible(figure_function):
-    """The book's type sizes (:func:`stddial_book.paper_figures._styled`) on a figure of this module."""
-    @functools.wraps(figure_function)
-    def wrapper(*args, **kwargs):
-        from .paper_figures import _styled
-
-        return _styled(figure_function)(*args, **kwargs)
-    return wrapper
 
 
 def _thousands(records: list[dict], name: str) -> tuple[np.ndarray, np.ndarray]:

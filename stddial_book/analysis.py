@@ -884,10 +884,8 @@ def sample_coefficients(recipe, correct, lengths, group_size: int, max_new_token
     for the per-sequence token mean (GRPO), Aᵢ / (B L_max) for the sum over L_max (Dr. GRPO),
     Aᵢ / Σⱼ ℓⱼ for the token mean (DAPO), with B samples and ℓᵢ the lengths (chapters 4 and 13).
     """
-    import torch
-
     from ._arrays import check_binary
-    from .losses import policy_loss
+    from .probes import token_weights
     from .recipes import as_recipe, group_advantages
 
     recipe = as_recipe(recipe)
@@ -902,15 +900,9 @@ def sample_coefficients(recipe, correct, lengths, group_size: int, max_new_token
     if np.any(lengths != np.round(lengths)) or lengths.min() < 1 or lengths.max() > max_new_tokens:
         raise ValueError(f"lengths must be whole token counts in 1..max_new_tokens={max_new_tokens}.")
     rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
-    cpu = torch.device("cpu")  # a hand-built group: no model, so no device to follow
-    advantages = torch.as_tensor(group_advantages(rewards, G, recipe), dtype=torch.float64, device=cpu)
-    widths = torch.as_tensor(lengths.astype(np.int64), device=cpu)
-    mask = torch.arange(max_new_tokens, device=cpu)[None, :] < widths[:, None]
-    logp = torch.zeros(correct.size, max_new_tokens, dtype=torch.float64, requires_grad=True, device=cpu)
-    out = policy_loss(logp, logp.detach(), advantages, mask, recipe.replace(kl_coef=0.0),
-                      max_new_tokens=max_new_tokens)
-    (grad,) = torch.autograd.grad(out.loss, logp)
-    return (-grad[:, 0]).numpy()  # the same on every token of a sample; token 0 is always in the mask
+    weights = token_weights(lengths.astype(np.int64).tolist(), group_advantages(rewards, G, recipe),
+                            recipe.replace(kl_coef=0.0), max_new_tokens)
+    return weights[:, 0]  # the same on every token of a sample; token 0 is always in the mask
 
 
 def screen_values(study: dict[str, Any], runs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, dict[str, list[float]]]:

@@ -7,8 +7,9 @@ log-probs under the sampling policy, the completion mask (EOS included, padding 
 truncation flag for rows that hit ``max_new_tokens`` without EOS.
 
 :func:`completion_logprobs` recomputes the same log-probs (and per-token entropies) with one
-forward pass over prompt + completion; the training loss uses it, and the tests check that the
-two agree.
+forward pass over prompt + completion, and the tests check that the two agree.
+:func:`shared_prompt_logprobs` does the same for completions that share prompts, encoding each
+prompt once; the training loss uses it.
 
 Prompts may be left-padded (``prompt_mask`` false on padding); positions are then counted from
 each row's first real token, as ``model.generate`` does.
@@ -24,7 +25,7 @@ from transformers import DynamicCache
 
 from ._arrays import as_mask, check_int, check_number, check_tensor, check_token_ids
 
-__all__ = ["Rollout", "sample", "completion_logprobs"]
+__all__ = ["Rollout", "sample", "completion_logprobs", "shared_prompt_logprobs"]
 
 
 @dataclass
@@ -211,18 +212,28 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     mask = as_mask(mask, "mask")
     if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
         raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
-    ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    # The last completion column is only ever a target: the logits that predict it come from
+    # the positions before it, and causal attention keeps it from touching them. So it is not
+    # fed in; the pass is one position shorter and gives the same log-probs.
+    ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1)
     if bool(prompt_mask.all()):
         # No left padding: padding sits only after each completion, where causal attention keeps
         # it from touching any real token, so the model's own causal mask and positions are
         # exact, and much cheaper than an explicit mask.
         logits = model(input_ids=ids).logits
     else:
-        full_mask = torch.cat([prompt_mask, mask], dim=1)
+        full_mask = torch.cat([prompt_mask, mask[:, :-1]], dim=1)
         logits = model(input_ids=ids, attention_mask=full_mask.long(),
                        position_ids=_positions(full_mask)).logits
     prompt_len = prompt_ids.shape[1]
-    scaled = _upcast(logits[:, prompt_len - 1:-1, :])
+    return _chosen(logits[:, prompt_len - 1:, :], completion_ids, mask, with_entropy, temperature)
+
+
+def _chosen(logits: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor,
+            with_entropy: bool, temperature: float):
+    """Log-probs of ``completion_ids`` under ``logits`` (B, T, V), the logits that predict them,
+    at ``temperature``; zero where ``mask`` is false; with ``with_entropy`` also the entropies."""
+    scaled = _upcast(logits)
     log_probs = torch.log_softmax(scaled if temperature == 1.0 else scaled / temperature, dim=-1)
     chosen = log_probs.gather(2, completion_ids[:, :, None]).squeeze(2)
     chosen = torch.where(mask, chosen, torch.zeros_like(chosen))
@@ -232,3 +243,53 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
         detached = log_probs.detach()
         entropy = -(detached.exp() * detached).sum(dim=-1)
     return chosen, torch.where(mask, entropy, torch.zeros_like(entropy))
+
+
+def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                           prompt_rows: torch.Tensor, completion_ids: torch.Tensor,
+                           mask: torch.Tensor, with_entropy: bool = False,
+                           temperature: float = 1.0):
+    """:func:`completion_logprobs` for completions that share prompts, as a group's G samples do.
+
+    ``prompt_ids`` and ``prompt_mask`` hold each distinct prompt once; ``prompt_rows[i]`` is the
+    index of completion row i's prompt among them. Each prompt is encoded once and its
+    key/value cache is shared by its completions, as :func:`sample` does; the gradient of every
+    completion flows back through the shared cache into the prompt's pass. The result is
+    :func:`completion_logprobs` on the prompts repeated row by row, to float rounding (a test
+    checks it), for far fewer tokens when completions are short: a group's prompt costs one row
+    instead of G.
+    """
+    check_tensor(prompt_rows, "prompt_rows", ndim=1, kind="int")
+    check_tensor(completion_ids, "completion_ids", ndim=2, kind="int")
+    vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
+    rows = completion_ids.shape[0]
+    if prompt_rows.shape[0] != rows:
+        raise ValueError(f"prompt_rows has {prompt_rows.shape[0]} entries but completion_ids {rows} "
+                         "rows; give each completion row the index of its prompt.")
+    if rows and not (0 <= int(prompt_rows.min()) and int(prompt_rows.max()) < prompt_ids.shape[0]):
+        raise ValueError(f"prompt_rows must index the {prompt_ids.shape[0]} prompts given "
+                         f"(0..{prompt_ids.shape[0] - 1}).")
+    check_token_ids(completion_ids, "completion_ids", vocab)
+    mask = as_mask(mask, "mask", tuple(completion_ids.shape))
+    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
+        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
+    padded = not bool(prompt_mask.all())
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask.long() if padded else None,
+                position_ids=_positions(prompt_mask) if padded else None, use_cache=True,
+                past_key_values=DynamicCache(), **_last_logit_only(model))
+    # the logits at each prompt's last position predict its completions' first tokens
+    logits = out.logits[:, -1:, :][prompt_rows]
+    if completion_ids.shape[1] > 1:
+        cache = out.past_key_values
+        cache.batch_select_indices(prompt_rows)  # a gather: its gradient sums over the group
+        # as in completion_logprobs, the last completion column is only a target
+        inputs = completion_ids[:, :-1]
+        if padded:
+            full_mask = torch.cat([prompt_mask[prompt_rows], mask[:, :-1]], dim=1)
+            rest = model(input_ids=inputs, attention_mask=full_mask.long(),
+                         position_ids=_positions(full_mask)[:, prompt_ids.shape[1]:],
+                         past_key_values=cache, use_cache=True).logits
+        else:
+            rest = model(input_ids=inputs, past_key_values=cache, use_cache=True).logits
+        logits = torch.cat([logits, rest], dim=1)
+    return _chosen(logits, completion_ids, mask, with_entropy, temperature)

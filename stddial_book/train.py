@@ -44,7 +44,7 @@ from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
 from .recipes import Recipe, get_recipe, group_advantages
-from .rollout import _positions, completion_logprobs, sample
+from .rollout import _positions, sample, shared_prompt_logprobs
 from .runs import RunLog, load_run, read_records
 from .sampling import DynamicSampler, nonsilent_groups, overlong_penalty
 from .tasks import Problem, make_split, rewards as verify
@@ -521,6 +521,16 @@ class SFTResult:
     stop_estimate: float = float("nan")
 
 
+def _adamw(model, lr: float) -> torch.optim.AdamW:
+    """AdamW at ``lr``, no weight decay, for the trainers here; its fused kernel (one pass over
+    all parameters instead of a dozen per tensor) where this torch has one for the model's
+    device (CPU since torch 2.4). The update is the same to float rounding."""
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+
+
 def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[torch.Tensor, ...]:
     """Left-padded prompt + answer + EOS ids, attention mask and the answer-token loss mask."""
     rows = [(codec.encode(p.prompt), codec.encode(p.answer) + [codec.eos_id]) for p in problems]
@@ -558,7 +568,7 @@ def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], co
     device = _require_model(model)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator(device=device).manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    optimizer = _adamw(model, config.lr)
     probe = list(heldout[: config.eval_prompts])
     start = time.perf_counter()
     history: list[dict[str, float]] = []
@@ -568,8 +578,10 @@ def sft(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], co
     for step in range(1, config.max_steps + 1):
         rows = rng.choice(len(train_problems), size=min(config.batch_size, len(train_problems)), replace=False)
         ids, attn, target = _sft_batch([train_problems[i] for i in rows], codec, device)
-        logits = model(input_ids=ids, attention_mask=attn.long(), position_ids=_positions(attn)).logits
-        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        # the last column (EOS) is only a target, so it is not fed in
+        inputs, seen = ids[:, :-1], attn[:, :-1]
+        logits = model(input_ids=inputs, attention_mask=seen.long(), position_ids=_positions(seen)).logits
+        logp = torch.log_softmax(logits.float(), dim=-1)
         nll = -logp.gather(2, ids[:, 1:, None]).squeeze(2)
         loss = (nll * target[:, 1:]).sum() / target[:, 1:].sum()
         optimizer.zero_grad(set_to_none=True)
@@ -750,6 +762,82 @@ def _identity_in_update(model, batch: Batch, groups: list[int], config: TrainCon
     return out
 
 
+# What one more pass costs on a CPU, in tokens of work: timed on the testbed model with
+# one thread, a forward/backward call has a fixed cost of a few milliseconds, the work of
+# about 50 tokens, and a pass makes two calls (the prompts, then the completions).
+# _passes makes a cut only where it saves more work than this.
+_PASS_COST_TOKENS = 100
+
+
+def _passes(batch: Batch, rows: torch.Tensor, group_size: int,
+            micro: int | None) -> list[tuple[torch.Tensor, int, int]]:
+    """The forward/backward passes of one minibatch, as (rows, first prompt
+    column, completion width).
+
+    A pass encodes each of its groups' prompts once and runs its completions
+    on the shared cache (:func:`~stddial_book.rollout.shared_prompt_logprobs`).
+    The rows are ordered by completion length and each pass is cut to its own
+    longest prompt and completion: the padding that only the longest samples
+    of the minibatch need is not computed for the others. The loss is
+    normalised over the whole optimizer step, so how the rows are split
+    changes the update only by float rounding. With ``micro`` each pass holds
+    that many samples (gradient accumulation, for memory). Without it the
+    split follows the lengths on a CPU, cutting where the work saved outweighs
+    the cost of one more pass; on an accelerator, where a pass of a model this
+    small costs about the same whatever its size, the minibatch stays one pass.
+    """
+    prompt_len = batch.prompt_mask[rows].sum(dim=1)  # left padding
+    columns = torch.arange(1, batch.mask.shape[1] + 1, device=rows.device)
+    completion_len = (batch.mask[rows] * columns).amax(dim=1).clamp(min=1)
+    order = torch.argsort(completion_len, stable=True)
+    rows = rows[order]
+    prompt_len = prompt_len[order].tolist()
+    completion_len = completion_len[order].tolist()
+    if micro is not None:
+        cuts = list(range(0, len(rows), micro)) + [len(rows)]
+    elif rows.device.type == "cpu":
+        groups = (rows // group_size).tolist()
+        cuts = _length_cuts(prompt_len, completion_len, groups)
+    else:
+        cuts = [0, len(rows)]
+    width = batch.prompt_mask.shape[1]
+    return [(rows[a:b], width - max(prompt_len[a:b]), max(completion_len[a:b]))
+            for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _pass_tokens(prompt_len: list[int], completion_len: list[int],
+                 groups: list[int]) -> int:
+    """Tokens one pass computes: each distinct prompt once at the longest
+    prompt's width, each completion at the longest completion's width less
+    the last column, which is not fed in."""
+    return (len(set(groups)) * max(prompt_len)
+            + len(completion_len) * (max(completion_len) - 1))
+
+
+def _length_cuts(prompt_len: list[int], completion_len: list[int],
+                 groups: list[int]) -> list[int]:
+    """Where to cut rows sorted by completion length so that the tokens
+    computed (:func:`_pass_tokens`), plus :data:`_PASS_COST_TOKENS` per pass,
+    are fewest: a dynamic programme over the runs of equal length."""
+    n = len(completion_len)
+    bounds = [i for i in range(n) if i == 0 or completion_len[i] != completion_len[i - 1]]
+    bounds.append(n)
+    best = [0.0] + [math.inf] * (len(bounds) - 1)
+    back = [0] * len(bounds)
+    for j in range(1, len(bounds)):
+        for i in range(j):
+            a, b = bounds[i], bounds[j]
+            cost = (best[i] + _PASS_COST_TOKENS + _pass_tokens(
+                prompt_len[a:b], completion_len[a:b], groups[a:b]))
+            if cost < best[j]:
+                best[j], back[j] = cost, i
+    cuts, j = [n], len(bounds) - 1
+    while j > 0:
+        j = back[j]
+        cuts.append(bounds[j])
+    return cuts[::-1]
+
+
 def _update(model, optimizer, batch: Batch, advantages: np.ndarray,
             config: TrainConfig, state: _State, ref_model,
             check_identity: bool = False) -> dict[str, Any]:
@@ -768,12 +856,6 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray,
     # log-probs, so no extra forward pass is needed (a full pass agrees to
     # float rounding; test_rollout checks it).
     old = batch.logprobs
-    with torch.no_grad():
-        ref = (completion_logprobs(ref_model, batch.prompt_ids,
-                                   batch.prompt_mask, batch.completion_ids,
-                                   batch.mask,
-                                   temperature=config.temperature)
-               if ref_model is not None else None)
     num_groups = len(batch) // G
     order = state.rng.permutation(num_groups)
     loss_mask = (batch.mask & ~batch.truncated[:, None]
@@ -803,24 +885,32 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray,
                 checks["identity/rel_error"].append(result["rel_error"])
                 checks["identity/clipped"].append(result["clipped"])
                 checks["identity/sigma"].append(result["group_std"])
-        micro = config.micro_batch_size or len(rows)
         optimizer.zero_grad(set_to_none=True)
-        for m in range(0, len(rows), micro):
-            r = rows[m:m + micro]
+        for r, start, width in _passes(batch, rows, G,
+                                       config.micro_batch_size):
             if not bool(loss_mask[r].any()):
                 continue
+            # each pass is cut to its own rows' padding, and encodes each of
+            # its groups' prompts once (see _passes)
+            groups, prompt_rows = torch.unique(r // G, return_inverse=True)
+            inputs = (batch.prompt_ids[groups * G][:, start:],
+                      batch.prompt_mask[groups * G][:, start:], prompt_rows,
+                      batch.completion_ids[r][:, :width],
+                      batch.mask[r][:, :width])
+            ref = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref = shared_prompt_logprobs(
+                        ref_model, *inputs, temperature=config.temperature)
             # at the sampling temperature: π_old (the sampler's log-probs) is
             # the tempered policy
-            logp, ent = completion_logprobs(model, batch.prompt_ids[r],
-                                            batch.prompt_mask[r],
-                                            batch.completion_ids[r],
-                                            batch.mask[r], with_entropy=True,
-                                            temperature=config.temperature)
-            out = policy_loss(logp, old[r], adv[r], batch.mask[r], recipe,
-                              max_new_tokens=config.max_new_tokens,
-                              ref_logprobs=ref[r] if ref is not None else None,
-                              truncated=batch.truncated[r], entropy=ent,
-                              step_num_tokens=step_tokens,
+            logp, ent = shared_prompt_logprobs(model, *inputs,
+                                               with_entropy=True,
+                                               temperature=config.temperature)
+            out = policy_loss(logp, old[r][:, :width], adv[r], inputs[4],
+                              recipe, max_new_tokens=config.max_new_tokens,
+                              ref_logprobs=ref, truncated=batch.truncated[r],
+                              entropy=ent, step_num_tokens=step_tokens,
                               step_num_sequences=len(rows))
             out.loss.backward()
             share = float(loss_mask[r].sum()) / step_tokens
@@ -1003,7 +1093,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         load_model(ref_model, str(init))
         ref_model.eval().requires_grad_(False)
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+    optimizer = _adamw(model, config.lr)
     state = _State(config.seed, device)
     torch.manual_seed(config.seed)
     if resume:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from stddial_book.model import CharCodec, tiny_model
-from stddial_book.rollout import completion_logprobs, sample
+from stddial_book.rollout import completion_logprobs, sample, shared_prompt_logprobs
 
 CODEC = CharCodec()
 
@@ -118,3 +118,49 @@ def test_left_padded_groups_with_early_finish() -> None:
                  generator=torch.Generator().manual_seed(4))
     recomputed = completion_logprobs(model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask)
     torch.testing.assert_close(recomputed, out.logprobs, atol=1e-9, rtol=1e-9)
+
+
+@pytest.mark.parametrize("texts", [["12+34=", "99+01=", "50+50="], ["1+2=", "12+345=", "7+8="]],
+                         ids=["unpadded", "left-padded"])
+def test_shared_prompts_give_the_same_logprobs_and_gradients(texts) -> None:
+    """Encoding each prompt once and sharing its cache: the log-probs, entropies and gradients of
+    one pass over the prompts repeated row by row (float64, to 1e-10)."""
+    model = small_model()
+    encoded = [CODEC.encode(t) for t in texts]
+    width = max(map(len, encoded))
+    ids = torch.tensor([[CODEC.pad_id] * (width - len(e)) + e for e in encoded])
+    pmask = torch.tensor([[False] * (width - len(e)) + [True] * len(e) for e in encoded])
+    out = sample(model, ids, 6, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask,
+                 generator=torch.Generator().manual_seed(3), num_samples=4)
+    # rows out of order, one prompt used only once, as a length-sorted pass has them
+    rows = torch.tensor([5, 0, 9, 1, 2, 11, 3])
+    groups, prompt_rows = torch.unique(rows // 4, return_inverse=True)
+    args = (out.completion_ids[rows], out.mask[rows])
+    full, full_ent = completion_logprobs(model, out.prompt_ids[rows], out.prompt_mask[rows], *args,
+                                         with_entropy=True)
+    shared, shared_ent = shared_prompt_logprobs(model, ids[groups], pmask[groups], prompt_rows, *args,
+                                                with_entropy=True)
+    torch.testing.assert_close(shared, full, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(shared_ent, full_ent, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(shared, out.logprobs[rows], atol=1e-10, rtol=1e-10)
+    weights = torch.linspace(-1.0, 2.0, full.numel(), dtype=full.dtype).reshape(full.shape)
+    g_full = torch.autograd.grad((weights * full).sum(), list(model.parameters()))
+    g_shared = torch.autograd.grad((weights * shared).sum(), list(model.parameters()))
+    for a, b in zip(g_full, g_shared):
+        torch.testing.assert_close(b, a, atol=1e-10, rtol=1e-10)
+
+
+def test_shared_prompts_one_column_and_bad_rows() -> None:
+    """A one-token completion needs only the prompt pass; rows that index no prompt are refused."""
+    model = small_model()
+    ids = prompts(["12+34=", "50+50="])
+    completion = torch.tensor([[CODEC.eos_id], [3], [4]])
+    mask = torch.ones_like(completion, dtype=torch.bool)
+    rows = torch.tensor([1, 0, 1])
+    shared = shared_prompt_logprobs(model, ids, None, rows, completion, mask)
+    full = completion_logprobs(model, ids[rows], torch.ones(3, 6, dtype=torch.bool), completion, mask)
+    torch.testing.assert_close(shared, full, atol=1e-10, rtol=1e-10)
+    with pytest.raises(ValueError, match="must index the 2 prompts"):
+        shared_prompt_logprobs(model, ids, None, torch.tensor([0, 2, 1]), completion, mask)
+    with pytest.raises(ValueError, match="prompt_rows has 2 entries"):
+        shared_prompt_logprobs(model, ids, None, torch.tensor([0, 1]), completion, mask)

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from stddial_book import experiments, profiles
+from stddial_book import train as train_module
 from stddial_book.cli import main
 from stddial_book.model import model_for_profile
 from stddial_book.recipes import DAPO, GRPO
@@ -55,9 +56,10 @@ def warm(problems, tmp_path_factory) -> Path:
 
 
 def fresh(warm: Path, dtype=None):
-    model = model_for_profile(TINY)
+    # built in its dtype, so that a float64 model computes its norms in float64 too
+    model = model_for_profile(TINY, dtype=dtype)
     load_model(model, str(warm))
-    return model.to(dtype) if dtype is not None else model
+    return model
 
 
 @pytest.mark.parametrize("recipe", ["grpo", "dr_grpo", "dapo"])
@@ -662,3 +664,70 @@ def test_more_wrong_arguments_are_named(call, error, message) -> None:
         call()
     with pytest.raises(TypeError, match="run directory path"):
         checkpoint_dir(None)
+
+
+def _padded_batch(prompt_lens, completion_lens, prompt_width=6, completion_width=8) -> Batch:
+    """A batch with left-padded prompts and right-padded completions of the given lengths."""
+    n = len(prompt_lens)
+    prompt_mask = torch.arange(prompt_width)[None, :] >= torch.tensor(
+        [prompt_width - p for p in prompt_lens])[:, None]
+    mask = torch.arange(completion_width)[None, :] < torch.tensor(completion_lens)[:, None]
+    ids = torch.full((n, prompt_width), 2)
+    return Batch(ids, prompt_mask, torch.full((n, completion_width), 3), mask,
+                 torch.zeros(n, dtype=torch.bool), torch.zeros(n, completion_width),
+                 np.zeros(n), np.zeros(n), np.array(["b"] * n), np.arange(n))
+
+
+def test_passes_cover_every_row_and_every_real_token() -> None:
+    """The passes partition the minibatch, and each one's cut keeps every real token of its rows."""
+    rng = np.random.default_rng(0)
+    for micro in (None, 4):
+        prompt_lens = rng.integers(3, 7, size=16).tolist()
+        completion_lens = rng.integers(1, 9, size=16).tolist()
+        batch = _padded_batch(prompt_lens, completion_lens)
+        rows = torch.arange(2, 14)
+        passes = train_module._passes(batch, rows, 4, micro)
+        seen = torch.cat([r for r, _, _ in passes]).tolist()
+        assert sorted(seen) == rows.tolist()
+        for r, start, width in passes:
+            assert not batch.prompt_mask[r][:, :start].any()  # only padding is cut from prompts
+            assert not batch.mask[r][:, width:].any()  # and from completions
+            assert batch.mask[r][:, width - 1].any()  # the widest row sets the width
+            if micro is not None:
+                assert len(r) <= micro
+
+
+def test_passes_split_by_length_only_where_it_saves_work() -> None:
+    """Half the rows need 1 completion column and half 8: two passes; equal lengths: one pass."""
+    mixed = _padded_batch([6] * 64, [1] * 32 + [8] * 32)
+    passes = train_module._passes(mixed, torch.arange(64), 8, None)
+    assert [(len(r), w) for r, _, w in passes] == [(32, 1), (32, 8)]
+    alike = _padded_batch([6] * 64, [3] * 63 + [4])
+    assert len(train_module._passes(alike, torch.arange(64), 8, None)) == 1
+
+
+def test_length_cuts_are_the_cheapest_split_at_length_boundaries() -> None:
+    """The dynamic programme against every set of cuts at the boundaries between lengths."""
+    import itertools
+
+    rng = np.random.default_rng(1)
+    cost_per_pass = train_module._PASS_COST_TOKENS
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        prompt = rng.integers(2, 7, size=n)
+        completion = rng.integers(1, 9, size=n)
+        group = rng.integers(0, 6, size=n)
+        order = np.argsort(completion, kind="stable")
+        prompt, completion, group = (x[order].tolist() for x in (prompt, completion, group))
+        boundaries = [i for i in range(1, n) if completion[i] != completion[i - 1]]
+
+        def cost(cuts):
+            # each distinct prompt once at the widest prompt, completions less their last column
+            return sum(len(set(group[a:b])) * max(prompt[a:b])
+                       + (b - a) * (max(completion[a:b]) - 1) + cost_per_pass
+                       for a, b in zip(cuts[:-1], cuts[1:]))
+
+        best = min(cost([0, *chosen, n]) for k in range(len(boundaries) + 1)
+                   for chosen in itertools.combinations(boundaries, k))
+        cuts = train_module._length_cuts(prompt, completion, group)
+        assert cuts[0] == 0 and cuts[-1] == n and cost(cuts) == best

@@ -14,8 +14,8 @@ generated samples per second of training.
 * **Objective** (both sides): group advantages with Bessel's std + 1e-4, clipped surrogate
   (0.2/0.2), no KL (beta 0), per-sequence token mean then mean over sequences (TRL
   ``loss_type="grpo"``; ours ``GRPO.replace(kl_coef=0.0, std_correction=1, std_eps=1e-4)``),
-  AdamW lr 1e-4 constant, no weight decay, grad-norm clip 1.0, fp32 on CPU. Reward 1 iff the
-  completion is exactly the answer followed by EOS (TRL's reward reads ``completion_ids``, since
+  AdamW (the fused kernel on both sides) lr 1e-4 constant, no weight decay, grad-norm clip 1.0,
+  fp32 on CPU. Reward 1 iff the completion is exactly the answer followed by EOS (TRL's reward reads ``completion_ids``, since
   its decoded text drops EOS).
 * **Timing**: runs alternate (ours, TRL, ours, TRL, ...), each side seeded alike within a repeat.
   Ours: the wall time of the ``train()`` call (it includes its own setup: the run log, saving the
@@ -185,7 +185,9 @@ def run_trl(model, tokenizer, problems: Sequence, *, steps: int, prompts: int, g
             beta=0.0, epsilon=0.2, loss_type="grpo", scale_rewards="group", mask_truncated_completions=False,
             # optimizer
             learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-            max_grad_norm=1.0, optim="adamw_torch",
+            # the fused AdamW kernel on both sides (ours uses it; it is TrainingArguments' default
+            # with torch >= 2.8)
+            max_grad_norm=1.0, optim="adamw_torch_fused",
             # CPU fp32, no activation checkpointing (GRPOConfig defaults to bf16 and checkpointing)
             use_cpu=True, bf16=False, fp16=False, activation_checkpointing=False,
             dataloader_num_workers=0, dataloader_pin_memory=False,
@@ -418,7 +420,8 @@ def main() -> None:
                      "trl": {"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
                              "generation_batch_size": args.prompts * args.group_size,
                              "per_device_train_batch_size": args.prompts * args.group_size // args.num_minibatches,
-                             "gradient_accumulation_steps": 1, "top_k": 0, "scale_rewards": "group"},
+                             "gradient_accumulation_steps": 1, "top_k": 0, "scale_rewards": "group",
+                             "optim": "adamw_torch_fused"},
                      "seeds": [r + 1 for r in range(args.repeats)]},
         "warm_start": {"sft_steps": sft_res.steps, "sft_pass_rate": sft_res.pass_rate,
                        "sft_reached": sft_res.reached, "sft_wall_s": sft_res.wall_time_s,

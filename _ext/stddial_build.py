@@ -1,4 +1,5 @@
-"""Sphinx extension: tell the chapters' kernels that they run inside the site build.
+"""Sphinx extension: tell the chapters' kernels that they run inside the site build, and add
+the book's stylesheet (``_ext/static/stddial.css``: tables in cell outputs fit the column).
 
 Jupyter Book starts each chapter's kernel from the Sphinx process, so a variable set here is
 inherited by every kernel. :func:`stddial_book.display.glue` reads it: in the site build a glued
@@ -11,6 +12,7 @@ lives outside the package because readers never import it.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from sphinx.application import Sphinx
@@ -18,6 +20,12 @@ from sphinx.application import Sphinx
 from stddial_book.display import BOOK_BUILD_ENV
 
 
+def _add_stylesheet(app: Sphinx) -> None:
+    app.config.html_static_path.append(str(Path(__file__).parent / "static"))
+    app.add_css_file("stddial.css")
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     os.environ[BOOK_BUILD_ENV] = "1"
+    app.connect("builder-inited", _add_stylesheet)
     return {"version": "0.1.0", "parallel_read_safe": True, "parallel_write_safe": True}

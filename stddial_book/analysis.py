@@ -426,6 +426,13 @@ def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float
             "capped_steps": int(sum(bool(r.get("dynamic_sampling/hit_cap")) for r in steps))}
 
 
+def _signed(value: float, digits: int = 3) -> str:
+    """``value`` with its sign at ``digits`` decimals, and no sign where it rounds to zero
+    (``-0.0002`` shows as ``0.000``, not ``-0.000``)."""
+    text = f"{value:+.{digits}f}"
+    return f"{0.0:.{digits}f}" if float(text) == 0 else text
+
+
 def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: float = 0.05) -> dict[str, Any]:
     """Every pair of recipes compared on every metric, each difference against the seed noise
     (Welch standard error), with the Bonferroni threshold z* for a two-sided family-wise ``level``
@@ -464,7 +471,7 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
         for a, b in pairs:
             result = welch(per_recipe[a], per_recipe[b])
             beyond = abs(result["z"]) > z_star
-            row.append(f"{result['difference']:+.3f} ± {result['se']:.3f}{' *' if beyond else ''}")
+            row.append(f"{_signed(result['difference'])} ± {result['se']:.3f}{' *' if beyond else ''}")
             if beyond:
                 passed.append(f"{label}, {a} − {b}")
                 details.append({"metric": label, "a": a, "b": b, **result})

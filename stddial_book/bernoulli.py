@@ -154,15 +154,19 @@ def initial_solve_rates(solve_rates: np.ndarray, counts: np.ndarray, config: Con
     return np.clip(drawn, *config.clip)
 
 
-def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: ControlledRun = ControlledRun(),
-                   seed: int = 0, lr: float | None = None) -> ControlledRunResult:
-    """Train ``len(initial_p)`` Bernoulli-logit prompts with one recipe, every prompt every step.
+def controlled_run(initial_p: np.ndarray, recipe: Recipe | str,
+                   config: ControlledRun = ControlledRun(), seed: int = 0,
+                   lr: float | None = None) -> ControlledRunResult:
+    """Train ``len(initial_p)`` Bernoulli-logit prompts with one recipe,
+    every prompt every step.
 
-    Each step every prompt draws a group of G; its update is the sampled gradient
-    (1/G) Σ Aᵢ (yᵢ − p) (:func:`sampled_gradients`), 0 for a silent group. With
-    ``recipe.dynamic_sampling`` (DAPO) a silent group is redrawn from the same prompt up to
-    ``config.redraw_tries`` draws in all. ``lr`` overrides ``config.lr`` (the matched-step runs).
-    The expected gain is E[σ̂] for a recipe that divides by the std and E[σ̂²] otherwise.
+    Each step every prompt draws a group of G; its update is the sampled
+    gradient (1/G) Σ Aᵢ (yᵢ − p) (:func:`sampled_gradients`), 0 for a
+    silent group. With ``recipe.dynamic_sampling`` (DAPO) a silent group is
+    redrawn from the same prompt up to ``config.redraw_tries`` draws in all.
+    ``lr`` overrides ``config.lr`` (the matched-step runs). The expected
+    gain is E[σ̂] for a recipe that divides by the std and E[σ̂²]
+    otherwise.
     """
     recipe = as_recipe(recipe)
     _check_config(config)
@@ -172,7 +176,8 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
     rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     p0 = to_numpy(initial_p, "initial_p")
     check_unit_interval(p0, "initial_p")
-    with np.errstate(divide="ignore"):  # p = 0 or 1: θ = ∓inf, a prompt that never moves (always silent)
+    # p = 0 or 1: θ = ∓inf, a prompt that never moves (always silent)
+    with np.errstate(divide="ignore"):
         theta = np.log(p0) - np.log1p(-p0)
     G = config.group_size
     history = np.empty((config.steps + 1, p0.size))
@@ -203,7 +208,8 @@ def controlled_run(initial_p: np.ndarray, recipe: Recipe | str, config: Controll
         gains[step] = gain
         theta = theta + rate * gain
     history[-1] = 1.0 / (1.0 + np.exp(-theta))
-    return ControlledRunResult(p0, history, silent_measured, silent_expected, gains, expected, drawn, kept)
+    return ControlledRunResult(p0, history, silent_measured, silent_expected,
+                               gains, expected, drawn, kept)
 
 
 def silent_r2(result: ControlledRunResult) -> float:

@@ -62,15 +62,17 @@ def advantage_table(advantages: Mapping[str, np.ndarray], num_correct: Sequence[
     return table(["correct samples", *(f"{name}: A₊ / A₋" for name in values)], rows)
 
 
-def numeric_identity_errors(max_group_size: int = 64, dim: int = 5, seed: int = 0
-                            ) -> dict[str, float]:
-    """Chapter 3: the identity on numbers, for every G from 2 to ``max_group_size``, 0 < k < G.
+def numeric_identity_errors(max_group_size: int = 64, dim: int = 5,
+                            seed: int = 0) -> dict[str, float]:
+    """Chapter 3: the identity on numbers, for every G from 2 to
+    ``max_group_size``, 0 < k < G.
 
-    Each group gets random ``dim``-dimensional scores gᵢ; the advantages come from
-    :func:`stddial_book.recipes.group_advantages`, the training code's own. Returns the number
-    of groups (``n_numeric_groups``) and the largest deviation of mean |A| from 2σ for GRPO
-    (``err_mean_abs``), of (1/G) Σᵢ Aᵢ gᵢ from σ (ḡ₊ − ḡ₋) for GRPO (``err_grpo``) and from
-    σ² (ḡ₊ − ḡ₋) for Dr. GRPO (``err_dr``).
+    Each group gets random ``dim``-dimensional scores gᵢ; the advantages
+    come from :func:`stddial_book.recipes.group_advantages`, the training
+    code's own. Returns the number of groups (``n_numeric_groups``) and the
+    largest deviation of mean |A| from 2σ for GRPO (``err_mean_abs``), of
+    (1/G) Σᵢ Aᵢ gᵢ from σ (ḡ₊ − ḡ₋) for GRPO (``err_grpo``)
+    and from σ² (ḡ₊ − ḡ₋) for Dr. GRPO (``err_dr``).
     """
     from .identity import group_std
     from .recipes import DR_GRPO, GRPO, group_advantages
@@ -82,14 +84,17 @@ def numeric_identity_errors(max_group_size: int = 64, dim: int = 5, seed: int = 
     for size in range(2, max_group_size + 1):
         for k in range(1, size):
             rewards = (np.arange(size) < k).astype(float)
-            scores = rng.normal(size=(size, dim))  # one "gradient" gᵢ per sample
+            # one "gradient" gᵢ per sample
+            scores = rng.normal(size=(size, dim))
             sigma = float(group_std(rewards))
-            gap = scores[:k].mean(0) - scores[k:].mean(0)  # ḡ₊ − ḡ₋
+            # ḡ₊ − ḡ₋
+            gap = scores[:k].mean(0) - scores[k:].mean(0)
             a_grpo = group_advantages(rewards, size, GRPO)
             a_dr = group_advantages(rewards, size, DR_GRPO)
             mean_abs.append(abs(np.abs(a_grpo).mean() - 2 * sigma))
             grpo.append(np.abs(a_grpo @ scores / size - sigma * gap).max())
-            dr_grpo.append(np.abs(a_dr @ scores / size - sigma**2 * gap).max())
+            dr_grpo.append(
+                np.abs(a_dr @ scores / size - sigma**2 * gap).max())
             count += 1
     return {"n_numeric_groups": count, "err_mean_abs": float(max(mean_abs)),
             "err_grpo": float(max(grpo)), "err_dr": float(max(dr_grpo))}

@@ -47,7 +47,8 @@ def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), 
     right.plot(marked, tries_needed(marked, delta), "o", color="k", ms=5)
     for p_mark, offset, align in ((0.05, (9, 0), "left"), (0.5, (0, 9), "center")):
         right.annotate(f"G = {int(tries_needed(p_mark, delta))}", (p_mark, tries_needed(p_mark, delta)),
-                       xytext=offset, textcoords="offset points", ha=align, va="center", fontsize=10)
+                       xytext=offset, textcoords="offset points", ha=align, va="center",
+                       fontsize=TYPE_SIZES["legend"])
     right.set_yticks([5, 10, 20, 50, 100, 200, 500])
     right.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     right.yaxis.set_minor_formatter(plt.NullFormatter())

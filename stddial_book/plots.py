@@ -49,14 +49,15 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
               title=f"the {group_size + 1} possible groups of {group_size} samples", xticks=ks)
     for k_silent in (0, group_size):
         right.annotate("silent", (k_silent, 0.0), xytext=(0, 12), textcoords="offset points",
-                       ha="center", fontsize=10)
+                       ha="center", fontsize=TYPE_SIZES["legend"])
     return _book_type_sizes(fig)
 
 
 #: Type sizes chosen for the book's text column (about 690 px at a 1280 px window, measured on the
-#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 10-point
-#: legends stay about 10 px high; no figure is wider than 9.5 inches.
-TYPE_SIZES = {"title": 11, "label": 11, "ticks": 10, "legend": 10}
+#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 12-point
+#: tick labels come out about 12 px high (body text is 16 px; at 10 points, digits were 7 px
+#: high, too small to read at a glance); no figure is wider than 9.5 inches.
+TYPE_SIZES = {"title": 12, "label": 12, "ticks": 12, "legend": 11}
 
 
 def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
@@ -179,11 +180,12 @@ def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
                                ("eval/accuracy_greedy", "--s", "greedy")):
         left.plot(*_thousands(records, name), style, ms=4, label=label)
     left.set(xlabel=_SAMPLES, ylabel="held-out accuracy", ylim=(0, 1.02), title="all held-out prompts")
-    left.legend(frameon=False, loc="lower right")
+    left.legend(loc="best", framealpha=0.85, edgecolor="none")
     for b in buckets(records):
         right.plot(*_thousands(records, f"eval/accuracy_sampled/{b}"), "-o", ms=4, label=f"D = {b.lstrip('D')}")
     right.set(xlabel=_SAMPLES, title="sampled, per digit count D")
-    right.legend(frameon=False, loc="lower right")
+    # "best" keeps the legend off the curves, which end in different corners run to run
+    right.legend(loc="best", framealpha=0.85, edgecolor="none")
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -344,7 +346,8 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
             ax.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
             if ax is np.atleast_1d(axes)[0]:  # name the curves once, at their right ends
                 ax.annotate(f"Q{band + 1}", (grid[-1] / 1000, mean[-1]), xytext=(4, 0), textcoords="offset points",
-                            va="center", color=color, fontsize=10, fontweight="bold")
+                            va="center", color=color, fontsize=TYPE_SIZES["legend"],
+                            fontweight="bold")
         ax.set(xlabel=_SAMPLES, title=f"{label} ({len(entry['bands'])} seeds)", ylim=(0, 1))
         ax.set_xlim(right=grid[-1] / 1000 * 1.12)
     np.atleast_1d(axes)[0].set_ylabel("mean solve rate of quartile Q")
@@ -363,8 +366,10 @@ def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> pl
     ax.plot(steps, rate, "o-", ms=3, label="probe estimate (stopping rule)")
     ax.plot(steps[-1], numbers["pass"], "s", color="C3", ms=7, label="measured again, fresh samples")
     ax.axhline(numbers["target"], color="0.5", ls=":", label="target")
-    ax.set(xlabel=f"SFT step (batch of {batch_size})", ylabel="held-out pass rate (T = 1)")
-    ax.legend(frameon=False, loc="upper left")
+    top = max(float(np.max(rate)), numbers["pass"], numbers["target"])
+    ax.set(xlabel=f"SFT step (batch of {batch_size})", ylabel="held-out pass rate (T = 1)",
+           ylim=(0, 1.6 * top))  # headroom: the legend sits above the curve and the target
+    ax.legend(loc="upper left", framealpha=0.85, edgecolor="none")
     return fig
 
 

@@ -141,46 +141,64 @@ def _schedule(group_size: int, prompts_per_step: int, num_minibatches: int, micr
     }
 
 
-def trl_settings(recipe: Recipe | str, *, group_size: int, max_new_tokens: int,
+def trl_settings(recipe: Recipe | str, *, group_size: int,
+                 max_new_tokens: int,
                  prompts_per_step: int = _DEFAULT_PROMPTS_PER_STEP,
-                 num_minibatches: int = _DEFAULT_NUM_MINIBATCHES, micro_batch_size: int | None = None,
-                 num_processes: int = 1, temperature: float = 1.0) -> dict[str, Any]:
-    """The ``trl.GRPOConfig`` keyword arguments that set TRL's dial as ``recipe`` sets the book's (chapter 14).
+                 num_minibatches: int = _DEFAULT_NUM_MINIBATCHES,
+                 micro_batch_size: int | None = None, num_processes: int = 1,
+                 temperature: float = 1.0) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` keyword arguments that set TRL's dial as
+    ``recipe`` sets the book's (chapter 14).
 
-    A plain dict; TRL need not be installed. The objective: ``scale_rewards`` "group" divides each group's
-    centred rewards by their std (GRPO, DAPO; Shao et al., 2024; Yu et al., 2025), "none" does not
-    (Dr. GRPO; Liu et al., 2025); ``loss_type`` is the aggregation (:data:`TRL_LOSS_TYPES`), with
-    ``max_completion_length`` = L_max also Dr. GRPO's normaliser; ``epsilon`` / ``epsilon_high`` the clip
-    range; ``beta`` the k3 KL coefficient, with ``use_bias_correction_kl=False`` because TRL's default
-    multiplies the k3 term by the importance ratio, which leaves its value at ratio 1 but changes its
-    gradient; ``mask_truncated_completions`` DAPO's overlong filter. Sampling is pure temperature sampling
-    (``top_k=0``, ``top_p=1``). The schedule: a generation batch of P·G completions, split into
-    ``num_minibatches`` optimizer steps (of ``gradient_accumulation_steps`` micro-batches each), each
-    rollout used once (``num_iterations=1``). What TRL cannot express is in :func:`trl_gaps`; DAPO's
-    reward values and length penalty go into reward functions (:func:`reward_settings`).
+    A plain dict; TRL need not be installed. The objective:
+    ``scale_rewards`` "group" divides each group's centred rewards by their
+    std (GRPO, DAPO; Shao et al., 2024; Yu et al., 2025), "none" does not
+    (Dr. GRPO; Liu et al., 2025); ``loss_type`` is the aggregation
+    (:data:`TRL_LOSS_TYPES`), with ``max_completion_length`` = L_max also
+    Dr. GRPO's normaliser; ``epsilon`` / ``epsilon_high`` the clip range;
+    ``beta`` the k3 KL coefficient, with ``use_bias_correction_kl=False``
+    because TRL's default multiplies the k3 term by the importance ratio,
+    which leaves its value at ratio 1 but changes its gradient;
+    ``mask_truncated_completions`` DAPO's overlong filter. Sampling is pure
+    temperature sampling (``top_k=0``, ``top_p=1``). The schedule: a
+    generation batch of P·G completions, split into ``num_minibatches``
+    optimizer steps (of ``gradient_accumulation_steps`` micro-batches each),
+    each rollout used once (``num_iterations=1``). What TRL cannot express
+    is in :func:`trl_gaps`; DAPO's reward values and length penalty go into
+    reward functions (:func:`reward_settings`).
 
     Args:
-        recipe: a :class:`~stddial_book.recipes.Recipe` or a preset name ("grpo", "dr_grpo", "dapo").
+        recipe: a :class:`~stddial_book.recipes.Recipe` or a preset name
+            ("grpo", "dr_grpo", "dapo").
         group_size: G, samples per prompt (``num_generations``), at least 2.
-        max_new_tokens: L_max, the generation cap (``max_completion_length``).
-        prompts_per_step: P, groups per rollout batch (TrainConfig's default 32).
-        num_minibatches: optimizer steps per rollout batch (TrainConfig's default 2); must divide P.
-        micro_batch_size: samples per forward/backward pass inside an optimizer step (None: the whole step).
+        max_new_tokens: L_max, the generation cap
+            (``max_completion_length``).
+        prompts_per_step: P, groups per rollout batch (TrainConfig's
+            default 32).
+        num_minibatches: optimizer steps per rollout batch (TrainConfig's
+            default 2); must divide P.
+        micro_batch_size: samples per forward/backward pass inside an
+            optimizer step (None: the whole step).
         num_processes: data-parallel processes TRL runs on.
         temperature: the sampling temperature (1 = the policy itself).
 
     Raises:
-        ValueError: an unknown preset, G < 2, or a batch that does not split into whole optimizer steps.
+        ValueError: an unknown preset, G < 2, or a batch that does not split
+            into whole optimizer steps.
         TypeError: arguments of the wrong type.
     """
     recipe = as_recipe(recipe)
-    group_size = check_int(group_size, "group_size", minimum=2,
-                           hint="A group of one sample has no spread to learn from.")
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, the generation cap.")
-    prompts_per_step = check_int(prompts_per_step, "prompts_per_step", minimum=1)
+    group_size = check_int(
+        group_size, "group_size", minimum=2,
+        hint="A group of one sample has no spread to learn from.")
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1,
+                               hint="It is L_max, the generation cap.")
+    prompts_per_step = check_int(prompts_per_step, "prompts_per_step",
+                                 minimum=1)
     num_minibatches = check_int(num_minibatches, "num_minibatches", minimum=1)
     if micro_batch_size is not None:
-        micro_batch_size = check_int(micro_batch_size, "micro_batch_size", minimum=1)
+        micro_batch_size = check_int(micro_batch_size, "micro_batch_size",
+                                     minimum=1)
     num_processes = check_int(num_processes, "num_processes", minimum=1)
     temperature = _check_temperature(temperature)
     settings: dict[str, Any] = {
@@ -206,8 +224,8 @@ def trl_settings(recipe: Recipe | str, *, group_size: int, max_new_tokens: int,
         "min_p": None,
         "repetition_penalty": 1.0,
     }
-    settings.update(_schedule(group_size, prompts_per_step, num_minibatches, micro_batch_size,
-                              num_processes))
+    settings.update(_schedule(group_size, prompts_per_step, num_minibatches,
+                              micro_batch_size, num_processes))
     return settings
 
 
@@ -387,21 +405,25 @@ def _overlong_statistics_effect(recipe: Recipe, group_size: int) -> str:
 
 
 def trl_equivalent_recipe(recipe: Recipe | str) -> Recipe:
-    """The book recipe that computes what TRL computes when set by :func:`trl_settings`.
+    """The book recipe that computes what TRL computes when set by
+    :func:`trl_settings`.
 
-    Bessel's std plus TRL's fixed 1e-4 where the recipe divides by the std, and no dynamic
-    sampling (TRL keeps silent groups at advantage 0); everything else TRL expresses already.
-    Chapter 14 checks that advantages, loss and gradient then agree with TRL's own code to
-    float32 rounding. One thing no recipe field expresses: under the overlong filter the book's
-    trainer takes a group's mean and std over its samples that were not cut off, TRL over all
-    of them (:func:`trl_gaps`); they agree on a batch without cut-off samples, and
-    ``group_advantages`` without ``valid`` computes TRL's.
+    Bessel's std plus TRL's fixed 1e-4 where the recipe divides by the std,
+    and no dynamic sampling (TRL keeps silent groups at advantage 0);
+    everything else TRL expresses already. Chapter 14 checks that
+    advantages, loss and gradient then agree with TRL's own code to float32
+    rounding. One thing no recipe field expresses: under the overlong filter
+    the book's trainer takes a group's mean and std over its samples that
+    were not cut off, TRL over all of them (:func:`trl_gaps`); they agree on
+    a batch without cut-off samples, and ``group_advantages`` without
+    ``valid`` computes TRL's.
     """
     recipe = as_recipe(recipe)
     changes: dict[str, Any] = {"dynamic_sampling": False}
     if recipe.scale_std:
         changes.update(std_correction=1, std_eps=TRL_STD_EPS)
-    name = recipe.name if recipe.name.endswith("(TRL)") else f"{recipe.name} (TRL)"
+    name = (recipe.name if recipe.name.endswith("(TRL)")
+            else f"{recipe.name} (TRL)")
     return recipe.replace(name=name, **changes)
 
 
@@ -735,10 +757,14 @@ def one_batch_check(recipe: Recipe | str, policy: Any, problems: Sequence[Any], 
                                 max_new_tokens, old_logprobs)
 
 
-def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Recipe, problems: list[Any],
-                     completions: list[list[int]], group_size: int, max_new_tokens: int,
+def _one_batch_check(trainer: Any, book_model: Any, reference: Any,
+                     recipe: Recipe, problems: list[Any],
+                     completions: list[list[int]], group_size: int,
+                     max_new_tokens: int,
                      old_logprobs: Any) -> dict[str, Any]:
-    """The comparison itself (see :func:`one_batch_check`); ``trainer`` holds TRL's copy of the policy."""
+    """The comparison itself (see :func:`one_batch_check`); ``trainer`` holds
+    TRL's copy of the policy.
+    """
     import torch
 
     from .losses import policy_loss
@@ -753,77 +779,95 @@ def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Reci
     expected_prompts = [codec.encode(p.prompt) for p in problems]
     queue = list(completions)
 
-    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        # TRL's tokenisation of the prompts must be the book's; then the given completions stand in for sampling
+    def generate(prompt_ids, images, multimodal_fields, num_generations,
+                 has_tool_images=False):
+        # TRL's tokenisation of the prompts must be the book's; then the
+        # given completions stand in for sampling
         if [list(ids) for ids in prompt_ids] != expected_prompts:
             raise RuntimeError(
-                "TRL tokenised the prompts differently from the book's CharCodec (a chat template or "
-                f"special tokens?); the bridge was checked against TRL {TRL_CHECKED_VERSION}: install "
+                "TRL tokenised the prompts differently from the book's "
+                "CharCodec (a chat template or special tokens?); the bridge "
+                f"was checked against TRL {TRL_CHECKED_VERSION}: install "
                 f"trl=={TRL_CHECKED_VERSION}.")
         return [queue.pop(0) for _ in prompt_ids], None
 
     trainer._generate_single_turn = generate
-    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's training loop, which does not run here
+    # set by Trainer's training loop, which does not run here
+    trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()
     book_model.to(next(trainer.model.parameters()).device).train()
     device = next(book_model.parameters()).device
     inputs = [{"prompt": p.prompt, "answer": p.answer} for p in problems]
     width = max(len(ids) for ids in completions)
-    old = None if old_logprobs is None else old_logprobs[:, :width].detach().to(device)
+    old = (None if old_logprobs is None
+           else old_logprobs[:, :width].detach().to(device))
 
     # TRL: prompts, rewards, advantages, reference log-probs
     out = trainer._generate_and_score_completions(inputs)
-    if old is not None:  # π_old: the sampler's log-probs (else the policy's own: ratio 1)
+    # π_old: the sampler's log-probs (else the policy's own: ratio 1)
+    if old is not None:
         out["old_per_token_logps"] = old * out["completion_mask"]
     trl_loss = trainer._compute_loss(trainer.model, out)
     trl_loss.backward()
 
-    # the book: the same batch through the verifier, group_advantages and policy_loss, with
-    # TRL's recipe (group statistics over every sample, as TRL's; trl_gaps: overlong filter)
+    # the book: the same batch through the verifier, group_advantages and
+    # policy_loss, with TRL's recipe (group statistics over every sample, as
+    # TRL's; trl_gaps: overlong filter)
     book = trl_equivalent_recipe(recipe)
     correct = verify([codec.decode(ids) for ids in completions], problems)
-    rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
+    rewards = np.where(correct > 0, recipe.reward_correct,
+                       recipe.reward_wrong)
     lengths = np.array([len(ids) for ids in completions])
     if recipe.overlong_penalty:
         cache = _overlong_cache(recipe, max_new_tokens)
         rewards = rewards + overlong_penalty(lengths, max_new_tokens, cache)
     advantages = group_advantages(rewards, group_size, book)
     prompt_ids, prompt_mask = encode_prompts(problems, codec, device)
-    completion_ids = torch.full((len(completions), width), codec.pad_id, dtype=torch.long,
-                                device=device)
+    completion_ids = torch.full((len(completions), width), codec.pad_id,
+                                dtype=torch.long, device=device)
     for row, ids in enumerate(completions):
         completion_ids[row, :len(ids)] = torch.tensor(ids, device=device)
     mask = completion_ids != codec.pad_id
-    truncated = torch.tensor([len(ids) == max_new_tokens and ids[-1] != codec.eos_id
-                              for ids in completions], device=device)
-    logprobs = completion_logprobs(book_model, prompt_ids, prompt_mask, completion_ids, mask)
+    truncated = torch.tensor(
+        [len(ids) == max_new_tokens and ids[-1] != codec.eos_id
+         for ids in completions], device=device)
+    logprobs = completion_logprobs(book_model, prompt_ids, prompt_mask,
+                                   completion_ids, mask)
     ref = None
     if book.kl_coef > 0:
         with torch.no_grad():
             reference = copy.deepcopy(reference).to(device)
-            ref = completion_logprobs(reference, prompt_ids, prompt_mask, completion_ids, mask)
-    old_book = logprobs.detach() if old is None else torch.where(mask, old, 0.0)
+            ref = completion_logprobs(reference, prompt_ids, prompt_mask,
+                                      completion_ids, mask)
+    old_book = (logprobs.detach() if old is None
+                else torch.where(mask, old, 0.0))
     advantages_t = torch.as_tensor(advantages, device=device)
     result = policy_loss(logprobs, old_book, advantages_t, mask, book,
-                         max_new_tokens=max_new_tokens, ref_logprobs=ref, truncated=truncated)
+                         max_new_tokens=max_new_tokens, ref_logprobs=ref,
+                         truncated=truncated)
     result.loss.backward()
 
     unanimous = ~nonsilent_groups(correct, group_size)
-    if not torch.equal(out["prompt_ids"].to(device), prompt_ids) or not torch.equal(
-            out["completion_ids"].to(device), completion_ids):
-        raise RuntimeError("TRL's padded batch differs from the book's, so the comparison would not be like "
-                           f"for like; the bridge was checked against TRL {TRL_CHECKED_VERSION}: install "
-                           f"trl=={TRL_CHECKED_VERSION}.")
+    if (not torch.equal(out["prompt_ids"].to(device), prompt_ids)
+            or not torch.equal(out["completion_ids"].to(device),
+                               completion_ids)):
+        raise RuntimeError(
+            "TRL's padded batch differs from the book's, so the comparison "
+            "would not be like for like; the bridge was checked against TRL "
+            f"{TRL_CHECKED_VERSION}: install trl=={TRL_CHECKED_VERSION}.")
     trl_grads = dict(trainer.model.named_parameters())
     difference, scale = 0.0, 0.0
     for name, param in book_model.named_parameters():
         theirs = trl_grads[name].grad
-        ours = param.grad if param.grad is not None else torch.zeros_like(param)
-        theirs = torch.zeros_like(ours) if theirs is None else theirs.to(ours.device)
+        ours = (param.grad if param.grad is not None
+                else torch.zeros_like(param))
+        theirs = (torch.zeros_like(ours) if theirs is None
+                  else theirs.to(ours.device))
         difference = max(difference, float((theirs - ours).abs().max()))
         scale = max(scale, float(ours.abs().max()))
     advantages_trl = out["advantages"].detach().double().cpu().numpy()
-    loss_trl, loss_book = float(trl_loss.detach()), float(result.loss.detach())
+    loss_trl, loss_book = (float(trl_loss.detach()),
+                           float(result.loss.detach()))
     report: dict[str, Any] = {
         "advantages": float(np.abs(advantages_trl - advantages).max()),
         "loss_trl": loss_trl,
@@ -832,7 +876,8 @@ def _one_batch_check(trainer: Any, book_model: Any, reference: Any, recipe: Reci
         "gradient": difference,
         "gradient_scale": scale,
         "clip_fraction": result.metrics["clip_ratio/region_mean"],
-        "frac_reward_zero_std": float(trainer._metrics["train"]["frac_reward_zero_std"][-1]),
+        "frac_reward_zero_std": float(
+            trainer._metrics["train"]["frac_reward_zero_std"][-1]),
         "silent_fraction": float(unanimous.mean()),
         "advantages_trl": advantages_trl,
         "advantages_book": np.asarray(advantages, dtype=float),

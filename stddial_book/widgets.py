@@ -98,19 +98,19 @@ _EXPLORER_SCRIPT = """
   var colors = %(colors)s;
   var gIn = root.querySelector(".g"), pIn = root.querySelector(".p"), rIn = root.querySelector(".r");
   function bars(svg, values, ymax, silentIdx, color, label) {
-    var W = 330, H = 170, L = 38, B = 28, n = values.length, bw = (W - L - 6) / n;
-    var out = '<text x="' + (L + (W - L) / 2) + '" y="' + (H - 2) + '" font-size="11" text-anchor="middle">correct samples k</text>';
-    out += '<text x="10" y="' + ((H - B) / 2) + '" font-size="11" text-anchor="middle" transform="rotate(-90 10 ' + ((H - B) / 2) + ')">' + label + '</text>';
+    var W = 330, H = 170, L = 48, B = 28, n = values.length, bw = (W - L - 6) / n;
+    var out = '<text x="' + (L + (W - L) / 2) + '" y="' + (H - 2) + '" font-size="13" text-anchor="middle">correct samples k</text>';
+    out += '<text x="10" y="' + ((H - B) / 2) + '" font-size="13" text-anchor="middle" transform="rotate(-90 10 ' + ((H - B) / 2) + ')">' + label + '</text>';
     out += '<line x1="' + L + '" y1="' + (H - B) + '" x2="' + W + '" y2="' + (H - B) + '" stroke="#444"/>';
-    out += '<text x="' + (L - 4) + '" y="12" font-size="10" text-anchor="end">' + ymax.toFixed(2) + '</text>';
-    out += '<text x="' + (L - 4) + '" y="' + (H - B) + '" font-size="10" text-anchor="end">0</text>';
+    out += '<text x="' + (L - 4) + '" y="12" font-size="12" text-anchor="end">' + ymax.toFixed(2) + '</text>';
+    out += '<text x="' + (L - 4) + '" y="' + (H - B) + '" font-size="12" text-anchor="end">0</text>';
     for (var j = 0; j < n; j++) {
       var h = ymax > 0 ? (H - B - 8) * values[j] / ymax : 0;
       var c = silentIdx.indexOf(j) >= 0 ? "#999" : color;
       out += '<rect x="' + (L + j * bw + 0.5) + '" y="' + (H - B - h) + '" width="' + Math.max(bw - 1, 0.5) + '" height="' + h + '" fill="' + c + '"><title>k = ' + j + ': ' + values[j] + '</title></rect>';
     }
-    out += '<text x="' + L + '" y="' + (H - B + 12) + '" font-size="10">0</text>';
-    out += '<text x="' + (W - 6) + '" y="' + (H - B + 12) + '" font-size="10" text-anchor="end">' + (n - 1) + '</text>';
+    out += '<text x="' + L + '" y="' + (H - B + 12) + '" font-size="12">0</text>';
+    out += '<text x="' + (W - 6) + '" y="' + (H - B + 12) + '" font-size="12" text-anchor="end">' + (n - 1) + '</text>';
     svg.innerHTML = out;
   }
   function draw() {

@@ -260,3 +260,12 @@ def test_comparison_and_spread_figures_show_the_numbers() -> None:
     dots = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"]
     assert sum(len(line.get_ydata()) for line in dots) == 12
     assert fig.get_size_inches()[0] <= 10
+
+
+def test_screen_cells_show_no_negative_zero() -> None:
+    """A difference that rounds to zero is shown as 0.000, not -0.000; others keep their sign."""
+    screen = comparison_screen({"tiny": {"a": [1.0, 2.0, 3.0], "b": [1.0002, 2.0002, 3.0002]},
+                                "large": {"a": [1.0, 2.0, 3.0], "b": [0.5, 1.5, 2.5]}})
+    cells = {row[0]: row[1] for row in screen["rows"]}
+    assert cells["tiny"].startswith("0.000 ± ")
+    assert cells["large"].startswith("+0.500 ± ")

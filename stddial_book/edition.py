@@ -7,6 +7,8 @@ build itself, and the recorded runs are described by their own provenance files.
 
 from __future__ import annotations
 
+import re
+import statistics
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -41,22 +43,55 @@ def build_facts(root: str | Path | None = None) -> dict[str, Any]:
             "python": env["python"], "packages": versions, "device": env["device"], "profile": profile.name}
 
 
-def recorded_rows(profile: str = "reference") -> list[list[str]]:
-    """One row per recorded recipe: seeds, device, commits, recording dates, wall time per run.
+#: A CPU as the provenance names it since runs record their core count: ``cpu (x86_64, 2 cores)``.
+_CPU = re.compile(r"cpu \((?P<processor>.+?)(?:, (?P<cores>\d+) cores)?\)")
 
-    Read from each committed run's ``provenance.json`` (:func:`stddial_book.runs.recorded_runs`).
+
+def _devices(provenance: list[dict[str, Any]]) -> str:
+    """The distinct devices of one recipe's runs, each CPU written ``cpu (<processor>, <cores>)``.
+
+    Runs recorded before the provenance named the core count give only the processor (``x86_64``,
+    which their ``platform`` string also contains); they count as that CPU with cores not recorded.
+    """
+    cpus: dict[str, list[str | None]] = {}
+    others = set()
+    for p in provenance:
+        device = str(p.get("device") or "unknown")
+        match = _CPU.fullmatch(device)
+        if match:
+            cpus.setdefault(match["processor"], []).append(match["cores"])
+        elif "(" not in device and device in str(p.get("platform", "")):
+            cpus.setdefault(device, []).append(None)
+        else:
+            others.add(device)
+    names = []
+    for processor, cores in sorted(cpus.items()):
+        known = sorted({c for c in cores if c is not None}, key=int)
+        detail = " or ".join(known) + " cores" if known else "cores not recorded"
+        if known and None in cores:
+            detail += f"; not recorded for {cores.count(None)} of {len(cores)} runs"
+        names.append(f"cpu ({processor}, {detail})")
+    return ", ".join(names + sorted(others))
+
+
+def recorded_rows(profile: str = "reference", root: str | Path | None = None) -> list[list[str]]:
+    """One row per recorded recipe: seeds, devices, commits, recording dates, median wall minutes per run.
+
+    Read from each committed run's ``provenance.json`` (:func:`stddial_book.runs.recorded_runs`;
+    ``root`` as there). The wall time is the median over seeds, as in
+    :func:`stddial_book.costs.check_on_cpu`: a run resumed after an interruption may log only its
+    last part.
     """
     from .runs import recorded_runs
     from .runs import read_json
 
     rows = []
-    for key, paths in recorded_runs(profile).items():
+    for key, paths in recorded_runs(profile, root).items():
         provenance = [read_json(p / "provenance.json") for p in paths]
-        devices = sorted({p["device"] for p in provenance})
         commits = sorted({str(p.get("git_commit", "unknown"))[:7] for p in provenance})
         dates = sorted(p["started_at"][:10] for p in provenance)
         wall = [p["wall_time_s"] for p in provenance if p.get("wall_time_s")]
-        rows.append([provenance[0]["config"]["train"]["recipe"]["name"], str(len(paths)), ", ".join(devices),
+        rows.append([provenance[0]["config"]["train"]["recipe"]["name"], str(len(paths)), _devices(provenance),
                      ", ".join(commits), dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}",
-                     f"{sum(wall) / len(wall) / 60:.1f}" if wall else "unknown"])
+                     f"{statistics.median(wall) / 60:.1f}" if wall else "unknown"])
     return rows

@@ -236,7 +236,8 @@ def identity_drift(model, group: GroupBatch, recipe: Recipe,
     if split:
         free = -flat_grad(_loss(model, group, unclipped(recipe),
                                 max_new_tokens, old_logprobs).loss, params)
-        result.update(clipped_high=float(out.metrics["clip_ratio/high_mean"]),
+        result.update(clipped_high=float(
+                          out.metrics["clip_ratio/high_mean"]),
                       ratio_error=float((free - predicted).norm() / scale),
                       clip_error=float((gradient - free).norm() / scale),
                       norm_ratio=float(gradient.norm() / scale))

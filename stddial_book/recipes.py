@@ -219,9 +219,9 @@ def group_advantages(rewards: ArrayLike, group_size: int,
             ).reshape(-1),
             rewards)
     # Each group scaled by a power of two (exact: every moment, the silent
-    # test and GRPO's ratio come out bit for bit as unscaled), so the variance
-    # of rewards near 1e200 cannot overflow, nor that of rewards near 1e-200
-    # underflow and turn a mixed group silent.
+    # test and GRPO's ratio come out bit for bit as unscaled), so the
+    # variance of rewards near 1e200 cannot overflow, nor that of rewards
+    # near 1e-200 underflow and turn a mixed group silent.
     unit, exponent, peak = unit_scale(groups, axis=1)
     centred = unit - unit.mean(axis=1, keepdims=True)
     std = unit.std(axis=1, ddof=recipe.std_correction, keepdims=True)

@@ -134,8 +134,8 @@ def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
         wrong, value = (("completion", completion)
                         if not isinstance(completion, str) else ("eos", eos))
         raise TypeError(f"{wrong} must be text (a str); got "
-                        f"{type(value).__name__} {value!r:.40}. Decode token "
-                        "ids first (model.CharCodec.decode).")
+                        f"{type(value).__name__} {value!r:.40}. Decode "
+                        "token ids first (model.CharCodec.decode).")
     if not isinstance(problem, Problem):
         raise TypeError("problem must be a Problem (from make_problem); got "
                         f"{type(problem).__name__} {problem!r:.40}.")

@@ -676,7 +676,8 @@ def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig,
                  num_samples=config.group_size)
     repeated = [p for p in chosen for _ in range(config.group_size)]
     correct = verify(_decode(codec, out.completion_ids), repeated)
-    shaped = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
+    shaped = np.where(correct > 0, recipe.reward_correct,
+                      recipe.reward_wrong)
     if recipe.overlong_penalty:
         shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(),
                                            config.max_new_tokens,
@@ -904,9 +905,9 @@ def _update(model, optimizer, batch: Batch, advantages: np.ndarray,
                         ref_model, *inputs, temperature=config.temperature)
             # at the sampling temperature: π_old (the sampler's log-probs) is
             # the tempered policy
-            logp, ent = shared_prompt_logprobs(model, *inputs,
-                                               with_entropy=True,
-                                               temperature=config.temperature)
+            logp, ent = shared_prompt_logprobs(
+                model, *inputs, with_entropy=True,
+                temperature=config.temperature)
             out = policy_loss(logp, old[r][:, :width], adv[r], inputs[4],
                               recipe, max_new_tokens=config.max_new_tokens,
                               ref_logprobs=ref, truncated=batch.truncated[r],

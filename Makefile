@@ -3,6 +3,7 @@
 #   make book         execute every chapter and build the site into _build/html
 #   make test         run the whole test suite (chapter execution included)
 #   make screenshots  PNG of every page of an already built site (needs chromium)
+#   make overflow     what sticks out of the text column on any built page (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
 #   make publish      push an already built site to the gh-pages branch (ghp-import); the
 #                     workflow .github/workflows/pages.yml does the same on every push to main
@@ -30,7 +31,7 @@ RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/ru
 TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
 BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 
-.PHONY: .venv venv book test screenshots sync publish clean distclean
+.PHONY: .venv venv book test screenshots overflow sync publish clean distclean
 
 .venv: $(STAMP)
 venv: $(STAMP)
@@ -56,6 +57,11 @@ test: .venv
 screenshots: .venv
 	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
 	$(BIN)/python tools/screenshots.py --html _build/html --out _build/screenshots
+
+# What sticks out of the text column or scrolls sideways on any built page (needs Chromium).
+overflow: .venv
+	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
+	$(BIN)/python tools/overflow.py --html _build/html
 
 # The .ipynb next to each chapter is what Colab opens: generated from the .md with its MyST
 # roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.

@@ -99,3 +99,13 @@ def test_build_tooling_lives_outside_the_package() -> None:
     package = {p.name for p in (ROOT / "stddial_book").glob("_*.py")}
     assert package == {"__init__.py", "__main__.py", "_arrays.py", "_colab.py"}, package
     assert {"_ext", "tools"} <= set(config["exclude_patterns"])
+
+
+def test_the_stylesheet_the_build_adds_is_there() -> None:
+    """stddial_build adds _ext/static/stddial.css to every page (code font and table wrapping that
+    keep code and tables inside the text column); a missing file would only show as a 404."""
+    source = (ROOT / "_ext" / "stddial_build.py").read_text()
+    assert 'add_css_file("stddial.css")' in source
+    css = (ROOT / "_ext" / "static" / "stddial.css").read_text()
+    assert ".bd-article pre" in css and "overflow-wrap" in css
+    assert (ROOT / "tools" / "overflow.py").is_file()

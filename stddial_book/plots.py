@@ -15,7 +15,7 @@ __all__ = ["RECIPE_COLORS", "dial_figure", "mean_abs_advantage_figure", "samplin
            "comparison_figure", "seed_spread_figure",
            "accuracy_figure", "run_dial_figure", "identity_check_figure", "run_metrics_figure",
            "prediction_checks_figure", "quartile_progress_figure", "warm_start_figure", "start_difficulty_figure",
-           "pool_start_figure", "silent_sides_figure"]
+           "pool_start_figure", "silent_sides_figure", "legible"]
 
 #: One colour per preset, used by every figure of the book.
 RECIPE_COLORS = {"GRPO": "#1f77b4", "Dr. GRPO": "#d62728", "DAPO": "#2ca02c"}
@@ -54,10 +54,11 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
 
 
 #: Type sizes chosen for the book's text column (about 690 px at a 1280 px window, measured on the
-#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 12-point
-#: tick labels come out about 12 px high (body text is 16 px; at 10 points, digits were 7 px
-#: high, too small to read at a glance); no figure is wider than 9.5 inches.
-TYPE_SIZES = {"title": 12, "label": 12, "ticks": 12, "legend": 11}
+#: built site): a 9.5-inch figure at 100 dpi is shown at about 0.72 of its size, so 13-point
+#: tick labels come out at about a 13 px font size, digits about 9 px high (body text is 16 px;
+#: at 10 points digits were 7 px high, too small to read at a glance); no figure is wider than
+#: 9.5 inches.
+TYPE_SIZES = {"title": 12, "label": 12, "ticks": 13, "legend": 11}
 
 
 def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
@@ -74,6 +75,12 @@ def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
             for text in legend.get_texts():
                 text.set_fontsize(TYPE_SIZES["legend"])
     return fig
+
+
+def legible(fig: plt.Figure) -> plt.Figure:
+    """``fig`` with the book's type sizes (:data:`TYPE_SIZES`): for a figure a chapter draws
+    itself (chapter 14's TRL run), so that it reads like the package's figures."""
+    return _book_type_sizes(fig)
 
 
 def _legible(figure_function):
@@ -134,12 +141,16 @@ def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
 def _drift_axes(study: dict[str, np.ndarray], summary: list[dict[str, float]], steps: np.ndarray) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), constrained_layout=True)
     ax = axes[0]
+    top = 0.0
     for key, label, color in (("rel_error", "clipped loss (what training uses)", "k"),
                               ("ratio_error", "same loss, clip switched off", "0.55")):
         values = [study[key][study["step"] == s] for s in steps]
+        upper = [np.percentile(v, 75) for v in values]
+        top = max(top, *upper)
         ax.plot(steps, [np.median(v) for v in values], "o-", color=color, label=label)
-        ax.fill_between(steps, [np.percentile(v, 25) for v in values],
-                        [np.percentile(v, 75) for v in values], color=color, alpha=0.15, lw=0)
+        ax.fill_between(steps, [np.percentile(v, 25) for v in values], upper, color=color,
+                        alpha=0.15, lw=0)
+    ax.set_ylim(0, 1.45 * top)  # headroom: the legend sits above the bands
     ax.set_xticks(steps, [f"{s}\n{row['clipped']:.0%}" for s, row in zip(steps, summary)])
     ax.set(xlabel="Adam steps (below: tokens clipped)", ylabel="deviation from the identity",
            title="median over groups")
@@ -153,6 +164,17 @@ def _drift_axes(study: dict[str, np.ndarray], summary: list[dict[str, float]], s
     ax.set(xlabel="tokens of the group clipped (%)", ylabel="deviation",
            title="one point per group and step")
     return fig
+
+
+def _spread_labels(ends: list[tuple[float, int, str]], gap: float) -> list[tuple[float, int, str]]:
+    """End labels (y, band, colour) moved apart, in order, so that neighbours are at least
+    ``gap`` apart in y; labels already far enough apart stay where their curves end."""
+    placed: list[tuple[float, int, str]] = []
+    for y, band, color in sorted(ends):
+        if placed and y - placed[-1][0] < gap:
+            y = placed[-1][0] + gap
+        placed.append((y, band, color))
+    return placed
 
 
 def _xs(records, name):
@@ -249,7 +271,7 @@ def identity_check_figure(runs: list[list[dict]]) -> plt.Figure:
         ax.semilogy(xs[hit], ys[hit], "^", color="C3", ms=7, label="later, some tokens clipped")
     ax.set(xlabel="samples generated when checked (thousands)",
            ylabel=r"relative error vs $w(\bar g_+ - \bar g_-)$", title=f"{len(runs)} runs, every checked group")
-    ax.legend(frameon=False, loc="center right")
+    ax.legend(loc="center right", framealpha=0.85, edgecolor="none")
     return fig
 
 
@@ -336,6 +358,7 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     fig, axes = plt.subplots(1, len(studies), figsize=(9, 3.6), constrained_layout=True, sharey=True)
     for ax, (label, study) in zip(np.atleast_1d(axes), studies.items()):
         entry = study[key]
+        ends: list[tuple[float, int, str]] = []
         grid = np.linspace(0, min(float(s[-1]) for s in entry["samples"]), 40)
         for band in range(len(entry["bands"][0])):
             curves = np.array([np.interp(grid, s, b[band]) for s, b in zip(entry["samples"], entry["bands"])])
@@ -345,9 +368,11 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
             ax.plot(grid / 1000, mean, color=color, lw=2)
             ax.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
             if ax is np.atleast_1d(axes)[0]:  # name the curves once, at their right ends
-                ax.annotate(f"Q{band + 1}", (grid[-1] / 1000, mean[-1]), xytext=(4, 0), textcoords="offset points",
-                            va="center", color=color, fontsize=TYPE_SIZES["legend"],
-                            fontweight="bold")
+                ends.append((float(mean[-1]), band, color))
+        for y, band, color in _spread_labels(ends, gap=0.07):
+            ax.annotate(f"Q{band + 1}", (grid[-1] / 1000, y), xytext=(4, 0), textcoords="offset points",
+                        va="center", color=color, fontsize=TYPE_SIZES["legend"],
+                        fontweight="bold")
         ax.set(xlabel=_SAMPLES, title=f"{label} ({len(entry['bands'])} seeds)", ylim=(0, 1))
         ax.set_xlim(right=grid[-1] / 1000 * 1.12)
     np.atleast_1d(axes)[0].set_ylabel("mean solve rate of quartile Q")

@@ -117,3 +117,14 @@ def test_chapter_9_figures(recorded) -> None:
     fig = plots.silent_sides_figure([silent_sides(r, 8) for r in recorded["grpo"]], 8)
     assert len(fig.axes[0].get_lines()) == 3 * 2
     legible(fig, 1)
+
+
+def test_end_labels_are_spread_to_the_gap_and_far_ones_stay() -> None:
+    """Quartile end labels closer than the gap are pushed apart upwards, in order of height; a
+    label already far enough from its neighbour stays at its curve's end."""
+    from stddial_book.plots import _spread_labels
+
+    placed = _spread_labels([(0.52, 1, "b"), (0.9, 2, "c"), (0.5, 0, "a"), (0.55, 3, "d")], gap=0.07)
+    assert [band for _, band, _ in placed] == [0, 1, 3, 2]
+    ys = [y for y, _, _ in placed]
+    assert ys == pytest.approx([0.5, 0.57, 0.64, 0.9])

@@ -250,7 +250,7 @@ def identity_check_figure(runs: list[list[dict]]) -> plt.Figure:
     pooled over ``runs``: the relative error of a checked group's update against w(ḡ₊ − ḡ₋),
     on a log scale, against the samples generated when it was checked; circles for the first
     minibatch of a step (ratio 1), triangles for later ones (filled where some token was clipped)."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.6), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
     points = {0: ([], [], []), 1: ([], [], [])}
     for records in runs:
         for r in records:
@@ -271,7 +271,8 @@ def identity_check_figure(runs: list[list[dict]]) -> plt.Figure:
         ax.semilogy(xs[hit], ys[hit], "^", color="C3", ms=7, label="later, some tokens clipped")
     ax.set(xlabel="samples generated when checked (thousands)",
            ylabel=r"relative error vs $w(\bar g_+ - \bar g_-)$", title=f"{len(runs)} runs, every checked group")
-    ax.legend(loc="center right", framealpha=0.85, edgecolor="none")
+    # beside the axes: the checked groups can fall anywhere in the plot
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return fig
 
 

@@ -22,7 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,16 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_trainer import cpu_info  # noqa: E402
-
-
-def package_commit(package_dir: Path) -> str:
-    """The git commit of the checkout the package was imported from ('' if not a checkout)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=5, cwd=package_dir).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+from bench_trainer import cpu_info, git_commit  # noqa: E402
 
 
 def main() -> None:
@@ -74,7 +64,7 @@ def main() -> None:
         "benchmark": "wall time of the quick profile's live runs (SFT + 3 recipes x 3 seeds)",
         "label": args.label,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "package_commit": package_commit(package_dir),
+        "package_commit": git_commit(package_dir),  # the imported package's checkout
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "cpu": cpu_info(),

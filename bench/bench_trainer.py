@@ -292,10 +292,11 @@ def cpu_info() -> dict[str, Any]:
             "python": platform.python_version(), "platform": platform.platform()}
 
 
-def git_commit() -> str:
+def git_commit(directory: Path | None = None) -> str:
+    """The git commit of the checkout holding ``directory`` (default: this script's); '' if none."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip()
+                              cwd=directory or Path(__file__).parent).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 

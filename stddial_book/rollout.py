@@ -96,6 +96,13 @@ def _check_temperature(temperature: float) -> float:
     return temperature
 
 
+def _check_scoring_temperature(temperature) -> None:
+    """The temperature of :func:`completion_logprobs` and :func:`shared_prompt_logprobs`: a
+    finite int or float > 0 (``ValueError`` otherwise)."""
+    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
+        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
+
+
 def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
@@ -210,8 +217,7 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
                          "pass one completion per prompt row.")
     check_token_ids(completion_ids, "completion_ids", vocab)
     mask = as_mask(mask, "mask")
-    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
-        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
+    _check_scoring_temperature(temperature)
     # The last completion column is only ever a target: the logits that predict it come from
     # the positions before it, and causal attention keeps it from touching them. So it is not
     # fed in; the pass is one position shorter and gives the same log-probs.
@@ -271,8 +277,7 @@ def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.T
                          f"(0..{prompt_ids.shape[0] - 1}).")
     check_token_ids(completion_ids, "completion_ids", vocab)
     mask = as_mask(mask, "mask", tuple(completion_ids.shape))
-    if isinstance(temperature, bool) or not (isinstance(temperature, (int, float)) and 0 < temperature < float("inf")):
-        raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
+    _check_scoring_temperature(temperature)
     padded = not bool(prompt_mask.all())
     out = model(input_ids=prompt_ids, attention_mask=prompt_mask.long() if padded else None,
                 position_ids=_positions(prompt_mask) if padded else None, use_cache=True,

@@ -44,7 +44,10 @@ __all__ = ["FIGURE_SOURCE", "PUBLISHED", "FigureData", "read_figure", "counts_fr
 ROLLOUTS = 64
 TABLE_NAME = "big_math_k_histogram"
 
-#: Where the figure comes from (SOURCE.md of the shared data folder).
+#: The figure itself ships with the package: ``data_path(*FIGURE_FILE)`` (data/sources/bigmath/).
+FIGURE_FILE = ("sources", "bigmath", "fig_realdata.pdf")
+
+#: Where the figure comes from (data/sources/bigmath/SOURCE.md).
 FIGURE_SOURCE = {
     "paper": "Bay and Yearick (2026), GRPO, Dr. GRPO, and DAPO Are Three Operations on One Number: "
              "The Group-Standard-Deviation Identity, arXiv 2607.00152",

@@ -38,7 +38,10 @@ TABLE_NAME = "dapo_fig3b_allcorrect"
 EVAL_SAMPLES = 32      # DAPO's avg@32: a prompt counts when all 32 samples are right
 PLATEAU_POINTS = 8     # the plateau is the mean of the last 8 logged points (the paper's choice)
 
-#: Where the digitised points come from (SOURCE.md of the shared data folder).
+#: The digitised points ship with the package: ``data_path(*SOURCE_FILE)`` (data/sources/dapo-fig3b/).
+SOURCE_FILE = ("sources", "dapo-fig3b", "dapo_fig3b_accuracy1_fraction.csv")
+
+#: Where the digitised points come from (data/sources/dapo-fig3b/SOURCE.md).
 DAPO_SOURCE = {
     "figure": "Yu et al. (2025), DAPO: An Open-Source LLM Reinforcement Learning System at Scale, "
               "arXiv 2503.14476, Figure 3b (proportion of prompts with accuracy 1 over 32 samples)",

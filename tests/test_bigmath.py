@@ -14,10 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from stddial_book import bigmath_figure as bf
+from stddial_book.resources import data_path
 from stddial_book.solve_rates import BIG_MATH_REPO, big_math_histogram, load_big_math
 
-FIGURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "bigmath-solve-rates" / "fig_realdata.pdf"
-needs_figure = pytest.mark.skipif(not FIGURE.is_file(), reason="the shared data folder is not beside the checkout")
+# The paper's figure, vendored under data/sources/bigmath/ (see its SOURCE.md) and shipped with the
+# package, so the extraction below runs in every checkout and wheel install.
+FIGURE = data_path(*bf.FIGURE_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +43,16 @@ def test_a_wrong_histogram_is_caught(committed: np.ndarray) -> None:
     assert {"never_solved_pct", "silent_bernoulli_G8_pct"} <= failing
 
 
-@needs_figure
 def test_extraction_from_the_figure_equals_the_committed_table(committed: np.ndarray, tmp_path: Path) -> None:
     figure = bf.read_figure(FIGURE)
     assert np.max(np.abs(figure.bar_counts - np.round(figure.bar_counts))) < 1e-3  # whole problems
     assert set(figure.decile_shares) == {"grpo", "dr_grpo"}
     np.testing.assert_array_equal(bf.counts_from_figure(figure), committed)
     table = bf.build_big_math_table(FIGURE, tmp_path)
-    from stddial_book.resources import data_path
-
     assert table.read_text() == data_path("solve_rates", table.name).read_text()
     np.testing.assert_array_equal(bf.load_big_math_histogram(tmp_path).counts, committed)
 
 
-@needs_figure
 def test_a_misread_figure_is_refused() -> None:
     figure = bf.read_figure(FIGURE)
     swapped = bf.FigureData(figure.bar_counts, {"grpo": figure.decile_shares["dr_grpo"],

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +16,6 @@ from stddial_book.solve_rates import (
     KHistogram, SolveCounts, build_deepscaler_tables, dapo_oversampling, expected_update_mass,
     load_big_math, load_committed_histograms, load_deepscaler, silent_fraction, union_of_deepscaler,
 )
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "deepscaler-difficulty"
 
 
 def test_bernoulli_curve_equals_per_row_computation() -> None:
@@ -135,12 +132,11 @@ def test_committed_tables_load() -> None:
     assert tables["deepscaler_hard_extreme_train"].counts[4:].sum() == 0
 
 
-def test_committed_tables_regenerate_from_shared(tmp_path: Path) -> None:
-    if not SHARED.exists():
-        if os.environ.get("CI_STRICT"):
-            pytest.fail(f"shared data folder {SHARED.name} is missing in a strict CI run")
-        pytest.skip("the shared DeepScaleR files are not beside this checkout")
-    build_deepscaler_tables(SHARED, tmp_path)
+@pytest.mark.needs_shared
+def test_committed_tables_regenerate_from_shared(tmp_path: Path, shared_data) -> None:
+    """The DeepScaleR parquet files (7 MB) are not vendored: they come from the shared data folder
+    (tests/conftest.py), and the test skips without it except under CI_STRICT, where it fails."""
+    build_deepscaler_tables(shared_data("deepscaler-difficulty"), tmp_path)
     committed = Path(__file__).resolve().parents[1] / "data" / "solve_rates"
     for name in ("deepscaler_k_histograms.csv", "deepscaler_k_histograms.provenance.json"):
         assert (tmp_path / name).read_text() == (committed / name).read_text(), name

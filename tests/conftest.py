@@ -1,0 +1,54 @@
+"""Where the tests find data that is not part of the repository.
+
+A few inputs are too large to commit: the DeepScaleR parquet files (about 7 MB) sit in a shared
+data folder beside the checkout, ``../shared`` (holding ``data/deepscaler-difficulty/`` and so
+on), or wherever the environment variable ``STDDIAL_SHARED_DATA`` points. The small published
+sources (the Big-Math figure, DAPO's digitised curve) are vendored under ``data/sources/`` and
+need nothing from here.
+
+A test that reads the shared folder asks the ``shared_data`` fixture and carries the
+``needs_shared`` marker (so ``-m "not needs_shared"`` deselects it). Without the folder the test
+is skipped, unless ``CI_STRICT`` is set (``.ci/run`` sets it): then a missing folder fails, so that
+the project's own CI cannot pass by skipping the check. The public GitHub workflow does not set
+it, since a clone of the public repository has no shared folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+SHARED_ENV = "STDDIAL_SHARED_DATA"
+STRICT_ENV = "CI_STRICT"
+
+
+def shared_root() -> Path:
+    """The shared folder: ``$STDDIAL_SHARED_DATA`` if set, else ``shared/`` beside the checkout."""
+    configured = os.environ.get(SHARED_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture
+def shared_data(request: pytest.FixtureRequest) -> Callable[..., Path]:
+    """``shared_data("deepscaler-difficulty")``: that folder under the shared folder's ``data/``.
+
+    Skips the test when it is missing, or fails it under ``CI_STRICT``.
+    """
+    if request.node.get_closest_marker("needs_shared") is None:
+        pytest.fail(f"{request.node.nodeid} uses the shared data folder: mark it @pytest.mark.needs_shared")
+
+    def find(*parts: str) -> Path:
+        path = shared_root().joinpath("data", *parts)
+        if path.is_dir():
+            return path
+        where = f"{path} (set {SHARED_ENV} to the folder that holds data/)"
+        if os.environ.get(STRICT_ENV):
+            pytest.fail(f"shared data folder missing in a strict CI run ({STRICT_ENV} is set): {where}")
+        pytest.skip(f"shared data folder not found: {where}")
+
+    return find

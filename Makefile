@@ -1,7 +1,8 @@
 # The Std Dial: build the book, run the tests.
 #
 #   make book         execute every chapter and build the site into _build/html
-#   make test         run the whole test suite (chapter execution included)
+#   make test         run the whole test suite (chapter execution included); the workflow
+#                     .github/workflows/tests.yml runs it, and .ci/lowest, on every push
 #   make screenshots  PNG of every page of an already built site (needs chromium)
 #   make overflow     what sticks out of the text column on any built page (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
@@ -25,8 +26,10 @@ STAMP  := $(VENV)/.stamp
 # hub downloads. Tests run with the non-GUI Agg backend. The book must NOT:
 # a kernel started with MPLBACKEND=Agg shows no figure at all (ipykernel picks
 # its inline backend only when MPLBACKEND is unset), so `book` unsets it.
-# Training runs of chapters 7-11 are cached by a hash of their configuration and of the
-# package's code (stddial_book.experiments), so `make book` after `make test` reuses them.
+# The training runs of chapters 9-14 (the SFT warm start and the RL runs; chapter 13 reads
+# those of 10-12) are cached by a hash of their configuration and of the package's code
+# (stddial_book.experiments), so `make book` after `make test` reuses them. Chapter 14's short
+# TRL run is not cached and runs each time.
 RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/runs
 TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
 BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)

@@ -21,10 +21,13 @@ The one number not measured is the GPU's sustained throughput (:data:`GPU_ASSUMP
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from ._arrays import check_int, check_number, to_numpy
 
 __all__ = ["GPU_ASSUMPTION", "RunWork", "run_work", "sft_work", "parameter_count", "skeleton_config", "measure_overheads",
            "measure_cpu_throughput", "estimate_seconds", "check_on_cpu", "full_profile_estimates"]
@@ -52,12 +55,89 @@ class RunWork:
     forward_passes: int = 0
     forward_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = check_int(getattr(self, f.name), f"RunWork.{f.name}", minimum=0,
+                              hint="It counts passes or tokens (run_work and sft_work count them for a profile).")
+            object.__setattr__(self, f.name, value)
+
     def flops(self, num_params: int) -> float:
         """2·N per forward token, 6·N per trained token."""
+        num_params = _check_num_params(num_params)
         return 2.0 * num_params * (self.generate_tokens + self.forward_tokens) + 6.0 * num_params * self.train_tokens
 
     def __add__(self, other: "RunWork") -> "RunWork":
+        if not isinstance(other, RunWork):
+            return NotImplemented
         return RunWork(*(a + b for a, b in zip(_fields(self), _fields(other))))
+
+
+#: Most repetitions / rows a measurement takes: beyond, a typo (10**30) would run for ever.
+_MAX_REPEATS = 10_000
+_MAX_ROWS = 1 << 16
+
+
+def _check_num_params(num_params: Any) -> int:
+    return check_int(num_params, "num_params", minimum=1, hint="It is N, the model's parameter count "
+                     "(parameter_count(profile)).")
+
+
+def _check_profile(profile: Any, *sections: str) -> Any:
+    """``profile`` after checking it is a :class:`~stddial_book.profiles.Profile` whose named sections build
+    valid configurations (the same checks a run of it would make)."""
+    from .profiles import Profile
+
+    if not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a stddial_book.profiles.Profile (e.g. PROFILES['quick']); got "
+                        f"{type(profile).__name__}.")
+    for section in sections:
+        values = getattr(profile, section)
+        if not isinstance(values, dict):
+            raise TypeError(f"profile.{section} must be a dict of settings; got {type(values).__name__}.")
+        missing = [key for key in _NEEDED[section] if key not in values]
+        if missing:
+            raise ValueError(f"profile.{section} of profile {profile.name!r} lacks {', '.join(map(repr, missing))}; "
+                             "start from a profile of stddial_book.profiles.PROFILES and change what differs.")
+    if "task" in sections:
+        profile.task_config()  # TaskConfig refuses bad digit counts and pool sizes, naming the field
+    if "train" in sections:
+        profile.train_config("grpo")  # TrainConfig refuses a bad group size, budget, schedule, ...
+    if "sft" in sections:
+        profile.sft_config()
+    return profile
+
+
+#: The settings each section of a profile needs for the accounting.
+_NEEDED = {"task": ("digits", "num_heldout"),
+           "train": ("prompts_per_step", "group_size", "sample_budget", "num_minibatches", "max_new_tokens",
+                     "eval_samples"),
+           "sft": ("max_steps", "batch_size", "eval_every", "eval_prompts", "eval_samples"),
+           "model": ()}
+
+
+def _check_overheads(overheads: Any) -> dict[str, float]:
+    """Seconds per pass as :func:`measure_overheads` returns them: finite and non-negative."""
+    if not isinstance(overheads, dict):
+        raise TypeError(f"overheads must be the dict measure_overheads(profile) returns ({{'generate_s': ..., "
+                        f"'train_s': ...}}); got {type(overheads).__name__}.")
+    out = {}
+    for key in ("generate_s", "train_s"):
+        if key not in overheads:
+            raise ValueError(f"overheads lacks {key!r}; pass what measure_overheads(profile) returns.")
+        value = check_number(overheads[key], f"overheads[{key!r}]", hint="Seconds per pass, from measure_overheads.")
+        if value < 0:
+            raise ValueError(f"overheads[{key!r}] must be >= 0 seconds per pass; got {value!r}. Pass what "
+                             "measure_overheads(profile) returns.")
+        out[key] = value
+    return out
+
+
+def _check_throughput(throughput: Any) -> float:
+    value = check_number(throughput, "throughput", hint="It is FLOP/s, e.g. measure_cpu_throughput(profile).")
+    if not value > 0:
+        raise ValueError(f"throughput must be a positive number of FLOP/s (e.g. measure_cpu_throughput(profile) or "
+                         f"GPU_ASSUMPTION's peak × utilisation); got {throughput!r}.")
+    return value
 
 
 def _fields(work: RunWork) -> tuple[int, ...]:
@@ -91,9 +171,10 @@ def run_work(profile, recipe) -> RunWork:
     pool measurements, each completion taken to the cap. The in-update identity check (a few groups
     every ``identity_check_every`` steps) is left out, and DAPO's refill rounds are counted as one
     rollout of the step's size (the samples are the same, the passes a little more)."""
-    from .recipes import get_recipe
+    from .recipes import as_recipe
 
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    profile = _check_profile(profile, "task", "train")
+    recipe = as_recipe(recipe)
     t = profile.train
     prompt_len, new_tokens = _lengths(profile)
     per_step = t["prompts_per_step"] * t["group_size"]
@@ -115,6 +196,7 @@ def run_work(profile, recipe) -> RunWork:
 def sft_work(profile) -> RunWork:
     """Work of the profile's SFT warm start (chapter 9) if it runs to ``max_steps``: an upper bound,
     since it stops once the held-out pass rate reaches its target."""
+    profile = _check_profile(profile, "task", "train", "sft")
     s = profile.sft
     prompt_len, new_tokens = _lengths(profile)
     steps = s["max_steps"]
@@ -128,6 +210,7 @@ def parameter_count(profile) -> int:
     """Parameters of the profile's model (built on the CPU from ``profile.model``)."""
     from .model import tiny_model
 
+    profile = _check_profile(profile, "model")
     return sum(p.numel() for p in tiny_model(**profile.model).parameters())
 
 
@@ -143,7 +226,8 @@ def _median_time(fn, repeats: int) -> float:
 def skeleton_config(profile) -> dict[str, int]:
     """The profile's model with the same layers, heads, vocabulary and parameter tensors but a width of
     two per head: it dispatches the same operations per pass as the real one, with almost no arithmetic."""
-    heads = profile.model["num_heads"]
+    profile = _check_profile(profile, "model")
+    heads = check_int(profile.model.get("num_heads"), "profile.model['num_heads']", minimum=1)
     return dict(profile.model, hidden_size=2 * heads, intermediate_size=4 * heads)
 
 
@@ -157,6 +241,10 @@ def measure_overheads(profile, repeats: int = 15) -> dict[str, float]:
 
     from .model import tiny_model
 
+    profile = _check_profile(profile, "task", "train", "model")
+    repeats = check_int(repeats, "repeats", minimum=1)
+    if repeats > _MAX_REPEATS:
+        raise ValueError(f"repeats={repeats} would time the passes for ever; pass at most {_MAX_REPEATS} (15 is plenty).")
     torch.manual_seed(0)
     model = tiny_model(**skeleton_config(profile))
     prompt_len, new_tokens = _lengths(profile)
@@ -194,6 +282,12 @@ def measure_cpu_throughput(profile, rows: int = 256, repeats: int = 3) -> float:
 
     from .model import tiny_model
 
+    profile = _check_profile(profile, "task", "train", "model")
+    rows = check_int(rows, "rows", minimum=1)
+    repeats = check_int(repeats, "repeats", minimum=1)
+    if rows > _MAX_ROWS or repeats > _MAX_REPEATS:
+        raise ValueError(f"rows={rows} and repeats={repeats} must stay at most {_MAX_ROWS} and {_MAX_REPEATS} (a "
+                         "larger batch measures nothing new and may not fit in memory); the defaults are 256 and 3.")
     torch.manual_seed(0)
     model = tiny_model(**profile.model)
     prompt_len, new_tokens = _lengths(profile)
@@ -211,6 +305,12 @@ def measure_cpu_throughput(profile, rows: int = 256, repeats: int = 3) -> float:
 def estimate_seconds(work: RunWork, num_params: int, overheads: dict[str, float], throughput: float) -> float:
     """``work``'s time when each pass takes the larger of its overhead and its arithmetic at
     ``throughput`` FLOP/s (the work of a kind spread evenly over its passes)."""
+    if not isinstance(work, RunWork):
+        raise TypeError(f"work must be a RunWork (run_work(profile, recipe) or sft_work(profile)); got "
+                        f"{type(work).__name__}.")
+    num_params = _check_num_params(num_params)
+    overheads = _check_overheads(overheads)
+    throughput = _check_throughput(throughput)
     total = 0.0
     kinds = ((work.generate_passes, work.generate_tokens, 2.0, overheads["generate_s"]),
              (work.forward_passes, work.forward_tokens, 2.0, overheads["generate_s"]),
@@ -228,8 +328,15 @@ def check_on_cpu(profile, recipe, measured_run_seconds: list[float], overheads: 
     measured wall times of such runs (``measured_run_seconds``, one per seed; their median)."""
     import numpy as np
 
+    seconds = to_numpy(measured_run_seconds, "measured_run_seconds")
+    if seconds.ndim != 1 or np.any(seconds <= 0):
+        raise ValueError(f"measured_run_seconds must be a list of positive wall times in seconds, one per seed; got "
+                         f"{np.asarray(seconds).tolist()!r:.80}.")
+    overheads, throughput = _check_overheads(overheads), _check_throughput(throughput)
     predicted = estimate_seconds(run_work(profile, recipe), parameter_count(profile), overheads, throughput)
-    measured = float(np.median(measured_run_seconds))  # the median: a resumed run logs only its last part
+    measured = float(np.median(seconds))  # the median: a resumed run logs only its last part
+    if not predicted > 0:
+        raise ValueError("the accounting predicts no work for this profile (zero passes); check its train settings.")
     return {"predicted_s": predicted, "measured_s": measured, "ratio": measured / predicted}
 
 
@@ -238,6 +345,7 @@ def full_profile_estimates(overheads: dict[str, float]) -> dict[str, Any]:
     (an upper bound, run to ``max_steps``) and, for chapters 10-12, every seed of its recipe."""
     from .profiles import PROFILES
 
+    overheads = _check_overheads(overheads)
     full = PROFILES["full"]
     n = parameter_count(full)
     throughput = GPU_ASSUMPTION["peak_flops"] * GPU_ASSUMPTION["utilisation"]

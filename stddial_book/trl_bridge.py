@@ -97,6 +97,83 @@ def _check_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
+#: Every numeric ``GRPOConfig`` setting the bridge writes or a caller commonly overrides: (kind, low,
+#: low inclusive, high, high inclusive, None allowed). ``kind`` "int" needs a whole number, "float" any
+#: finite number; ``low``/``high`` None means unbounded. Special values TRL gives a meaning are allowed
+#: (``max_steps=-1``: train by epochs; ``max_grad_norm=0``: no clipping).
+_NUMERIC_SETTINGS: dict[str, tuple[str, float | None, bool, float | None, bool, bool]] = {
+    "learning_rate": ("float", 0.0, False, None, False, False),
+    "max_grad_norm": ("float", 0.0, True, None, False, True),
+    "weight_decay": ("float", 0.0, True, None, False, False),
+    "warmup_steps": ("int", 0, True, None, False, False),
+    "warmup_ratio": ("float", 0.0, True, 1.0, True, False),
+    "max_steps": ("int", -1, True, None, False, False),
+    "seed": ("int", 0, True, None, False, False),
+    "data_seed": ("int", 0, True, None, False, True),
+    "temperature": ("float", 0.0, False, None, False, False),
+    "top_k": ("int", 0, True, None, False, True),
+    "top_p": ("float", 0.0, False, 1.0, True, False),
+    "min_p": ("float", 0.0, True, 1.0, True, True),
+    "repetition_penalty": ("float", 0.0, False, None, False, False),
+    "epsilon": ("float", 0.0, True, 1.0, False, False),
+    "epsilon_high": ("float", 0.0, True, None, False, True),
+    "beta": ("float", 0.0, True, None, False, False),
+    "top_entropy_quantile": ("float", 0.0, True, 1.0, True, False),
+    "num_generations": ("int", 2, True, None, False, False),
+    "max_completion_length": ("int", 1, True, None, False, False),
+    "generation_batch_size": ("int", 1, True, None, False, True),
+    "per_device_train_batch_size": ("int", 1, True, None, False, False),
+    "gradient_accumulation_steps": ("int", 1, True, None, False, False),
+    "num_iterations": ("int", 1, True, None, False, False),
+    "logging_steps": ("float", 0.0, False, None, False, False),
+    "dataloader_num_workers": ("int", 0, True, None, False, False),
+}
+
+#: ``GRPOConfig`` settings the bridge writes that must be True or False.
+_BOOL_SETTINGS = ("bf16", "fp16", "use_bias_correction_kl", "mask_truncated_completions", "activation_checkpointing",
+                  "gradient_checkpointing", "use_cpu", "use_vllm", "log_completions", "disable_tqdm")
+
+
+def _check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Refuse a ``GRPOConfig`` keyword of the wrong type or outside its range, naming it (TRL itself would
+    take the string "1e-5" or NaN as a learning rate and fail, or train wrongly, much later)."""
+    for name, value in settings.items():
+        if name in _BOOL_SETTINGS and not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"GRPOConfig setting {name} must be True or False; got {type(value).__name__} {value!r}.")
+        rule = _NUMERIC_SETTINGS.get(name)
+        if rule is None:
+            continue
+        kind, low, low_in, high, high_in, optional = rule
+        if value is None and optional:
+            continue
+        what = "a whole number" if kind == "int" else "a number"
+        if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
+                or (kind == "int" and isinstance(value, (float, np.floating)) and not float(value).is_integer())):
+            raise TypeError(f"GRPOConfig setting {name} must be {what}{' or None' if optional else ''}; got "
+                            f"{type(value).__name__} {value!r}. Pass e.g. {name}={_example(name)} (a number, not text).")
+        bounds = []
+        if low is not None:
+            bounds.append(f"{'>=' if low_in else '>'} {low:g}")
+        if high is not None:
+            bounds.append(f"{'<=' if high_in else '<'} {high:g}")
+        inside = math.isfinite(value) and (low is None or (value >= low if low_in else value > low)) \
+            and (high is None or (value <= high if high_in else value < high))
+        if name == "max_steps" and value in (0,):
+            inside = False
+        if not inside:
+            extra = " (or -1: train by epochs)" if name == "max_steps" else ""
+            raise ValueError(f"GRPOConfig setting {name} must be a finite number {' and '.join(bounds)}{extra}; got "
+                             f"{value!r}. Pass e.g. {name}={_example(name)}.")
+    return settings
+
+
+def _example(name: str) -> str:
+    """A valid value of a numeric GRPOConfig setting, for error messages."""
+    return {"learning_rate": "1e-5", "max_grad_norm": "1.0", "temperature": "1.0", "top_p": "1.0", "beta": "0.04",
+            "epsilon": "0.2", "epsilon_high": "0.28", "num_generations": "8", "max_steps": "100",
+            "seed": "0"}.get(name, "1")
+
+
 def _check_temperature(value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"temperature must be a number; got {type(value).__name__} {value!r}.")
@@ -226,7 +303,7 @@ def trl_settings(recipe: Recipe | str, *, group_size: int,
     }
     settings.update(_schedule(group_size, prompts_per_step, num_minibatches,
                               micro_batch_size, num_processes))
-    return settings
+    return _check_settings(settings)
 
 
 def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
@@ -261,7 +338,7 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
         "fp16": False,
         "activation_checkpointing": False,
     })
-    return settings
+    return _check_settings(settings)
 
 
 def _smallest_mixed_std(group_size: int, gap: float) -> float:
@@ -478,8 +555,33 @@ class _AdditionReward:
     def __call__(self, completion_ids: Sequence[Sequence[int]], answer: Sequence[str], **kwargs: Any) -> list[float]:
         from .tasks import EOS
 
+        _check_reward_rows(completion_ids, answer, kwargs)
+        wrong = next((a for a in answer if not isinstance(a, str)), None)
+        if wrong is not None:
+            raise TypeError(f"the dataset's answer column must hold strings (the reversed sum, as Problem.answer); "
+                            f"found {type(wrong).__name__} {wrong!r:.40}. Build the dataset from Problem.answer.")
         return [self.correct if self.codec.decode(ids) == ans + EOS else self.wrong
                 for ids, ans in zip(completion_ids, answer)]
+
+
+#: Keyword arguments TRL passes to every reward function that are not one value per completion.
+_NOT_PER_ROW = frozenset({"trainer_state", "log_extra", "log_metric"})
+
+
+def _check_reward_rows(completion_ids: Any, answer: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse per-completion inputs of different lengths (``zip`` would silently drop the extra rows)."""
+    for name, values in (("completion_ids", completion_ids), ("answer", answer)):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise TypeError(f"{name} must be a list with one entry per completion; got {type(values).__name__}.")
+    rows = len(completion_ids)
+    columns = {"answer": answer}
+    columns.update({name: value for name, value in kwargs.items()
+                    if name not in _NOT_PER_ROW and isinstance(value, (list, tuple, np.ndarray))})
+    for name, values in columns.items():
+        if len(values) != rows:
+            raise ValueError(f"the reward function got {rows} completions but {len(values)} values of {name!r}; TRL "
+                             f"passes one value of every dataset column per completion, so pass {name} with one "
+                             "entry per completion (each prompt's row repeated G times).")
 
 
 def trl_reward_funcs(recipe: Recipe | str, *, max_new_tokens: int) -> list[Callable[..., list[float]]]:
@@ -514,9 +616,9 @@ def _import_trl(what: str, module: str = "trl") -> Any:
 
 def _grpo_config_from(settings: dict[str, Any], output_dir: str | os.PathLike, overrides: dict[str, Any]) -> Any:
     """A ``GRPOConfig`` from settings, with ``overrides`` on top; refuses names this TRL does not have."""
+    kwargs = _check_settings({**settings, **overrides})  # before TRL is imported: the error needs no TRL
     trl = _import_trl("grpo_config")
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
-    kwargs = {**settings, **overrides}
     if "activation_checkpointing" in kwargs and "activation_checkpointing" not in fields:
         kwargs["gradient_checkpointing"] = kwargs.pop("activation_checkpointing")  # older transformers' name
     unknown = sorted(set(kwargs) - fields)

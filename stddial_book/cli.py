@@ -13,6 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from .outdir import expand_path
+
 __all__ = ["main", "build_parser"]
 
 EXAMPLES = """\
@@ -31,8 +33,46 @@ examples:
 """
 
 
+#: The most samples per prompt ``eval`` draws: far beyond what an accuracy needs, and small enough that
+#: the held-out set's samples fit in memory.
+MAX_EVAL_SAMPLES = 4096
+
+#: Seeds are whole numbers 0 <= seed < 2**63 (what torch's and numpy's generators accept).
+MAX_SEED = 2**63 - 1
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a seed, 0 to 2**63 - 1."""
+    return _count(0, MAX_SEED, "a seed")(text)
+
+
+def _count(low: int, high: int, what: str = "a whole number"):
+    """An argparse type: a whole number from ``low`` to ``high``; argparse prints the message."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}; give a whole number from {low} to {high}.") \
+                from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; give {what} from {low} to {high}.")
+        return value
+
+    parse.__name__ = what.removeprefix("a ").replace(" ", "_")
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported on one line (``error: ...``, exit code 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(2, f"error: {self.prog.removeprefix('python -m stddial_book ')}: {message} "
+                     f"(see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m stddial_book",
         description="Train the book's tiny model on the addition task with GRPO, Dr. GRPO or DAPO "
                     "(three settings of one dial: the group's reward std).",
@@ -51,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Supervised warm start: train on correct answers until the measured "
                                    "held-out pass rate reaches the profile's target.")
     common(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the model's initialisation and batches")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation and batches")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/sft-PROFILE-seedS)")
 
     p = sub.add_parser("train", help="RL with one recipe (runs SFT first unless --init is given)",
@@ -59,15 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "provenance.json and checkpoints into --out.")
     common(p)
     p.add_argument("--recipe", required=True, metavar="NAME", help="grpo, dr_grpo or dapo")
-    p.add_argument("--seed", type=int, default=0, help="seed of prompt order, sampling and minibatches")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of prompt order, sampling and minibatches")
     p.add_argument("--init", type=Path, default=None,
                    help="an SFT directory written by the sft command (default: run SFT into OUT/sft)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default: runs/RECIPE-PROFILE-seedS)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--sample-budget", type=int, default=None, metavar="N",
+    p.add_argument("--sample-budget", type=_count(1, 10**9), default=None, metavar="N",
                    help="stop after N generated samples (default: the profile's)")
-    p.add_argument("--micro-batch-size", type=int, default=None, metavar="N",
+    p.add_argument("--micro-batch-size", type=_count(1, 10**6), default=None, metavar="N",
                    help="samples per forward/backward pass (lower it if the GPU runs out of memory)")
 
     p = sub.add_parser("record", help="the recorded reference runs: one SFT, every recipe over several seeds",
@@ -75,19 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and copy each run's metrics.jsonl and provenance.json to --out.")
     common(p)
     p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="S",
+    p.add_argument("--seeds", nargs="+", type=_seed, default=None, metavar="S",
                    help="RL seeds (default: the profile's)")
     p.add_argument("--work", type=Path, default=None,
                    help="where the runs and checkpoints live (default: runs/record-PROFILE)")
     p.add_argument("--out", type=Path, default=None, help="where the logs go (default: data/runs/PROFILE)")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="record from a checkout with uncommitted changes (refused otherwise; the provenance says so)")
 
     p = sub.add_parser("eval", help="held-out accuracy of a checkpoint, per difficulty bucket",
                        description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.")
     common(p)
     p.add_argument("--checkpoint", type=Path, required=True,
                    help="a run directory (uses its last checkpoint) or an SFT directory")
-    p.add_argument("--samples", type=int, default=8, help="samples per prompt for the sampled accuracy")
-    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation samples")
+    p.add_argument("--samples", type=_count(1, MAX_EVAL_SAMPLES), default=8,
+                   help=f"samples per prompt for the sampled accuracy (1 to {MAX_EVAL_SAMPLES})")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation samples")
     return parser
 
 
@@ -104,11 +147,11 @@ def run_train(args, profile, command: str) -> Path:
         changes["micro_batch_size"] = args.micro_batch_size
     # everything that can be checked is checked before any work starts (SFT takes minutes)
     profile.train_config(recipe, args.seed, **changes)
-    _check_out(out, args.resume)
-    init = args.init
-    if init is not None and not (Path(init) / "model.safetensors").is_file():
+    init = None if args.init is None else expand_path(args.init)
+    if init is not None and not (init / "model.safetensors").is_file():
         raise ValueError(f"--init {init} holds no SFT model (model.safetensors); pass a directory written by "
                          "the sft command, or leave --init out to run SFT first.")
+    out = _check_out(out, args.resume)
     if init is None:
         init = out / "sft"
         if not (init / "model.safetensors").exists():
@@ -125,16 +168,28 @@ def run_train(args, profile, command: str) -> Path:
     return out
 
 
-def _check_out(out: Path, resume: bool) -> None:
-    """Refuse an output directory that cannot take the run, before anything is computed."""
+def _check_out(out: Path, resume: bool) -> Path:
+    """The run directory, checked before anything is computed (and, for a new run, created and
+    marked as the tool's: :func:`stddial_book.outdir.claim_dir`)."""
+    from .outdir import MARKER, claim_dir, owns, refusal
     from .train import checkpoint_dir
 
+    reason = refusal(out)
+    if reason is not None:
+        raise ValueError(f"--out: {reason}")
+    out = expand_path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; choose a directory.")
-    if resume and checkpoint_dir(out) is None:
-        raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
-    if not resume and (out / "metrics.jsonl").exists():
+    if resume:
+        if not owns(out):
+            raise ValueError(f"cannot resume: {out} was not written by stddial_book (no {MARKER}); start a new "
+                             "run without --resume in a new --out directory.")
+        if checkpoint_dir(out) is None:
+            raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
+        return out
+    if owns(out) and (out / "metrics.jsonl").exists():
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out.")
+    return claim_dir(out, "train")
 
 
 def run_eval(args, profile) -> dict:
@@ -143,7 +198,7 @@ def run_eval(args, profile) -> dict:
     from .experiments import load_model_from
     from .train import evaluate, make_problems
 
-    model = load_model_from(profile, args.checkpoint)
+    model = load_model_from(profile, expand_path(args.checkpoint))
     _, heldout = make_problems(profile.task_config())
     gen = torch.Generator(device=profile.device).manual_seed(args.seed)
     result = evaluate(model, heldout, profile.train["max_new_tokens"], args.samples, gen)
@@ -169,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     from .profiles import active_profile
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a bad argument (2, reported on one line by _Parser)
+        return done.code if isinstance(done.code, int) else 2
     command = "python -m stddial_book " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
         profile = active_profile(args.profile)
@@ -186,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in record_runs(profile, args.recipes, args.seeds or list(profile.seeds),
                                     args.work or Path("runs") / f"record-{profile.name}",
                                     args.out or Path("data") / "runs" / profile.name,
-                                    progress=args.progress, command=command):
+                                    progress=args.progress, command=command, allow_dirty=args.allow_dirty):
                 print(f"recorded {path}")
         else:
             run_eval(args, profile)

@@ -28,7 +28,7 @@ def build_facts(root: str | Path | None = None) -> dict[str, Any]:
     git checkout (an installed wheel) the commit is ``"unknown"``.
     """
     from .profiles import active_profile
-    from .runs import _git_commit, environment
+    from .runs import environment, git_state
 
     versions = {}
     for name in BUILD_PACKAGES:
@@ -39,8 +39,12 @@ def build_facts(root: str | Path | None = None) -> dict[str, Any]:
     profile = active_profile()
     env = environment(profile.device)
     return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-            "commit": _git_commit(Path(root) if root is not None else Path.cwd()),
+            "commit": _commit_text(*git_state(Path(root) if root is not None else Path.cwd())),
             "python": env["python"], "packages": versions, "device": env["device"], "profile": profile.name}
+
+
+def _commit_text(commit: str, dirty: bool | None) -> str:
+    return commit + ("+dirty" if dirty else "")
 
 
 #: A CPU as the provenance names it since runs record their core count: ``cpu (x86_64, 2 cores)``.

@@ -27,8 +27,10 @@ ENV_CACHE = "STDDIAL_CACHE"
 
 def cache_dir() -> Path:
     """Where cached runs live: ``$STDDIAL_CACHE``, else ``~/.cache/stddial_book``."""
+    from .outdir import expand_path
+
     root = os.environ.get(ENV_CACHE, "").strip()
-    return Path(root) if root else Path.home() / ".cache" / "stddial_book"
+    return expand_path(root) if root else Path.home() / ".cache" / "stddial_book"
 
 
 #: The modules a training run starts from; :func:`run_modules` adds every package module they import.
@@ -129,36 +131,32 @@ def load_model_from(profile, directory: str | os.PathLike, device: str | None = 
     return model
 
 
-#: What a run directory may hold (an SFT or an RL run, finished or not): only a directory holding
-#: nothing else is ever removed to start it afresh.
-RUN_FILES = frozenset({"metrics.jsonl", "provenance.json", "sft.json", "model.safetensors", "done", "init",
-                       "sft", "checkpoint", "checkpoint.tmp", "checkpoint.old"})
+#: What a run directory may hold (an SFT or an RL run, finished or not): what :func:`remove_stale_run`
+#: removes from a directory the tool marked, to start the run afresh.
+RUN_FILES = frozenset({"metrics.jsonl", "metrics.jsonl.gz", "provenance.json", "sft.json", "model.safetensors",
+                       "done", "init", "sft", "checkpoint", "checkpoint.tmp", "checkpoint.old"})
 
 
 def remove_stale_run(directory: str | os.PathLike) -> None:
-    """Delete an unfinished run in ``directory`` so that it can start afresh, and nothing else.
+    """Delete an unfinished run's files in ``directory`` so that it can start afresh, and nothing else.
 
-    A directory is removed only if it holds nothing but a run's own files (:data:`RUN_FILES`); the
-    current directory, one of its parents, and a directory with any other file are refused with a
-    ``ValueError``, so that a mistyped ``--out`` can never delete a reader's work.
+    Only a directory the tool created (it holds :data:`stddial_book.outdir.MARKER`) is touched, and
+    in it only the run's own entries (:data:`RUN_FILES`); the directory itself, the marker and any
+    other file stay. A path :func:`stddial_book.outdir.refusal` names (``''``, ``.``, the home
+    directory, ...) and a directory without the marker are refused with a ``ValueError``, so that a
+    mistyped ``--out`` can never delete a reader's work.
     """
-    path = Path(directory)
-    if str(directory).strip() in ("", "."):
-        raise ValueError(f"the output directory {str(directory)!r} is the current directory; name a new "
-                         "directory for the run, e.g. --out runs/sft.")
+    from .outdir import expand_path, refusal, remove_owned
+
+    reason = refusal(directory)
+    if reason is not None:
+        raise ValueError(reason)
+    path = expand_path(directory)
     if not path.exists():
         return
     if not path.is_dir():
         raise ValueError(f"{path} is a file, not a run directory; choose another output directory.")
-    resolved, cwd = path.resolve(), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents or resolved == Path(resolved.anchor):
-        raise ValueError(f"{path} is the current directory or one of its parents; name a new directory for "
-                         "the run.")
-    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in RUN_FILES)
-    if foreign:
-        raise ValueError(f"{path} holds files that are not a run's ({', '.join(foreign[:5])}); nothing was "
-                         "deleted: choose a new or empty output directory.")
-    shutil.rmtree(path)
+    remove_owned(path, sorted(RUN_FILES))
 
 
 def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = False, command: str = "") -> Path:
@@ -169,13 +167,19 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     from .runs import RunLog
     from .train import make_problems, sft
 
-    out = Path(out)
-    if (out / "model.safetensors").exists():
-        raise ValueError(f"{out} already holds an SFT model; use it with --init {out} or pick another --out.")
+    from .outdir import claim_dir, expand_path, owns, refusal
+
     task, config = profile.task_config(), profile.sft_config(seed)
+    reason = refusal(out)
+    if reason is not None:
+        raise ValueError(f"--out: {reason}")
+    if owns(expand_path(out)) and (expand_path(out) / "model.safetensors").exists():
+        out = expand_path(out)
+        raise ValueError(f"{out} already holds an SFT model; use it with --init {out} or pick another --out.")
+    out = claim_dir(out, "sft")
+    remove_stale_run(out)  # a half-finished SFT of this tool is cheap to redo; nothing else is touched
     train_problems, heldout = make_problems(task)
     model = model_for_profile(profile, seed=seed).to(profile.device)
-    remove_stale_run(out)  # a half-finished SFT is cheap to redo; anything else is refused
     log = RunLog(out, command=command, seed=seed, profile=profile.name,
                  config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device)
     result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
@@ -203,8 +207,17 @@ def train_to_dir(profile, recipe, seed: int, init: str | os.PathLike, out: str |
     model = load_model_from(profile, init)
     return train(model, train_problems, heldout, config, out, resume=resume, progress=progress,
                  command=command, profile=profile.name,
-                 extra_provenance={"init": Path(init).name, "task": vars(profile.task_config()),
-                                   "model": profile.model})
+                 extra_provenance={"init": Path(init).name, "init_sha256": file_sha256(Path(init) / "model.safetensors"),
+                                   "task": vars(profile.task_config()), "model": profile.model})
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file (the SFT model a run started from goes into its provenance)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _require_profile(profile) -> None:

@@ -9,6 +9,7 @@ with where it came from.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -27,7 +28,7 @@ import numpy as np
 from .resources import data_path
 
 __all__ = ["RunLog", "load_run", "read_json", "read_records", "metric_series", "environment", "recorded_runs",
-           "RECORDED_DIR"]
+           "RECORDED_DIR", "git_state", "metrics_path", "write_gzip"]
 
 #: Where the committed reference runs live (package data, ``data/runs/<profile>/<recipe>-seed<n>``).
 RECORDED_DIR = data_path("runs")
@@ -36,17 +37,25 @@ METRICS = "metrics.jsonl"
 PROVENANCE = "provenance.json"
 
 
-def _git_commit(cwd: Path) -> str:
+#: The package's source folder: its git checkout (if it is one) is the code a run executed.
+_SOURCE = Path(__file__).resolve().parent
+
+
+def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
+    """(commit, dirty) of the git checkout holding ``cwd`` (default: the package's own source).
+
+    ``dirty`` is True when tracked files differ from the commit, None when it cannot be told
+    (not a checkout, or no git); the commit is then ``"unknown"``."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip()
+        if out.returncode != 0 or not commit:
+            return "unknown", None
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                                capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    commit = out.stdout.strip()
-    if out.returncode != 0 or not commit:
-        return "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                           capture_output=True, text=True, timeout=5).stdout.strip()
-    return commit + ("+dirty" if dirty else "")
+        return "unknown", None
+    return commit, (bool(status.stdout.strip()) if status.returncode == 0 else None)
 
 
 def environment(device: str | None = None) -> dict[str, Any]:
@@ -89,7 +98,8 @@ class RunLog:
     """Writes one run's metrics and provenance; appends when the run is resumed."""
 
     def __init__(self, directory: str | Path, command: str, seed: int, profile: str,
-                 config: dict[str, Any] | None = None, resume: bool = False, device: str | None = None) -> None:
+                 config: dict[str, Any] | None = None, resume: bool = False, device: str | None = None,
+                 run_id: str | None = None) -> None:
         self.directory = Path(directory)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -107,8 +117,9 @@ class RunLog:
                     f"{self.directory} already holds a run log; pass resume=True to continue it "
                     "or choose another output directory."
                 )
+            commit, dirty = git_state()
             self.provenance = {
-                "command": command, "git_commit": _git_commit(Path.cwd()), "seed": seed,
+                "command": command, "run_id": run_id, "git_commit": commit, "dirty": dirty, "seed": seed,
                 "profile": profile, "config": _clean(config or {}),
                 "started_at": datetime.now(timezone.utc).isoformat(), **environment(device),
                 "wall_time_s": None,
@@ -122,7 +133,8 @@ class RunLog:
             handle.write(json.dumps(record, allow_nan=False) + "\n")
 
     def finish(self) -> None:
-        """Record the wall time (added up across resumed segments)."""
+        """Record the wall time so far, added up across resumed segments (:func:`train` calls this
+        at every checkpoint, so an interrupted segment's time up to its last checkpoint counts)."""
         previous = self.provenance.get("wall_time_s") or 0.0
         self.provenance["wall_time_s"] = previous + time.perf_counter() - self._start
         self._start = time.perf_counter()
@@ -152,11 +164,11 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = _read_text(path)
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist; it is not a run directory written by RunLog.") from None
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not a text file ({err}); restore it or rerun the run.") from None
+    except (UnicodeDecodeError, OSError, EOFError) as err:
+        raise ValueError(f"{path} is not a readable text log ({err}); restore it or rerun the run.") from None
     lines = text.split("\n")
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
@@ -177,18 +189,45 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def _read_text(path: Path) -> str:
+    """A file's text; ``.gz`` files (the committed logs) are decompressed."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return handle.read()
+    return path.read_text()
+
+
+def metrics_path(directory: str | Path) -> Path | None:
+    """A run directory's metrics log: ``metrics.jsonl``, or the compressed ``metrics.jsonl.gz`` of a
+    committed run; ``None`` when it has neither."""
+    for name in (METRICS, METRICS + ".gz"):
+        if (Path(directory) / name).is_file():
+            return Path(directory) / name
+    return None
+
+
+def write_gzip(src: str | Path, dst: str | Path) -> Path:
+    """Compress ``src`` into ``dst`` reproducibly (no time stamp or name in the header): the same log
+    gives the same bytes, so re-recording an unchanged run leaves the committed file unchanged."""
+    data = Path(src).read_bytes()
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as handle:
+        handle.write(data)
+    return Path(dst)
+
+
 def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(provenance, metric records) of a run directory (:func:`read_records` for the records)."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"load_run takes a run directory path (str or Path); got {type(directory).__name__}.")
     path = Path(directory)
-    for name in (PROVENANCE, METRICS):
-        if not (path / name).is_file():
+    metrics = metrics_path(path)
+    for name, found in ((PROVENANCE, (path / PROVENANCE).is_file()), (METRICS, metrics is not None)):
+        if not found:
             raise ValueError(f"{path} has no {name}; it is not a run directory written by RunLog.")
     provenance = read_json(path / PROVENANCE)
     if not isinstance(provenance, dict):
         raise ValueError(f"{path / PROVENANCE} is damaged (not a JSON object); restore it or rerun the run.")
-    return provenance, read_records(path / METRICS)
+    return provenance, read_records(metrics)
 
 
 def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +258,7 @@ def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) 
     base = Path(root) if root is not None else RECORDED_DIR
     found: dict[str, list[Path]] = {}
     for path in sorted((base / profile).glob("*-seed*")):
-        if (path / "metrics.jsonl").exists():
+        if metrics_path(path) is not None:
             if not (path / "provenance.json").exists():
                 raise ValueError(f"{path} has metrics but no provenance.json; a recorded run must carry its provenance.")
             found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)

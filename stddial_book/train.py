@@ -26,11 +26,11 @@ from there exactly as the uninterrupted run would have (bit for bit on a CPU; a 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
 import resource
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -43,6 +43,7 @@ import torch
 from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
+from .outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
 from .recipes import Recipe, get_recipe, group_advantages
 from .rollout import _positions, sample, shared_prompt_logprobs
 from .runs import RunLog, load_run, read_records
@@ -461,6 +462,10 @@ class EvalResult:
         return out
 
 
+#: The most sequences :func:`evaluate` samples in one pass (memory stays bounded for any num_samples).
+EVAL_ROWS = 16384
+
+
 @torch.no_grad()
 def evaluate(model, problems: Sequence[Problem], max_new_tokens: int, num_samples: int = 8,
              generator: torch.Generator | None = None, codec: CharCodec | None = None,
@@ -480,13 +485,18 @@ def evaluate(model, problems: Sequence[Problem], max_new_tokens: int, num_sample
     model.eval()
     successes = np.zeros(len(problems), dtype=np.int64)
     greedy_ok = np.zeros(len(problems))
-    for start in range(0, len(problems), chunk):
-        part = list(problems[start:start + chunk])
+    # at most EVAL_ROWS sequences in one sampling pass, however many samples are asked for
+    per_pass = min(num_samples, EVAL_ROWS)
+    step = max(1, min(chunk, EVAL_ROWS // num_samples))
+    for start in range(0, len(problems), step):
+        part = list(problems[start:start + step])
         ids, mask = encode_prompts(part, codec, device)
-        out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask,
-                     generator=generator, num_samples=num_samples)
-        ok = verify(_decode(codec, out.completion_ids), [p for p in part for _ in range(num_samples)])
-        successes[start:start + len(part)] = ok.reshape(len(part), num_samples).sum(axis=1)
+        for drawn in range(0, num_samples, per_pass):
+            n = min(per_pass, num_samples - drawn)
+            out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask,
+                         generator=generator, num_samples=n)
+            ok = verify(_decode(codec, out.completion_ids), [p for p in part for _ in range(n)])
+            successes[start:start + len(part)] += ok.reshape(len(part), n).sum(axis=1).astype(np.int64)
         if greedy:
             out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask, greedy=True)
             greedy_ok[start:start + len(part)] = verify(_decode(codec, out.completion_ids), part)
@@ -642,10 +652,26 @@ class _State:
                 "numpy_rng": self.rng.bit_generator.state}
 
     def load(self, saved: dict[str, Any], gen_state: torch.Tensor) -> None:
+        """Restore from a checkpoint's ``state.json``; a ``ValueError`` when it is not one (edited,
+        truncated or from another program): counters must be whole numbers >= 0 with
+        ``samples_kept <= samples_generated``."""
+        if not isinstance(saved, dict):
+            raise ValueError("state.json is not a JSON object")
+        counters = {}
         for name in ("step", "samples_generated", "samples_kept", "updates"):
-            setattr(self, name, saved[name])
-        self.rng.bit_generator.state = saved["numpy_rng"]
+            value = saved.get(name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} is {value!r}, not a whole number >= 0")
+            counters[name] = value
+        if counters["samples_kept"] > counters["samples_generated"]:
+            raise ValueError("samples_kept exceeds samples_generated")
+        rng = saved.get("numpy_rng")
+        if not isinstance(rng, dict) or rng.get("bit_generator") != type(self.rng.bit_generator).__name__:
+            raise ValueError("numpy_rng is not the state of the run's random generator")
+        self.rng.bit_generator.state = rng
         self.gen.set_state(gen_state)
+        for name, value in counters.items():
+            setattr(self, name, value)
 
 
 def _rollout_round(model, problems: Sequence[Problem], config: TrainConfig,
@@ -961,24 +987,34 @@ def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
     return None
 
 
-def _save_checkpoint(directory: Path, model, optimizer, state: _State) -> None:
-    """Write model, optimizer and random states to ``directory/checkpoint`` (see :func:`checkpoint_dir`)."""
+def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
+    """What a checkpoint must belong to: this run directory (its marker's id) and this configuration."""
+    text = json.dumps({"run_id": run_id, "train": config_dict}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerprint: str = "") -> None:
+    """Write model, optimizer and random states to ``directory/checkpoint`` (see :func:`checkpoint_dir`).
+
+    ``directory`` is a run directory the tool marked (:mod:`stddial_book.outdir`): only its own
+    ``checkpoint.tmp`` and ``checkpoint.old`` are ever replaced."""
     from safetensors.torch import save_model
 
-    tmp = directory / (CHECKPOINT + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp_name, old_name = CHECKPOINT + ".tmp", CHECKPOINT + ".old"
+    remove_owned(directory, [tmp_name])
+    tmp = directory / tmp_name
     tmp.mkdir(parents=True)
     save_model(model, str(tmp / "model.safetensors"))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(state.to_json()) + "\n")  # last: marks the checkpoint complete
+    saved = {**state.to_json(), "fingerprint": fingerprint}
+    (tmp / "state.json").write_text(json.dumps(saved) + "\n")  # last: marks the checkpoint complete
     final = directory / CHECKPOINT
-    old = directory / (CHECKPOINT + ".old")
     if final.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        final.rename(old)
+        remove_owned(directory, [old_name])
+        final.rename(directory / old_name)
     tmp.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+    remove_owned(directory, [old_name])
 
 
 def _damaged(path: Path, err: Exception) -> ValueError:
@@ -988,34 +1024,65 @@ def _damaged(path: Path, err: Exception) -> ValueError:
                       f"delete {path.parent} to resume from the one before, if any, or start the run afresh.")
 
 
-def _load_checkpoint(path: Path, model, optimizer, state: _State) -> None:
-    """Restore model, optimizer, counters and random states from the checkpoint directory ``path``."""
+def _mismatch(path: Path) -> ValueError:
+    """A ``ValueError`` for a readable checkpoint that belongs to another model or run: not damaged."""
+    return ValueError(f"{path} does not fit this run (another model size, profile or configuration wrote "
+                      "it); nothing was deleted: resume with the profile and settings the run was started "
+                      "with, or start a new run in a new --out directory.")
+
+
+def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: str | None = None) -> None:
+    """Restore model, optimizer, counters and random states from the checkpoint directory ``path``.
+
+    With ``fingerprint`` (see :func:`_config_fingerprint`), a checkpoint written for another run
+    directory or configuration is refused before anything is restored."""
     from safetensors.torch import load_model
 
     device = next(model.parameters()).device
     parts: dict[str, Any] = {}
-    for name in ("model.safetensors", "optimizer.pt", "rng.pt", "state.json"):
+    try:
+        saved = json.loads((path / "state.json").read_text())
+    except Exception as err:
+        raise _damaged(path / "state.json", err) from None
+    if fingerprint is not None and isinstance(saved, dict) and saved.get("fingerprint") != fingerprint:
+        raise _mismatch(path)
+    for name in ("model.safetensors", "optimizer.pt", "rng.pt"):
         try:
             if name == "model.safetensors":
                 load_model(model, str(path / name), device=str(device))
-            elif name == "state.json":
-                parts[name] = json.loads((path / name).read_text())
             else:  # random states are CPU tensors whatever the device; the optimizer's follow the model
                 parts[name] = torch.load(path / name, weights_only=True,
                                          map_location=device if name == "optimizer.pt" else "cpu")
         except torch.cuda.OutOfMemoryError:
             raise
-        except Exception as err:  # safetensors, pickle, zip, JSON and OS errors alike
+        except RuntimeError as err:
+            if "loading state_dict" in str(err) or "size mismatch" in str(err):  # shapes of another model
+                raise _mismatch(path) from None
+            raise _damaged(path / name, err) from None
+        except Exception as err:  # safetensors, pickle, zip and OS errors alike
             raise _damaged(path / name, err) from None
     try:
         optimizer.load_state_dict(parts["optimizer.pt"])
     except (ValueError, KeyError, TypeError) as err:
-        raise _damaged(path / "optimizer.pt", err) from None
+        raise _mismatch(path) if "size" in str(err) or "group" in str(err) else _damaged(path / "optimizer.pt", err) \
+            from None
     try:
-        state.load(parts["state.json"], parts["rng.pt"]["generator"])
+        state.load(saved, parts["rng.pt"]["generator"])
         torch.set_rng_state(parts["rng.pt"]["torch"])
     except (ValueError, KeyError, TypeError, RuntimeError) as err:
         raise _damaged(path / "state.json", err) from None
+
+
+def _check_log_matches(directory: Path, checkpoint: Path, state: _State) -> None:
+    """A checkpoint is written right after its step is logged: its counters must be that record's."""
+    if state.step == 0:
+        return
+    record = next((r for r in read_records(directory / "metrics.jsonl") if r["step"] == state.step), None)
+    if record is None or record.get("samples/generated") != state.samples_generated \
+            or record.get("updates") != state.updates:
+        raise ValueError(f"{checkpoint / 'state.json'} does not match {directory / 'metrics.jsonl'} at step "
+                         f"{state.step} (an edited or foreign file); nothing was changed: restore the run's own "
+                         "files or start a new run in a new --out directory.")
 
 
 def _truncate_metrics(directory: Path, last_step: int) -> None:
@@ -1055,7 +1122,10 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
     codec = codec or CharCodec()
     recipe: Recipe = config.recipe
-    directory = Path(out)
+    reason = refusal(out)
+    if reason is not None:
+        raise ValueError(f"--out: {reason}")
+    directory = expand_path(out)
     if config.eval_every and len(heldout) == 0:
         raise ValueError("train got no held-out problems but eval_every > 0; pass a held-out set or set "
                          "eval_every=0 (no evaluation).")
@@ -1067,8 +1137,14 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
                          f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step.")
     pool = list(train_problems) if config.pool_size is None else list(train_problems[:config.pool_size])
     device = next(model.parameters()).device
-    saved_checkpoint = checkpoint_dir(directory)
     config_dict = config.to_dict()
+    if resume:
+        if not owns(directory):
+            raise ValueError(f"cannot resume: {directory} was not written by stddial_book (it has no {MARKER}); "
+                             "start a new run in a new --out directory.")
+    else:
+        directory = claim_dir(directory, "train")  # a new, empty or marked directory; anything else refused
+    saved_checkpoint = checkpoint_dir(directory)
     if resume and saved_checkpoint is None:
         raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
     if resume:
@@ -1080,8 +1156,11 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
             )
     elif (directory / "metrics.jsonl").exists():
         raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
+    run_id = read_marker(directory)["run_id"]
     log = RunLog(directory, command=command, seed=config.seed, profile=profile,
-                 config={"train": config_dict, **(extra_provenance or {})}, resume=resume, device=str(device))
+                 config={"train": config_dict, **(extra_provenance or {})}, resume=resume, device=str(device),
+                 run_id=run_id)
+    fingerprint = _config_fingerprint(config_dict, run_id)
     init = directory / INIT / "model.safetensors"
     if not resume:
         init.parent.mkdir(parents=True, exist_ok=True)
@@ -1098,7 +1177,8 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     state = _State(config.seed, device)
     torch.manual_seed(config.seed)
     if resume:
-        _load_checkpoint(saved_checkpoint, model, optimizer, state)
+        _load_checkpoint(saved_checkpoint, model, optimizer, state, fingerprint)
+        _check_log_matches(directory, saved_checkpoint, state)
         _truncate_metrics(directory, state.step)
     model.train()
     eval_gen_seed = 1_000_003 * (config.seed + 1)
@@ -1189,7 +1269,8 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         bar.update(num_generated)
         bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
         if state.step % config.checkpoint_every == 0 or done:
-            _save_checkpoint(directory, model, optimizer, state)
+            _save_checkpoint(directory, model, optimizer, state, fingerprint)
+            log.finish()  # the wall time so far, so that a resumed run's total counts this segment
     bar.close()
     if last_eval is None and config.eval_every and state.step > 0 and not stopped_early:
         # a resumed run that had already finished: the final evaluation, as logged (its samples are

@@ -14,6 +14,8 @@ from safetensors.torch import load_model, save_model
 from stddial_book import experiments, profiles
 from stddial_book import train as train_module
 from stddial_book.cli import main
+from stddial_book.experiments import file_sha256
+from stddial_book.outdir import MARKER, claim_dir, read_marker
 from stddial_book.model import model_for_profile
 from stddial_book.recipes import DAPO, GRPO
 from stddial_book.runs import load_run, metric_series
@@ -279,13 +281,17 @@ def test_identity_check_inside_the_update(recipe, problems, warm, tmp_path) -> N
 def test_resume_refuses_other_config_and_missing_checkpoint(problems, warm, tmp_path) -> None:
     train_set, heldout = problems
     config = TINY.train_config("grpo", sample_budget=32)
-    with pytest.raises(ValueError, match="holds no checkpoint"):
+    with pytest.raises(ValueError, match="was not written by stddial_book"):
         train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
-    train(fresh(warm), train_set, heldout, config, tmp_path)
+    claim_dir(tmp_path / "marked", "train")
+    with pytest.raises(ValueError, match="holds no checkpoint"):
+        train(fresh(warm), train_set, heldout, config, tmp_path / "marked", resume=True)
+    run = tmp_path / "run"
+    train(fresh(warm), train_set, heldout, config, run)
     with pytest.raises(ValueError, match="already holds a run"):
-        train(fresh(warm), train_set, heldout, config, tmp_path)
+        train(fresh(warm), train_set, heldout, config, run)
     with pytest.raises(ValueError, match="different configuration"):
-        train(fresh(warm), train_set, heldout, TINY.train_config("dapo", sample_budget=32), tmp_path, resume=True)
+        train(fresh(warm), train_set, heldout, TINY.train_config("dapo", sample_budget=32), run, resume=True)
 
 
 def test_micro_batches_give_the_same_update(problems, warm, tmp_path) -> None:
@@ -452,9 +458,10 @@ def test_cli_errors_are_readable(tiny_profile, tmp_path, capsys, monkeypatch) ->
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(experiments, "train_to_dir", out_of_memory)
-    (tmp_path / "sft").mkdir()
-    (tmp_path / "sft" / "model.safetensors").write_text("")
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path), "--no-progress"]) == 3
+    run = claim_dir(tmp_path / "run", "train")
+    claim_dir(run / "sft", "sft")
+    (run / "sft" / "model.safetensors").write_text("")
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(run), "--no-progress"]) == 3
     err = capsys.readouterr().err
     assert "ran out of memory" in err and "--micro-batch-size 8" in err
 
@@ -469,7 +476,7 @@ def test_cli_checks_the_configuration_before_any_work(tiny_profile, tmp_path, ca
     out = tmp_path / "run"
     assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--sample-budget", "-5",
                  "--no-progress"]) == 2
-    assert "sample_budget must be at least 1" in _one_line_error(capsys)
+    assert "--sample-budget: -5 is out of range" in _one_line_error(capsys)
     assert not out.exists()  # no SFT was run first
     assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--micro-batch-size", "5",
                  "--no-progress"]) == 2
@@ -479,7 +486,7 @@ def test_cli_checks_the_configuration_before_any_work(tiny_profile, tmp_path, ca
     assert "holds no SFT model" in _one_line_error(capsys)
     assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume",
                  "--no-progress"]) == 2
-    assert "holds no checkpoint" in _one_line_error(capsys)
+    assert "cannot resume" in _one_line_error(capsys) and not out.exists()
     (tmp_path / "afile").write_text("x")
     assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path / "afile"),
                  "--no-progress"]) == 2
@@ -530,14 +537,43 @@ def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profil
     from stddial_book.record import record_runs
 
     out = tmp_path / "data"
-    paths = record_runs(tiny_profile, ["grpo", "dapo"], [0], tmp_path / "work", out)
+    paths = record_runs(tiny_profile, ["grpo", "dapo"], [0], tmp_path / "work", out, allow_dirty=True)
     assert [p.name for p in paths] == ["grpo-seed0", "dapo-seed0"]
     for p in paths:
-        assert sorted(f.name for f in p.iterdir()) == ["metrics.jsonl", "provenance.json"]
+        assert sorted(f.name for f in p.iterdir()) == [MARKER, "metrics.jsonl.gz", "provenance.json"]
+        work = tmp_path / "work" / p.name
+        assert load_run(p)[1] == load_run(work)[1]  # the compressed log reads as the run's own
+        provenance = load_run(p)[0]
+        assert provenance["config"]["init_sha256"] == file_sha256(tmp_path / "work" / "sft-seed0" / "model.safetensors")
+        assert provenance["run_id"] == read_marker(work)["run_id"] and provenance["git_commit"]
+    sft_provenance = load_run(out / "sft")[0]
+    assert sft_provenance["model_sha256"] == file_sha256(tmp_path / "work" / "sft-seed0" / "model.safetensors")
     assert (out / "sft" / "sft.json").exists() and not (out / "sft" / "model.safetensors").exists()
     before = (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns
-    record_runs(tiny_profile, ["grpo"], [0], tmp_path / "work", out)  # finished: not run again
+    record_runs(tiny_profile, ["grpo"], [0], tmp_path / "work", out, allow_dirty=True)  # finished: not run again
     assert (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns == before
+
+
+def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(tiny_profile, tmp_path, monkeypatch,
+                                                                        capsys) -> None:
+    """A recorded run must come from a commit: a checkout with uncommitted changes is refused (unless
+    allowed, which the provenance then says), and so is every bad argument, before SFT starts."""
+    from stddial_book import record, runs
+
+    monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", True))
+    monkeypatch.setattr(experiments, "sft_to_dir", lambda *a, **k: pytest.fail("SFT ran before the checks"))
+    args = ["record", "--profile", "tiny", "--seeds", "0", "--work", str(tmp_path / "w"), "--out",
+            str(tmp_path / "o"), "--no-progress"]
+    assert main(args) == 2
+    assert "uncommitted changes" in _one_line_error(capsys)
+    monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", False))
+    for bad, message in ((["--recipes", "ppo"], "unknown recipe"), (["--out", ""], "--out: "),
+                         (["--work", "~"], "home directory"), (["--seeds", "-1"], "out of range")):
+        assert main(args + bad) == 2
+        assert message in _one_line_error(capsys)
+    assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="recipes must be a non-empty list"):
+        record.check_record(tiny_profile, [], [0], tmp_path / "w", tmp_path / "o")
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -575,8 +611,9 @@ def test_tempered_sampling_starts_at_ratio_one(problems, warm, tmp_path) -> None
 
 
 def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypatch, capsys) -> None:
-    """Starting a run afresh removes an unfinished run, never anything else: `--out ''` once meant
-    the current directory, which was deleted."""
+    """Starting a run afresh removes an unfinished run's own files, never anything else: `--out ''`
+    once meant the current directory, which was deleted; a folder with run-like names
+    (metrics.jsonl, checkpoint/) is a reader's unless the tool's marker is in it."""
     from stddial_book.experiments import remove_stale_run
 
     work = tmp_path / "work"
@@ -584,20 +621,28 @@ def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypa
     (work / "notes" / "mine.txt").write_text("keep")
     monkeypatch.chdir(work)
     for path in ("", ".", str(tmp_path), "/"):
-        with pytest.raises(ValueError, match="current directory|parents"):
+        with pytest.raises(ValueError, match="current directory|root"):
             remove_stale_run(path)
-    with pytest.raises(ValueError, match="not a run's"):
+    with pytest.raises(ValueError, match="not written by stddial_book"):
         remove_stale_run("notes")
     assert main(["sft", "--profile", "tiny", "--out", "", "--no-progress"]) == 2
     assert "current directory" in _one_line_error(capsys)
     assert main(["sft", "--profile", "tiny", "--out", "notes", "--no-progress"]) == 2
-    assert "not a run's" in _one_line_error(capsys)
+    assert "not written by stddial_book" in _one_line_error(capsys)
     assert (work / "notes" / "mine.txt").read_text() == "keep"
-    stale = work / "stale"
-    (stale / "checkpoint").mkdir(parents=True)
+    lookalike = work / "lookalike"  # another trainer's run: run-like names, no marker
+    (lookalike / "checkpoint").mkdir(parents=True)
+    (lookalike / "metrics.jsonl").write_text("theirs")
+    with pytest.raises(ValueError, match="not written by stddial_book"):
+        remove_stale_run(lookalike)
+    assert (lookalike / "metrics.jsonl").read_text() == "theirs" and (lookalike / "checkpoint").is_dir()
+    stale = claim_dir(work / "stale", "train")  # the tool's own unfinished run
+    (stale / "checkpoint").mkdir()
     (stale / "metrics.jsonl").write_text("")
+    (stale / "readme.txt").write_text("a reader's note inside a run directory")
     remove_stale_run(stale)
-    assert not stale.exists() and (work / "notes" / "mine.txt").exists()
+    assert sorted(p.name for p in stale.iterdir()) == [MARKER, "readme.txt"]
+    assert (work / "notes" / "mine.txt").exists()
 
 
 def test_the_cache_key_covers_the_code_a_run_executes() -> None:

@@ -1,0 +1,231 @@
+"""The output-directory policy: no command ever deletes or overwrites what it did not write.
+
+Every case runs in a sandbox (a fresh temporary tree with its own home directory and working
+directory) whose every file is hashed before and after: a refusal must leave it byte-identical,
+and an accepted directory may only add the new directory and the tool's marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stddial_book
+from stddial_book.cli import main
+from stddial_book.experiments import remove_stale_run
+from stddial_book.outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
+
+PACKAGE = Path(stddial_book.__file__).resolve().parent
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's sha256, or ``dir`` / ``link -> target``."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "link -> " + os.readlink(path)
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def build_sandbox(root: Path) -> Path:
+    """A home directory holding a working directory with a reader's files; returns the working dir."""
+    home = root / "home"
+    work = home / "work"
+    (work / "theirs" / "checkpoint").mkdir(parents=True)  # another trainer's run: run-like names
+    (work / "theirs" / "metrics.jsonl").write_text('{"step": 1}\n')
+    (work / "theirs" / "checkpoint" / "weights.bin").write_bytes(b"\x00\x01")
+    (work / "project" / ".git").mkdir(parents=True)  # a repository's root
+    (work / "project" / "notes.md").write_text("mine")
+    (work / "empty").mkdir()
+    (work / "afile").write_text("a file, not a directory")
+    (work / "link").symlink_to(work / "theirs")
+    return work
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    work = build_sandbox(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(work)
+    return tmp_path
+
+
+DANGEROUS = ["", " ", ".", "..", "./", "../", "~", "~/", "$HOME", "${HOME}", "~/..", "/", "../..",
+             "theirs", "./theirs", "theirs/", "link", "project", "afile", "$UNSET_VARIABLE_XYZ/run",
+             "project/../theirs", "~/work", "~/work/theirs"]
+
+
+@pytest.mark.parametrize("path", DANGEROUS)
+def test_dangerous_paths_are_refused_and_nothing_is_touched(sandbox: Path, path: str) -> None:
+    before = snapshot(sandbox)
+    with pytest.raises(ValueError) as err:
+        claim_dir(path, "train")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 300
+    with pytest.raises(ValueError):
+        remove_stale_run(path)
+    assert snapshot(sandbox) == before
+    assert not (Path.cwd() / "~").exists()
+
+
+def test_the_package_and_its_checkout_are_refused(sandbox: Path) -> None:
+    for path in (PACKAGE, PACKAGE / "runs", PACKAGE.parent):
+        assert refusal(path) is not None
+        with pytest.raises(ValueError):
+            claim_dir(path, "train")
+    assert not (PACKAGE / "runs").exists() and not (PACKAGE / MARKER).exists()
+
+
+def test_home_and_variables_are_expanded_as_a_shell_would(sandbox: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RUNS_ROOT", str(sandbox / "scratch"))
+    assert expand_path("~/runs/a") == sandbox / "home" / "runs" / "a"
+    made = claim_dir("$RUNS_ROOT/run-1", "train")
+    assert made == sandbox / "scratch" / "run-1" and owns(made)
+    assert not any(p.name in ("~", "$RUNS_ROOT") for p in sandbox.rglob("*"))
+
+
+def test_a_new_or_empty_directory_is_claimed_and_marked(sandbox: Path) -> None:
+    made = claim_dir("runs/one", "sft")
+    marker = read_marker(made)
+    assert marker["kind"] == "sft" and len(marker["run_id"]) == 32
+    assert claim_dir("runs/one", "sft") == made and read_marker(made) == marker  # claimed again: same run
+    empty = claim_dir("empty", "train")
+    assert sorted(p.name for p in empty.iterdir()) == [MARKER]
+
+
+def test_remove_owned_touches_only_named_entries_of_a_marked_directory(sandbox: Path) -> None:
+    run = claim_dir("runs/two", "train")
+    (run / "checkpoint").mkdir()
+    (run / "checkpoint" / "x").write_text("x")
+    (run / "keep.txt").write_text("keep")
+    (run / "theirs").symlink_to(sandbox / "home" / "work" / "theirs")
+    before = snapshot(sandbox / "home" / "work" / "theirs")
+    assert remove_owned(run, ["checkpoint", "theirs", "missing"]) == ["checkpoint", "theirs"]
+    assert snapshot(sandbox / "home" / "work" / "theirs") == before  # the link went, not its target
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, "keep.txt"]
+    for bad in ("..", "../theirs", MARKER, ""):
+        with pytest.raises(ValueError):
+            remove_owned(run, [bad])
+    with pytest.raises(ValueError, match="not written by stddial_book"):
+        remove_owned(sandbox / "home" / "work" / "theirs", ["metrics.jsonl"])
+
+
+# A path a reader might type: pieces of real names, dots, ~, variables and slashes, relative to the
+# working directory or written out from the sandbox's root ("ROOT/" stands for it). Every accepted
+# path lands inside the sandbox: ".." climbs at most to the home directory's parent, the root.
+PIECES = st.sampled_from(["", ".", "..", "~", "$HOME", "theirs", "project", "empty", "afile", "link", "new",
+                          "checkpoint", "metrics.jsonl", "work", "home"])
+PATHS = st.one_of(
+    st.lists(PIECES, min_size=1, max_size=3).map("/".join),
+    st.lists(PIECES, min_size=0, max_size=3).map(lambda parts: "ROOT/" + "/".join(parts)),
+    st.sampled_from([str(PACKAGE), str(PACKAGE / "new"), str(PACKAGE.parent)]),
+)
+
+
+def test_any_typed_path_leaves_the_readers_files_byte_identical(monkeypatch) -> None:
+    """Property: for any path built from the sandbox's names, claiming it either refuses with the
+    tree unchanged or only adds directories and the marker; removing a stale run never changes a
+    byte of the reader's files. Enough paths must be accepted for the property to mean something."""
+    outcome = {"accepted": 0, "refused": 0}
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(PATHS)
+    def check(path: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp).resolve()
+            work = build_sandbox(root)
+            monkeypatch.setenv("HOME", str(root / "home"))
+            monkeypatch.chdir(work)
+            try:
+                examine(root, path.replace("ROOT", str(root)))
+            finally:
+                monkeypatch.chdir(Path(__file__).parent)
+
+    def examine(root: Path, path: str) -> None:
+        target = Path(os.path.abspath(os.path.expandvars(os.path.expanduser(path))))
+        if path.startswith(str(PACKAGE.parent)):
+            pass  # the real package and checkout: must be refused, never written
+        elif target != root and root not in target.parents:
+            return  # "../../.." from the working directory leaves the sandbox: not tried
+        package_before = sorted(p.name for p in PACKAGE.iterdir())
+        before = snapshot(root)
+        try:
+            made = claim_dir(path, "train")
+        except ValueError:
+            outcome["refused"] += 1
+            assert snapshot(root) == before, path
+        else:
+            outcome["accepted"] += 1
+            after = snapshot(root)
+            assert {k: v for k, v in after.items() if k in before} == before, path
+            added = set(after) - set(before)
+            assert all(after[k] == "dir" or k.endswith(MARKER) for k in added), (path, added)
+            assert owns(made) and root in made.parents, path
+            remove_stale_run(made)
+            assert {k: v for k, v in snapshot(root).items() if k in before} == before, path
+        for name in ("theirs", "project", "empty", "link"):
+            try:
+                remove_stale_run(name)
+            except ValueError:
+                pass
+        assert {k: v for k, v in snapshot(root).items() if k in before} == before, path
+        assert sorted(p.name for p in PACKAGE.iterdir()) == package_before
+
+    check()
+    assert outcome["accepted"] >= 30 and outcome["refused"] >= 30, outcome
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def tiny_profile(monkeypatch):
+    from test_train import TINY
+
+    from stddial_book import profiles
+
+    monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
+    return TINY
+
+
+@pytest.mark.parametrize("command", [
+    ["sft", "--profile", "tiny", "--out", "theirs"],
+    ["sft", "--profile", "tiny", "--out", ""],
+    ["sft", "--profile", "tiny", "--out", "~"],
+    ["sft", "--profile", "tiny", "--out", "project"],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ""],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "~"],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ".."],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs"],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs", "--resume"],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE)],
+    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE / "runs")],
+    ["record", "--profile", "tiny", "--seeds", "0", "--work", "theirs", "--out", "new", "--allow-dirty"],
+    ["record", "--profile", "tiny", "--seeds", "0", "--work", "new", "--out", "theirs", "--allow-dirty"],
+    ["record", "--profile", "tiny", "--seeds", "0", "--work", "~", "--out", "new", "--allow-dirty"],
+], ids=lambda c: " ".join(c[:1] + c[c.index("--out"):c.index("--out") + 2] if "--out" in c else c))
+def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tiny_profile, capsys,
+                                                           monkeypatch) -> None:
+    from stddial_book import train as train_module
+
+    monkeypatch.setattr(train_module, "sft", lambda *a, **k: pytest.fail("work started before refusing"))
+    monkeypatch.setattr(train_module, "train", lambda *a, **k: pytest.fail("work started before refusing"))
+    before = snapshot(sandbox)
+    assert main(command + ["--no-progress"]) == 2
+    message = _one_line_error(capsys)
+    assert "--out" in message or "--work" in message or "not written by stddial_book" in message, message
+    assert snapshot(sandbox) == before
+    assert not (PACKAGE / "runs").exists()

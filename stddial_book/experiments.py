@@ -167,7 +167,7 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     from .runs import RunLog
     from .train import make_problems, sft
 
-    from .outdir import claim_dir, expand_path, owns, refusal
+    from .outdir import claim_dir, expand_path, owns, read_marker, refusal
 
     task, config = profile.task_config(), profile.sft_config(seed)
     reason = refusal(out)
@@ -181,7 +181,8 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     train_problems, heldout = make_problems(task)
     model = model_for_profile(profile, seed=seed).to(profile.device)
     log = RunLog(out, command=command, seed=seed, profile=profile.name,
-                 config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device)
+                 config={"task": vars(task), "sft": vars(config), "model": profile.model}, device=profile.device,
+                 run_id=read_marker(out)["run_id"])
     result = sft(model, train_problems, heldout, config, max_new_tokens=profile.train["max_new_tokens"],
                  log=log, progress=progress)
     summary = {"steps": result.steps, "pass_rate": result.pass_rate, "stop_estimate": result.stop_estimate,

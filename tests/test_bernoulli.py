@@ -38,11 +38,11 @@ def test_one_group_is_the_identity() -> None:
 
 def test_bad_input() -> None:
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"solve_rate must lie in \[0, 1\]"):
         sampled_gradients(np.array([1.5]), 8, GRPO, rng)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="non-empty 1-D array"):
         sampled_gradients(np.array([]), 8, GRPO, rng)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_groups must be at least 2"):
         monte_carlo_gradient(np.array([0.5]), 8, GRPO, num_groups=1)
 
 
@@ -98,6 +98,11 @@ def test_quartile_and_budget_helpers() -> None:
     run = controlled_run(np.full(40, 0.3), DAPO, ControlledRun(num_prompts=40, steps=5), seed=0)
     curve = np.arange(6, dtype=float)
     assert value_at_budget(run, curve, 0) == 0 and value_at_budget(run, curve, run.groups_drawn.sum()) == 5
+    # linear between step boundaries: half the first step's groups is half a step, the first two
+    # steps' groups and a quarter of the third's are 2.25 steps
+    first, second, third = run.groups_drawn[:3].astype(float)
+    assert value_at_budget(run, curve, first / 2) == pytest.approx(0.5, abs=1e-12)
+    assert value_at_budget(run, curve, first + second + third / 4) == pytest.approx(2.25, abs=1e-12)
     with pytest.raises(ValueError, match="drew"):
         value_at_budget(run, curve, run.groups_drawn.sum() + 1)
 
@@ -106,10 +111,13 @@ def test_study_shapes_and_bad_settings() -> None:
     study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=2, config=SMALL)
     assert study["quartile/grpo"].shape == (2, SMALL.steps + 1)
     assert study["silent_measured/grpo"].shape == (2, SMALL.steps)
-    for bad in (dict(num_prompts=2), dict(lr=0.0), dict(clip=(0.5, 0.4)), dict(group_size=1)):
-        with pytest.raises(ValueError):
+    for bad, message in ((dict(num_prompts=2), "num_prompts must be at least 4"),
+                         (dict(lr=0.0), "lr must be a positive finite number"),
+                         (dict(clip=(0.5, 0.4)), "clip must satisfy 0 < low < high < 1"),
+                         (dict(group_size=1), "group_size must be at least 2")):
+        with pytest.raises(ValueError, match=message):
             ControlledRun(**bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="seeds must be at least 2"):
         controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=1, config=SMALL)
 
 
@@ -182,21 +190,44 @@ def test_matched_gap_is_the_studys_matched_comparison() -> None:
                                quartile_gap(study, "grpo", "dr_grpo_matched"), rtol=0, atol=1e-15)
     rematched = matched_gap(hist_p, counts, seeds=2, config=SMALL, rematch=True)
     assert rematched.shape == (2,) and np.all(np.isfinite(rematched))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="rematch must be True or False"):
         matched_gap(hist_p, counts, seeds=2, config=SMALL, rematch="yes")
 
 
-def test_controlled_run_numbers_read_the_study() -> None:
-    study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=3, config=SMALL)
-    numbers = controlled_run_numbers(study, mid=10)
-    assert numbers["n_seeds"] == 3 and numbers["mid"] == 10 and numbers["n_steps"] == SMALL.steps
-    assert numbers["q_grpo_mid"] == pytest.approx(study["quartile/grpo"][:, 10].mean())
-    assert numbers["q_dapo_end"] == pytest.approx(study["quartile/dapo"][:, -1].mean())
-    assert numbers["ext_dr_sd"] == pytest.approx(np.std(study["extreme_share/dr_grpo"], ddof=1))
-    assert numbers["silent_r2_min"] == study["silent_r2/grpo"].min()
-    assert 0 <= numbers["steps_ahead"] <= numbers["n_steps"]
-    with pytest.raises(ValueError):
-        controlled_run_numbers(study, mid=SMALL.steps + 1)
+def test_controlled_run_numbers_by_hand() -> None:
+    """A made-up study of 2 seeds and 2 steps (3 step boundaries): every number is read off on paper."""
+    study = {"quartile/grpo": [[0.1, 0.3, 0.7], [0.1, 0.2, 0.5]],             # mean 0.1, 0.25, 0.6
+             "quartile/dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.1, 0.2]],          # mean 0.1, 0.15, 0.25
+             "quartile/dr_grpo_matched": [[0.1, 0.3, 0.5], [0.1, 0.3, 0.5]],  # mean 0.1, 0.3, 0.5
+             "quartile/dapo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.7]],             # end 0.8
+             "silent_r2/grpo": [0.97, 0.99], "silent_r2/dr_grpo": [0.95, 0.98],
+             "silent_measured/grpo": [[0.2, 0.3], [0.4, 0.5]],                # last step: 0.4
+             "extreme_share/grpo": [0.2, 0.4], "extreme_share/dr_grpo": [0.1, 0.1],
+             "dapo_oversampling": [1.5, 2.5], "matched_lr": [2.0, 4.0]}
+    study = {name: np.array(value) for name, value in study.items()}
+    numbers = controlled_run_numbers(study, mid=1)
+    expected = {"n_seeds": 2, "silent_r2_min": 0.97, "silent_r2_dr_min": 0.95, "silent_end": 0.4,
+                "ext_grpo": 0.3, "ext_grpo_sd": np.sqrt(0.02), "ext_dr": 0.1, "ext_dr_sd": 0.0,
+                "q_grpo_end": 0.6, "q_dr_end": 0.25, "q_dapo_end": 0.8, "mid": 1, "q_grpo_mid": 0.25,
+                "q_dr_grpo_mid": 0.15, "q_dr_grpo_matched_mid": 0.3, "oversampling": 2.0, "matched_lr": 3.0,
+                # GRPO's mean curve is at or above the matched Dr. GRPO's at step 2 (0.6 >= 0.5), not at 1
+                "steps_ahead": 1, "n_steps": 2}
+    assert numbers.keys() == expected.keys()
+    for name, value in expected.items():
+        assert numbers[name] == pytest.approx(value, abs=1e-12), name
+    with pytest.raises(ValueError, match=r"mid must be a step of the run, 0\.\.2"):
+        controlled_run_numbers(study, mid=3)
+
+
+def test_controlled_run_numbers_of_one_seed_have_no_spread() -> None:
+    """With one seed the SDs over seeds are undefined and reported as NaN, not 0."""
+    one = {"quartile/grpo": [[0.1, 0.2]], "quartile/dr_grpo": [[0.1, 0.2]], "quartile/dr_grpo_matched": [[0.1, 0.2]],
+           "quartile/dapo": [[0.1, 0.2]], "silent_r2/grpo": [0.9], "silent_r2/dr_grpo": [0.9],
+           "silent_measured/grpo": [[0.5]], "extreme_share/grpo": [0.2], "extreme_share/dr_grpo": [0.1],
+           "dapo_oversampling": [1.0], "matched_lr": [1.0]}
+    numbers = controlled_run_numbers({name: np.array(value) for name, value in one.items()}, mid=0)
+    assert np.isnan(numbers["ext_grpo_sd"]) and np.isnan(numbers["ext_dr_sd"])
+    assert numbers["steps_ahead"] == 1 and numbers["n_steps"] == 1  # equal curves count as "at or above"
 
 
 def test_controlled_gap_numbers_by_hand() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -35,7 +36,7 @@ def test_presets_have_the_published_settings() -> None:
 
 
 def test_recipe_is_frozen() -> None:
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'scale_std'"):
         GRPO.scale_std = False  # type: ignore[misc]
 
 
@@ -59,7 +60,8 @@ def test_identity_every_group(Gk: tuple[int, int], seed: int) -> None:
     order = rng.permutation(G)  # correct samples need not come first
     rewards = group(G, k)[order]
     scores = rng.normal(size=(G, 3)) * rng.lognormal(size=(G, 1))
-    sigma = group_std(rewards)
+    sigma = math.sqrt(k * (G - k)) / G  # σ = sqrt(p̂(1 − p̂)), p̂ = k/G: not the package's group_std
+    assert group_std(rewards) == pytest.approx(sigma, rel=1e-14)
     correct = rewards == 1
     gap = scores[correct].mean(0) - scores[~correct].mean(0)
     a = group_advantages(rewards, G, EXACT_GRPO)
@@ -111,11 +113,13 @@ def test_torch_in_torch_out() -> None:
     a = group_advantages(rewards, 4, GRPO)
     assert isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.shape == (8,)
     np.testing.assert_allclose(a.numpy(), group_advantages(rewards.numpy(), 4, GRPO), rtol=1e-6)
+    s = math.sqrt(3) / 4  # 1 of 4 correct; the second group is silent (all correct)
+    np.testing.assert_allclose(a.numpy(), [0.75 / s, -0.25 / s, -0.25 / s, -0.25 / s, 0, 0, 0, 0], rtol=1e-6)
 
 
 def test_eps_shrinks_by_exactly_eps_over_sigma() -> None:
     rewards = group(8, 3)
-    sigma = group_std(rewards)
+    sigma = math.sqrt(15) / 8  # sqrt(3 · 5)/8
     eps = 1e-2
     a0 = group_advantages(rewards, 8, EXACT_GRPO)
     a_eps = group_advantages(rewards, 8, EXACT_GRPO.replace(std_eps=eps))
@@ -163,9 +167,12 @@ def test_truncated_samples_do_not_shape_the_group_statistics() -> None:
     rewards = np.array([1.0, -1, -1, -2, -2, -2, -2, -2])
     truncated = np.array([0, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
     masked = group_advantages(rewards, 8, DAPO, valid=~truncated)
-    np.testing.assert_allclose(masked[:3], group_advantages(rewards[:3], 3, DAPO))
-    assert np.all(masked[3:] == 0) and masked[1] < 0
-    assert group_advantages(rewards, 8, DAPO)[1] > 0  # what the unmasked statistics did
+    # the three valid rewards 1, −1, −1: mean −1/3, σ = √8/3, so A = (4/3, −2/3, −2/3)/σ
+    np.testing.assert_allclose(masked[:3], [math.sqrt(2), -1 / math.sqrt(2), -1 / math.sqrt(2)], rtol=1e-14)
+    np.testing.assert_allclose(masked[:3], group_advantages(rewards[:3], 3, DAPO), rtol=1e-14)
+    assert np.all(masked[3:] == 0)
+    # what the unmasked statistics did: mean −11/8, σ² = 63/64, so A = (3/8)/σ = 3/√63 = +0.378
+    assert group_advantages(rewards, 8, DAPO)[1] == pytest.approx(3 / math.sqrt(63), rel=1e-14)
     # every sample valid: bit for bit the plain computation; one valid sample left: silent
     x = np.random.default_rng(0).normal(size=32)
     assert np.array_equal(group_advantages(x, 8, GRPO, valid=np.ones(32, bool)), group_advantages(x, 8, GRPO))

@@ -24,7 +24,6 @@ rounding. Run ``python -m stddial_book.bigmath_figure --pdf <fig_realdata.pdf>``
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import zlib
@@ -104,14 +103,21 @@ class FigureData:
 
 
 def _content_stream(pdf: bytes) -> str:
+    if not pdf.startswith(b"%PDF"):
+        raise ValueError("it is not a PDF (it does not start with %PDF)")
     page = re.search(rb"/Type /Page\b.*?/Contents (\d+) 0 R", pdf, re.S)
     if page is None:
-        raise ValueError("no page with /Contents in this PDF; is it the paper's fig_realdata.pdf?")
+        raise ValueError("no page with /Contents in this PDF")
     obj = re.search(rb"\n" + page.group(1) + rb" 0 obj\n<<(.*?)>>\nstream\r?\n", pdf, re.S)
     if obj is None or b"/FlateDecode" not in obj.group(1):
-        raise ValueError("the page's content stream is not a FlateDecode stream this reader understands.")
-    end = pdf.index(b"endstream", obj.end())
-    return zlib.decompress(pdf[obj.end():end]).decode("latin-1")
+        raise ValueError("the page's content stream is missing or not a FlateDecode stream this reader understands")
+    end = pdf.find(b"endstream", obj.end())
+    if end < 0:
+        raise ValueError("the page's content stream has no end (the file is truncated)")
+    try:
+        return zlib.decompress(pdf[obj.end():end]).decode("latin-1")
+    except zlib.error as err:
+        raise ValueError(f"the page's content stream does not inflate ({err}; the file is truncated or damaged)") from None
 
 
 _TOKEN = re.compile(r"\((?:\\.|[^\\)])*\)|\[|\]|/[^\s/\[\]()<>]+|[-+]?(?:\d+\.?\d*|\.\d+)|[A-Za-z'\"*]+")
@@ -206,7 +212,7 @@ def _axis(ticks: list[tuple[float, float, float, str]], left_edge: float) -> tup
         if abs(x - left_edge) < 1e-3 and re.fullmatch(r"-?\d+(\.\d+)?", value):
             points.append((y, float(value)))
     if len(points) < 3:
-        raise ValueError(f"found {len(points)} labelled y ticks at x = {left_edge}; need at least 3 to calibrate.")
+        raise ValueError(f"found {len(points)} labelled y ticks at x = {left_edge}; need at least 3 to calibrate")
     ys, values = np.array(points).T
     slope, intercept = np.polyfit(ys, values, 1)
     residual = float(np.max(np.abs(slope * ys + intercept - values)))
@@ -214,16 +220,36 @@ def _axis(ticks: list[tuple[float, float, float, str]], left_edge: float) -> tup
 
 
 def read_figure(path: str | Path) -> FigureData:
-    """Read both panels of ``fig_realdata.pdf`` into data units."""
-    rects, ticks, legend = _interpret(_content_stream(Path(path).read_bytes()))
+    """Read both panels of ``fig_realdata.pdf`` into data units.
+
+    Raises ``ValueError`` naming the file for a missing, unreadable, truncated or other file."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be the path of fig_realdata.pdf (str or Path); got {type(path).__name__}.")
+    try:
+        return _read_figure(Path(path))
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; {_FIGURE_FIX}") from None
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read ({err.strerror or err}); {_FIGURE_FIX}") from None
+    except (ValueError, IndexError, KeyError) as err:
+        raise ValueError(f"{path} could not be read as the paper's figure: {err}; {_FIGURE_FIX}") from None
+
+
+#: What to pass instead of a file the figure reader refuses.
+_FIGURE_FIX = ("pass the source paper's fig_realdata.pdf, shipped as data/sources/bigmath/fig_realdata.pdf "
+               f"(sha256 {FIGURE_SOURCE['sha256'][:12]}...).")
+
+
+def _read_figure(path: Path) -> FigureData:
+    rects, ticks, legend = _interpret(_content_stream(path.read_bytes()))
     clips = sorted({r.clip for r in rects if r.clip is not None}, key=lambda c: c[0])
     if len(clips) != 2:
-        raise ValueError(f"expected two panels (clip boxes), found {len(clips)}.")
+        raise ValueError(f"expected two panels (clip boxes), found {len(clips)}")
     left, right = clips
     bars = sorted((r for r in rects if r.clip == left and r.y0 == left[1]
                    and (r.x1 - r.x0) < (left[2] - left[0]) / 2), key=lambda r: r.x0)
     if len(bars) != ROLLOUTS:
-        raise ValueError(f"expected {ROLLOUTS} histogram bars in the left panel, found {len(bars)}.")
+        raise ValueError(f"expected {ROLLOUTS} histogram bars in the left panel, found {len(bars)}")
     slope_l, icpt_l, res_l = _axis(ticks, left[0])
     counts = np.array([(slope_l * b.y1 + icpt_l) - (slope_l * b.y0 + icpt_l) for b in bars])
     slope_r, icpt_r, res_r = _axis(ticks, right[0])
@@ -233,11 +259,11 @@ def read_figure(path: str | Path) -> FigureData:
         by_color.setdefault(r.color, []).append(r)
     series = {c: sorted(rs, key=lambda r: r.x0) for c, rs in by_color.items() if len(rs) == 10}
     if len(series) != 2:
-        raise ValueError(f"expected two series of 10 decile bars in the right panel, found {len(series)}.")
+        raise ValueError(f"expected two series of 10 decile bars in the right panel, found {len(series)}")
     # The legend names each series: a small swatch of its colour, then its label.
     names = {color: re.sub(r"[^a-z]+", "_", label.lower()).strip("_") for color, label in legend}
     if sorted(names.get(c, "?") for c in series) != ["dr_grpo", "grpo"]:
-        raise ValueError(f"the right panel's legend should name Dr. GRPO and GRPO; it holds {sorted(legend)}.")
+        raise ValueError(f"the right panel's legend should name Dr. GRPO and GRPO; it holds {sorted(legend)!r:.120}")
     # The axis is labelled as a fraction of the budget; shares are kept in percent.
     shares = {names[c]: 100 * np.array([slope_r * r.y1 - slope_r * r.y0 for r in rs]) for c, rs in series.items()}
     return FigureData(counts, shares, {"left_tick_residual": res_l, "right_tick_residual": res_r})
@@ -261,6 +287,8 @@ def counts_from_figure(figure: FigureData) -> np.ndarray:
     share s = (M_top + n_63 w_63)/(M + n_63 w_63) of each weight gives
     n_63 = (s M − M_top)/(w_63 (1 − s)). Both weights must round to the same integer.
     """
+    if not isinstance(figure, FigureData):
+        raise TypeError(f"figure must be what read_figure returns (a FigureData); got {type(figure).__name__}.")
     bars = np.round(figure.bar_counts)
     if np.max(np.abs(figure.bar_counts - bars)) > 0.05:
         raise ValueError("the bar heights are not whole numbers of problems: the axis calibration is off.")
@@ -356,16 +384,18 @@ def load_big_math_histogram(data_dir: str | Path | None = None):
     """The committed Big-Math k-of-64 histogram as a :class:`~stddial_book.solve_rates.KHistogram`."""
     from .resources import data_path
 
+    from .solve_rates import _read_counts_csv
+
+    if data_dir is not None and not isinstance(data_dir, (str, Path)):
+        raise TypeError(f"data_dir must be a folder path (str or Path) or None; got {type(data_dir).__name__}.")
     path = (Path(data_dir) if data_dir is not None else data_path("solve_rates")) / f"{TABLE_NAME}.csv"
-    if not path.is_file():
-        raise ValueError(f"{path} is missing; it ships with the package (data/solve_rates/). Rebuild it with "
-                         "python -m stddial_book.bigmath_figure --pdf <fig_realdata.pdf>.")
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    k = [int(r["k"]) for r in rows]
+    fix = ("it ships with the package (data/solve_rates/); rebuild it with python -m stddial_book.bigmath_figure "
+           "--pdf <fig_realdata.pdf>.")
+    rows = _read_counts_csv(path, ("k", "count"), fix)
+    k = [r["k"] for r in rows]
     if k != list(range(ROLLOUTS + 1)):
-        raise ValueError(f"{path} must list k = 0..{ROLLOUTS} once each, in order.")
-    return KHistogram(ROLLOUTS, np.array([int(r["count"]) for r in rows], dtype=np.int64))
+        raise ValueError(f"{path} must list k = 0..{ROLLOUTS} once each, in order; {fix}")
+    return KHistogram(ROLLOUTS, np.array([r["count"] for r in rows], dtype=np.int64))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -55,13 +55,35 @@ DAPO_SOURCE = {
 
 
 def _read_points(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, fractions) of a two-column CSV; comment lines (``#``) and one header line are skipped, every
+    other line must hold a finite step and a fraction (``ValueError`` naming the file and line)."""
+    fix = "pass DAPO's digitised Figure 3b (data/dapo/dapo_fig3b_allcorrect.csv or its source CSV)."
     steps, values = [], []
-    with open(path, newline="") as handle:
-        for row in csv.reader(handle):
-            if not row or not row[0].strip()[:1].isdigit():
-                continue  # comments and the header
-            steps.append(float(row[0]))
-            values.append(float(row[1]))
+    header_seen = False
+    try:
+        with open(path, newline="") as handle:
+            for line, row in enumerate(csv.reader(handle), start=1):
+                cells = [cell.strip() for cell in row]
+                if not any(cells) or cells[0].startswith("#"):
+                    continue  # blank lines and comments
+                try:
+                    step, value = (float(c) for c in cells[:2]) if len(cells) >= 2 else (None, None)
+                except ValueError:
+                    step = value = None
+                if step is None:
+                    if not header_seen and not cells[0][:1].isdigit() and cells[0][:1] not in "-+.":
+                        header_seen = True  # the header line
+                        continue
+                    raise ValueError(f"{path}, line {line}: expected a step and a fraction, found {row!r:.60}; {fix}")
+                if not (np.isfinite(step) and np.isfinite(value)):
+                    raise ValueError(f"{path}, line {line}: the step and fraction must be finite numbers, found "
+                                     f"{row!r:.60}; {fix}")
+                steps.append(step)
+                values.append(value)
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; {fix}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path} cannot be read as a CSV table ({err}); {fix}") from None
     if len(steps) < PLATEAU_POINTS + 2:
         raise ValueError(f"{path} holds {len(steps)} points; expected DAPO's 60.")
     steps_arr, values_arr = np.array(steps), np.array(values)
@@ -74,6 +96,8 @@ def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) 
     """Copy the digitised points into ``data/dapo/`` as a plain two-column table, with provenance."""
     from .resources import data_path, require_sha256, write_table
 
+    if not isinstance(source_csv, (str, Path)):
+        raise TypeError(f"source_csv must be a file path (str or Path); got {type(source_csv).__name__}.")
     source_csv = Path(source_csv)
     require_sha256(source_csv, DAPO_SOURCE["sha256"], "the digitised DAPO points")
     steps, values = _read_points(source_csv)
@@ -92,6 +116,8 @@ def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndar
     """(training step, all-correct fraction) of DAPO's Figure 3b, from the committed table."""
     from .resources import data_path
 
+    if path is not None and not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a CSV file path (str or Path) or None; got {type(path).__name__}.")
     path = Path(path) if path is not None else data_path("dapo", f"{TABLE_NAME}.csv")
     if not path.is_file():
         raise ValueError(f"{path} is missing; it ships with the package (data/dapo/). Rebuild it with "

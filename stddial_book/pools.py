@@ -80,4 +80,14 @@ def deepscaler_provenance() -> dict:
     their files' checksums, and how the union was formed (``union``: ``unique_problems``,
     ``texts_with_several_k``): the provenance file written with the tables (chapter 7)."""
     path = data_path("solve_rates", f"{TABLE_NAME}.provenance.json")
-    return json.loads(path.read_text())
+    fix = ("it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.solve_rates "
+           "build-tables --shared <folder of the DeepScaleR parquet files>.")
+    try:
+        provenance = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing; {fix}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a readable JSON file ({err}); {fix}") from None
+    if not isinstance(provenance, dict) or not {"source", "union"} <= set(provenance):
+        raise ValueError(f"{path} lacks the 'source' and 'union' entries of the tables' provenance; {fix}")
+    return provenance

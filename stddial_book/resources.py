@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -36,20 +37,41 @@ def data_path(*parts: str) -> Path:
 
     The path need not exist; callers check and say what is missing.
     """
+    wrong = next((part for part in parts if not isinstance(part, str)), None)
+    if wrong is not None:
+        raise TypeError(f"data_path takes folder and file names as strings, e.g. data_path('solve_rates', 'x.csv'); "
+                        f"got {type(wrong).__name__} {wrong!r:.40}.")
+    if any(part in ("", "..") or Path(part).is_absolute() for part in parts):
+        raise ValueError(f"data_path takes names inside the book's data folder, not {parts!r}; pass e.g. "
+                         "data_path('solve_rates', 'x.csv').")
     return _data_root().joinpath(*parts)
+
+
+def _as_path(path: object, name: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path (str or Path); got {type(path).__name__} {path!r:.40}.")
+    return Path(path)
 
 
 def sha256(path: str | Path) -> str:
     """Hex sha256 of a file (the provenance of every derived table)."""
+    path = _as_path(path, "path")
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; pass the path of an existing file.") from None
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read ({err.strerror or err}); pass a readable file, not a folder.") from None
     return digest.hexdigest()
 
 
 def require_sha256(path: str | Path, expected: str, what: str) -> None:
     """Refuse a source file whose sha256 is not the one its provenance names."""
+    if not isinstance(expected, str) or not isinstance(what, str):
+        raise TypeError("expected (a hex sha256) and what (a description of the file) must be strings.")
     digest = sha256(path)
     if digest != expected:
         raise ValueError(f"{path} has sha256 {digest}, not {what} ({expected}); pass the file its SOURCE.md names.")
@@ -58,12 +80,24 @@ def require_sha256(path: str | Path, expected: str, what: str) -> None:
 def write_table(directory: str | Path, name: str, header: Sequence[str], rows: Iterable[Sequence[Any]],
                 provenance: dict[str, Any]) -> Path:
     """Write ``<name>.csv`` and ``<name>.provenance.json`` into ``directory``; returns the CSV's path."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = _as_path(directory, "directory")
+    if not isinstance(name, str) or not name or Path(name).name != name:
+        raise ValueError(f"name must be a plain file name without a folder, e.g. 'big_math_k_histogram'; got {name!r}.")
+    if not isinstance(provenance, dict):
+        raise TypeError(f"provenance must be a dict (written as JSON beside the table); got {type(provenance).__name__}.")
+    text = json.dumps(provenance, indent=2) + "\n"  # fails (TypeError) before any file is written
     table = directory / f"{name}.csv"
-    with open(table, "w", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(list(header))
-        writer.writerows(rows)
-    (directory / f"{name}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(table, "w", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(list(header))
+            writer.writerows(rows)
+        (directory / f"{name}.provenance.json").write_text(text)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"cannot write the table into {directory}: it (or a folder above it) is a file; pass a "
+                         "folder as the output directory.") from None
+    except OSError as err:
+        raise ValueError(f"cannot write the table into {directory} ({err.strerror or err}); pass a folder you can "
+                         "write to.") from None
     return table

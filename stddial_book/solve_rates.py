@@ -17,11 +17,13 @@ authors (k of 128 Qwen2.5-Math-7B samples).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -280,10 +282,63 @@ def _check_budget(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
 
 # --- loaders -----------------------------------------------------------------------------------
 
+def _as_path(path: Any, name: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or Path); got {type(path).__name__} {path!r:.40}.")
+    return Path(path)
+
+
 def _read_parquet(path: str | os.PathLike, columns: list[str] | None = None):
+    """A parquet file as a pyarrow table; ``ValueError`` naming the file when it is missing or not parquet."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(path, columns=columns)
+    path = _as_path(path, "path")
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist (or is not a file); pass the path of a parquet file.")
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path} could not be read as a parquet file ({reason:.120}); pass an intact parquet "
+                         "file (download or copy it again).") from None
+
+
+def _read_counts_csv(path: Path, columns: Sequence[str], fix: str) -> list[dict[str, Any]]:
+    """The rows of a committed count table (a CSV whose header is ``columns``), its ``k`` and ``count``
+    parsed as non-negative whole numbers; ``ValueError`` naming the file, the line and ``fix`` otherwise."""
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            rows = list(reader)
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing; {fix}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path} cannot be read as a CSV table ({err}); {fix}") from None
+    if header is None or [h.strip() for h in header] != list(columns):
+        raise ValueError(f"{path} must start with the header {','.join(columns)}; found {header!r:.60}; {fix}")
+    out = []
+    for line, row in enumerate(rows, start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(columns):
+            raise ValueError(f"{path}, line {line}: expected {len(columns)} values ({','.join(columns)}), found "
+                             f"{len(row)}; {fix}")
+        record: dict[str, Any] = {c: cell.strip() for c, cell in zip(columns, row)}
+        for key in ("k", "count"):
+            try:
+                value = int(record[key])
+            except ValueError:
+                raise ValueError(f"{path}, line {line}: {key} must be a whole number, found {record[key]!r:.20}; "
+                                 f"{fix}") from None
+            if value < 0:
+                raise ValueError(f"{path}, line {line}: {key} must be >= 0, found {value}; {fix}")
+            record[key] = value
+        out.append(record)
+    if not out:
+        raise ValueError(f"{path} holds no rows below its header; {fix}")
+    return out
 
 
 def load_big_math(source: str | os.PathLike | None = None, config: str | None = None) -> SolveCounts:
@@ -299,6 +354,10 @@ def load_big_math(source: str | os.PathLike | None = None, config: str | None = 
     ``num_missing`` and excluded. (Bay and Yearick, 2026, §6; chapter 7.)
     """
     source = BIG_MATH_REPO if source is None else source
+    _as_path(source, "source")
+    if config is not None and not isinstance(config, str):
+        raise TypeError(f"config must be a dataset config name (a string such as 'all') or None; got "
+                        f"{type(config).__name__}.")
     if Path(source).suffix == ".parquet" or Path(source).is_file():
         if not Path(source).is_file():
             raise ValueError(f"{source} does not exist; pass a parquet file of Big-Math's schema or a hub dataset id.")
@@ -329,12 +388,37 @@ def _big_math_counts(table, name: str) -> SolveCounts:
             f"{name} has no {BIG_MATH_COLUMN!r} column (it has {table.column_names}); pass a "
             f"parquet file or dataset of {BIG_MATH_REPO}'s schema."
         )
-    rates = np.asarray(table.column(BIG_MATH_COLUMN).to_numpy(zero_copy_only=False), dtype=np.float64)
-    missing = np.isnan(rates)
-    rates = rates[~missing]
-    if np.any((rates < 0) | (rates > 1)):
-        raise ValueError(f"{BIG_MATH_COLUMN} must lie in [0, 1]; found values outside.")
-    k = np.round(rates * BIG_MATH_ROLLOUTS).astype(np.int64)
+    import pyarrow.types as patypes
+
+    column = table.column(BIG_MATH_COLUMN)
+    if patypes.is_boolean(column.type):
+        raise ValueError(f"{name}: column {BIG_MATH_COLUMN!r} holds booleans, not solve rates (True/False would be read "
+                         f"as rates 1 and 0); pass the dataset's own column of rates k/{BIG_MATH_ROLLOUTS} in [0, 1].")
+    if not (patypes.is_floating(column.type) or patypes.is_integer(column.type) or patypes.is_null(column.type)):
+        raise ValueError(f"{name}: column {BIG_MATH_COLUMN!r} is of type {column.type}, not numeric solve rates; pass the "
+                         f"dataset's own column of rates k/{BIG_MATH_ROLLOUTS} (floats in [0, 1]).")
+    all_rates = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+    missing = np.isnan(all_rates)
+    present = np.flatnonzero(~missing)
+    rates = all_rates[present]
+    if rates.size == 0:
+        raise ValueError(f"{name}: column {BIG_MATH_COLUMN!r} holds no solve rate ({len(all_rates)} rows, all null); "
+                         "pass a file or dataset of Big-Math's schema with its rates filled in.")
+    outside = np.flatnonzero((rates < 0) | (rates > 1))
+    if outside.size:
+        row = int(present[outside[0]])
+        raise ValueError(f"{name}: {BIG_MATH_COLUMN} must lie in [0, 1] (a solve rate k/{BIG_MATH_ROLLOUTS}); row {row} "
+                         f"holds {float(rates[outside[0]])!r}. If the column holds counts k, divide them by {BIG_MATH_ROLLOUTS}.")
+    scaled = rates * BIG_MATH_ROLLOUTS
+    k = np.round(scaled)
+    off = np.flatnonzero(np.abs(scaled - k) > 1e-6)
+    if off.size:
+        row = int(present[off[0]])
+        raise ValueError(f"{name}: {BIG_MATH_COLUMN} must be a multiple of 1/{BIG_MATH_ROLLOUTS} (k successes of "
+                         f"{BIG_MATH_ROLLOUTS} rollouts), but row {row} holds {float(rates[off[0]])!r} (= {scaled[off[0]]:.4g}/"
+                         f"{BIG_MATH_ROLLOUTS}) and {off.size} row(s) in all are off the grid; pass the dataset's own "
+                         f"column, or solve rates from another number of rollouts through SolveCounts directly.")
+    k = k.astype(np.int64)
     labels = {}
     for column in ("source", "domain"):
         if column in table.column_names:
@@ -370,15 +454,25 @@ def _deepscaler_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
             f"{path} lacks the 'prompt' and 'extra_info' columns of the DeepScaleR difficulty files "
             f"(it has {table.column_names})."
         )
+    if table.num_rows == 0:
+        raise ValueError(f"{path} holds no rows; pass one of the DeepScaleR difficulty files (deepscaler_*_train.parquet).")
     rows = table.select(["prompt", "extra_info"]).to_pylist()
     try:
-        difficulty = np.array([r["extra_info"]["difficulty"] for r in rows], dtype=np.float64)
+        raw = [r["extra_info"]["difficulty"] for r in rows]
         texts = [r["prompt"][0]["content"] for r in rows]
-    except (KeyError, TypeError, IndexError) as err:
-        raise ValueError(f"{path}: extra_info.difficulty or the prompt text is missing ({err}).") from None
+        bad = next((i for i, d in enumerate(raw)
+                    if isinstance(d, bool) or not isinstance(d, (int, float)) or not np.isfinite(d)), None)
+        if bad is not None:
+            raise ValueError(f"row {bad} has difficulty {raw[bad]!r}, not a number")
+        difficulty = np.array(raw, dtype=np.float64)
+    except (KeyError, TypeError, IndexError, ValueError) as err:
+        raise ValueError(f"{path}: extra_info.difficulty or the prompt text is missing or not a number ({err}); pass "
+                         "one of the DeepScaleR difficulty files (deepscaler_*_train.parquet).") from None
     k = DEEPSCALER_ROLLOUTS * (1.0 - difficulty / 100.0)
-    if np.any(np.abs(k - np.round(k)) > 1e-6) or np.any((k < -1e-6) | (k > DEEPSCALER_ROLLOUTS + 1e-6)):
-        raise ValueError(f"{path}: difficulty is not 100·(1 − k/128) for an integer k in [0, 128].")
+    off = np.flatnonzero((np.abs(k - np.round(k)) > 1e-6) | (k < -1e-6) | (k > DEEPSCALER_ROLLOUTS + 1e-6))
+    if off.size:
+        raise ValueError(f"{path}: difficulty is not 100·(1 − k/128) for an integer k in [0, 128]: row {off[0]} holds "
+                         f"{float(difficulty[off[0]])!r}; pass one of the DeepScaleR difficulty files.")
     return texts, np.round(k).astype(np.int64)
 
 
@@ -396,6 +490,8 @@ def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts
     """
     if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
         raise TypeError(f"paths must be a list of parquet files; got {type(paths).__name__} {paths!r:.60}.")
+    if not paths:
+        raise ValueError("paths is empty; pass at least one DeepScaleR difficulty file (deepscaler_*_train.parquet).")
     return _union([_deepscaler_rows(path) for path in paths])
 
 
@@ -420,11 +516,17 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
     ``deepscaler_k_histograms.provenance.json`` (source repository, commit, each file's sha256,
     the command that made them). The raw parquet files are not copied.
     """
-    shared = Path(shared_dir)
+    shared = _as_path(shared_dir, "shared_dir")
+    if not shared.is_dir():
+        raise ValueError(f"{shared} is not a folder; pass the folder holding the deepscaler_*_train.parquet files "
+                         "(../shared/data/deepscaler-difficulty/).")
     files = sorted(shared.glob("deepscaler_*_train.parquet"))
     if not files:
-        raise ValueError(f"no deepscaler_*_train.parquet files in {shared}.")
-    out = Path(out_dir)
+        raise ValueError(f"no deepscaler_*_train.parquet files in {shared}; pass the folder that holds them "
+                         "(../shared/data/deepscaler-difficulty/).")
+    out = _as_path(out_dir, "out_dir")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; pass a folder for the tables (default: the package's data/solve_rates).")
     out.mkdir(parents=True, exist_ok=True)
     rows = {f.stem: _deepscaler_rows(f) for f in files}  # each file read once
     tables = {name: SolveCounts(name, k, DEEPSCALER_ROLLOUTS) for name, (_, k) in rows.items()}
@@ -449,13 +551,18 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
 
 def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> dict[str, KHistogram]:
     """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128)."""
-    path = Path(data_dir) / f"{TABLE_NAME}.csv"
-    if not path.exists():
-        raise ValueError(f"{path} is missing; it ships with the repository (data/solve_rates/).")
-    rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line]
+    path = _as_path(data_dir, "data_dir") / f"{TABLE_NAME}.csv"
+    fix = ("it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.solve_rates "
+           "build-tables --shared <folder of the DeepScaleR parquet files>.")
     out: dict[str, list[int]] = {}
-    for name, k, count in rows:
-        out.setdefault(name, [0] * (DEEPSCALER_ROLLOUTS + 1))[int(k)] = int(count)
+    seen: set[tuple[str, int]] = set()
+    for row in _read_counts_csv(path, ("table", "k", "count"), fix):
+        name, k = row["table"], row["k"]
+        if not name or k > DEEPSCALER_ROLLOUTS or (name, k) in seen:
+            raise ValueError(f"{path}: the row ({name!r}, k = {k}) needs a table name and k in 0..{DEEPSCALER_ROLLOUTS}, "
+                             f"once per table; {fix}")
+        seen.add((name, k))
+        out.setdefault(name, [0] * (DEEPSCALER_ROLLOUTS + 1))[k] = row["count"]
     return {name: KHistogram(DEEPSCALER_ROLLOUTS, np.array(c)) for name, c in out.items()}
 
 
@@ -469,11 +576,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     build.add_argument("--shared", required=True, help="folder holding deepscaler_*_train.parquet")
     build.add_argument("--out", default=str(DEFAULT_DATA_DIR), help="where the tables go")
     args = parser.parse_args(argv)
-    print(build_deepscaler_tables(args.shared, args.out))
-
-
-if __name__ == "__main__":
-    _main()
+    try:
+        print(build_deepscaler_tables(args.shared, args.out))
+    except (ValueError, TypeError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, seed: int = 0,
@@ -523,3 +630,7 @@ def model_solve_counts(model, problems, num_rollouts: int, max_new_tokens: int, 
     counts = [by_index[i] for i in range(len(problems))]
     labels = {"digits": np.array([p.digits for p in problems]), "carries": np.array([p.carries for p in problems])}
     return SolveCounts("testbed", np.array(counts, dtype=np.int64), num_rollouts, labels)
+
+
+if __name__ == "__main__":
+    _main()

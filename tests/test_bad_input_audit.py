@@ -137,3 +137,226 @@ def test_cost_functions_check_every_input() -> None:
     refused(lambda: costs.full_profile_estimates({"generate_s": 1.0}), r"train_s")
     # valid input: unchanged
     assert costs.estimate_seconds(work, 5, OVERHEADS, 1000.0) == pytest.approx(10 * 1.0 + 4 * 7.0)
+
+
+# --------------------------------------------------------------------------- 3. the Big-Math loader
+
+
+def write_big_math(path: Path, rates, kind=None) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(rates)
+    pq.write_table(pa.table({"prompt": [f"p{i}" for i in range(n)], "source": ["s"] * n,
+                             "llama8b_solve_rate": pa.array(rates, type=kind)}), path)
+    return path
+
+
+def test_big_math_refuses_solve_rates_off_the_grid_of_64(tmp_path: Path) -> None:
+    from stddial_book.solve_rates import load_big_math
+
+    # 0.3 · 64 = 19.2 was rounded to k = 19 without a word
+    path = write_big_math(tmp_path / "bm.parquet", [0.5, None, 0.3, 0.7])
+    message = refused(lambda: load_big_math(path), r"llama8b_solve_rate must be a multiple of 1/64")
+    assert "row 2 holds 0.3" in message and "2 row(s)" in message and str(path) in message
+    # the grid itself is read exactly, nulls are counted as missing
+    table = load_big_math(write_big_math(tmp_path / "ok.parquet", [k / 64 for k in range(65)] + [None]))
+    assert table.num_correct.tolist() == list(range(65)) and table.num_missing == 1
+
+
+def test_big_math_refuses_columns_that_are_not_rates(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from stddial_book.solve_rates import load_big_math
+
+    # a boolean column was read as rates 0 and 1 (k = 0 or 64)
+    path = write_big_math(tmp_path / "bool.parquet", [True, False, True], pa.bool_())
+    refused(lambda: load_big_math(path), r"'llama8b_solve_rate' holds booleans, not solve rates")
+    path = write_big_math(tmp_path / "text.parquet", ["0.5", "0.25"], pa.string())
+    refused(lambda: load_big_math(path), r"'llama8b_solve_rate' is of type string, not numeric")
+    path = write_big_math(tmp_path / "null.parquet", [None, None], pa.float64())
+    refused(lambda: load_big_math(path), r"holds no solve rate")
+    path = write_big_math(tmp_path / "counts.parquet", [0, 32, 64], pa.int64())  # counts k, not rates
+    refused(lambda: load_big_math(path), r"row 1 holds 32.0\. If the column holds counts k, divide them by 64")
+    bad = tmp_path / "broken.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    refused(lambda: load_big_math(bad), r"broken.parquet could not be read as a parquet file")
+    refused(lambda: load_big_math(tmp_path / "missing.parquet"), r"missing.parquet does not exist")
+    refused(lambda: load_big_math(3), r"source must be a path", TypeError)
+    refused(lambda: load_big_math(bad, config=1), r"config must be", TypeError)
+
+
+# --------------------------------------------------------------------------- 7. the table builder's command line
+
+
+@pytest.mark.parametrize("shared", ["no-such-folder", "a-file.txt", "empty-folder"])
+def test_build_tables_command_says_what_is_wrong_in_one_line(tmp_path: Path, shared: str, capsys) -> None:
+    from stddial_book.solve_rates import _main
+
+    (tmp_path / "a-file.txt").write_text("x")
+    (tmp_path / "empty-folder").mkdir()
+    with pytest.raises(SystemExit) as info:  # was a traceback and exit status 1
+        _main(["build-tables", "--shared", str(tmp_path / shared), "--out", str(tmp_path / "out")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and shared in err[0]
+    # the same through the module's command line
+    run = subprocess.run([sys.executable, "-m", "stddial_book.solve_rates", "build-tables", "--shared",
+                          str(tmp_path / shared), "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and shared in lines[0], run.stderr
+    assert "deepscaler_*_train.parquet" in lines[0]
+
+
+# --------------------------------------------------------------------------- 8. loaders: a one-line error naming the file
+
+
+def test_figure_reader_names_a_missing_truncated_or_foreign_file(tmp_path: Path) -> None:
+    from stddial_book import bigmath_figure as bf
+    from stddial_book.resources import data_path
+
+    real = data_path(*bf.FIGURE_FILE).read_bytes()
+    truncated = tmp_path / "truncated.pdf"
+    truncated.write_bytes(real[:200])  # the header, no page yet
+    cut_stream = tmp_path / "cut.pdf"
+    start = real.index(b"stream", real.index(b"/FlateDecode")) + 7
+    cut_stream.write_bytes(real[:start + 200])
+    damaged = tmp_path / "damaged.pdf"
+    damaged.write_bytes(real[:start] + bytes(200) + real[start + 200:])
+    text = tmp_path / "notes.pdf"
+    text.write_text("just some text")
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    for path, why in ((tmp_path / "missing.pdf", "does not exist"), (truncated, "could not be read as the paper's"),
+                      (cut_stream, "truncated"), (damaged, "does not inflate"), (text, "not a PDF"),
+                      (empty, "not a PDF"), (tmp_path, "cannot be read")):
+        message = refused(lambda: bf.read_figure(path), why)
+        assert str(path) in message and "fig_realdata.pdf" in message
+    refused(lambda: bf.read_figure(None), r"path must be", TypeError)
+    message = refused(lambda: bf.build_big_math_table(tmp_path / "missing.pdf", tmp_path), r"does not exist")
+    assert "missing.pdf" in message
+    refused(lambda: bf.counts_from_figure({"bars": []}), r"figure must be", TypeError)
+
+
+def committed_big_math() -> str:
+    from stddial_book.resources import data_path
+
+    return data_path("solve_rates", "big_math_k_histogram.csv").read_text()
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda t: None, r"is missing"),
+    (lambda t: "", r"must start with the header k,count"),
+    (lambda t: "k,count\n", r"holds no rows"),
+    (lambda t: t.replace("k,count", "k,n"), r"header k,count"),
+    (lambda t: t.replace("\n1,14611", "\n1,x"), r"line 3: count must be a whole number"),
+    (lambda t: t.replace("\n1,14611", "\n1,nan"), r"count must be a whole number"),
+    (lambda t: t.replace("\n1,14611", "\n1,-5"), r"count must be >= 0"),
+    (lambda t: t.replace("\n1,14611", "\n1,14611,3"), r"expected 2 values"),
+    (lambda t: t.replace("\n1,14611", ""), r"k = 0..64 once each"),
+])
+def test_big_math_table_loader_names_the_file_and_line(tmp_path: Path, edit, why) -> None:
+    from stddial_book.bigmath_figure import load_big_math_histogram
+
+    text = edit(committed_big_math())
+    if text is not None:
+        (tmp_path / "big_math_k_histogram.csv").write_text(text)
+    message = refused(lambda: load_big_math_histogram(tmp_path), why)
+    assert "big_math_k_histogram.csv" in message and "rebuild it" in message
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda t: None, r"is missing"),
+    (lambda t: "table,k,count\n", r"holds no rows"),  # was an empty dict of tables, silently
+    (lambda t: t.replace("table,k,count", "table,count"), r"header table,k,count"),
+    (lambda t: t + "deepscaler_x_train,129,4\n", r"k in 0..128"),  # was an IndexError
+    (lambda t: t + "deepscaler_x_train,-1,4\n", r"k must be >= 0"),  # was the last entry, silently
+    (lambda t: t + "deepscaler_x_train,3,nan\n", r"count must be a whole number"),
+    (lambda t: t + "deepscaler_x_train,3\n", r"expected 3 values"),  # was a ValueError about unpacking
+    (lambda t: t + "deepscaler_x_train,3,1\ndeepscaler_x_train,3,2\n", r"once per table"),
+])
+def test_committed_deepscaler_tables_loader_names_the_file(tmp_path: Path, edit, why) -> None:
+    from stddial_book.resources import data_path
+    from stddial_book.solve_rates import load_committed_histograms
+
+    text = edit(data_path("solve_rates", "deepscaler_k_histograms.csv").read_text())
+    if text is not None:
+        (tmp_path / "deepscaler_k_histograms.csv").write_text(text)
+    message = refused(lambda: load_committed_histograms(tmp_path), why)
+    assert "deepscaler_k_histograms.csv" in message
+
+
+def write_deepscaler(path: Path, texts, difficulties) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({
+        "prompt": [[{"content": t, "role": "user"}] for t in texts],
+        "extra_info": [{"difficulty": d, "index": i, "split": "train"} for i, d in enumerate(difficulties)],
+    }), path)
+    return path
+
+
+def test_deepscaler_loader_refuses_missing_empty_and_nan(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stddial_book.solve_rates import union_of_deepscaler
+
+    good = write_deepscaler(tmp_path / "deepscaler_a_train.parquet", ["x", "y"], [0.0, 50.0])
+    assert union_of_deepscaler([good])[0].num_correct.tolist() == [128, 64]
+    # NaN difficulty passed the integer check (NaN compares False) and became a garbage k
+    nan = write_deepscaler(tmp_path / "nan.parquet", ["x", "y"], [0.0, math.nan])
+    refused(lambda: union_of_deepscaler([nan]), r"nan.parquet.*row 1 has difficulty nan")
+    null = write_deepscaler(tmp_path / "null.parquet", ["x", "y"], [0.0, None])
+    refused(lambda: union_of_deepscaler([null]), r"null.parquet.*row 1 has difficulty None")
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"prompt": pa.array([], pa.list_(pa.struct([("content", pa.string())]))),
+                             "extra_info": pa.array([], pa.struct([("difficulty", pa.float64())]))}), empty)
+    refused(lambda: union_of_deepscaler([empty]), r"empty.parquet holds no rows")
+    refused(lambda: union_of_deepscaler([tmp_path / "missing.parquet"]), r"missing.parquet does not exist")
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet at all")
+    refused(lambda: union_of_deepscaler([broken]), r"broken.parquet could not be read as a parquet file")
+    refused(lambda: union_of_deepscaler([]), r"paths is empty")
+    refused(lambda: union_of_deepscaler([None]), r"path must be a path", TypeError)
+
+
+def test_resources_and_other_loaders_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stddial_book import dapo_curve, pools, resources
+
+    refused(lambda: resources.sha256(tmp_path / "missing.bin"), r"missing.bin does not exist")
+    refused(lambda: resources.sha256(tmp_path), r"cannot be read")
+    refused(lambda: resources.require_sha256(tmp_path / "missing.bin", "0" * 64, "a file"), r"missing.bin")
+    refused(lambda: resources.data_path("solve_rates", 3), r"strings", TypeError)
+    refused(lambda: resources.data_path(".."), r"inside the book's data folder")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    refused(lambda: resources.write_table(blocker, "t", ["k"], [[1]], {}), r"a-file.*is a file")
+    refused(lambda: resources.write_table(blocker / "sub", "t", ["k"], [[1]], {}), r"is a file")
+    refused(lambda: resources.write_table(tmp_path, "../t", ["k"], [[1]], {}), r"plain file name")
+    # the DAPO points: a missing file, text where a number belongs, NaN (which passed every check), one column
+    good = dapo_curve.load_dapo_fig3b()
+    assert good[0].size == 60
+    lines = (REPO / "data" / "dapo" / "dapo_fig3b_allcorrect.csv").read_text().splitlines()
+    for change, why in ((None, "is missing"), ((3, "223,x"), "line 4: expected a step and a fraction"),
+                        ((3, "223,nan"), "line 4: the step and fraction must be finite"),
+                        ((3, "223"), "line 4: expected a step"), ((3, "-5,0.1"), "steps must increase")):
+        path = tmp_path / "points.csv"
+        if change is None:
+            path.unlink(missing_ok=True)
+        else:
+            edited = list(lines)
+            edited[change[0]] = change[1]
+            path.write_text("\n".join(edited) + "\n")
+        message = refused(lambda: dapo_curve.load_dapo_fig3b(path), why)
+        assert "points.csv" in message
+    # the DeepScaleR provenance (JSON)
+    monkeypatch.setattr(pools, "data_path", lambda *parts: tmp_path / parts[-1])
+    refused(lambda: pools.deepscaler_provenance(), r"provenance.json is missing")
+    (tmp_path / "deepscaler_k_histograms.provenance.json").write_text("{not json")
+    refused(lambda: pools.deepscaler_provenance(), r"is not a readable JSON file")
+    (tmp_path / "deepscaler_k_histograms.provenance.json").write_text("[1, 2]")
+    refused(lambda: pools.deepscaler_provenance(), r"lacks the 'source' and 'union'")

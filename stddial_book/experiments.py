@@ -11,10 +11,10 @@ its last checkpoint. The cache lives in ``$STDDIAL_CACHE`` (default ``~/.cache/s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -236,9 +236,31 @@ def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
     key = _key("sft", {"model": profile.model, "task": profile.task, "sft": profile.sft, "seed": seed,
                        "max_new_tokens": profile.train["max_new_tokens"], "device": profile.device})
     out = cache_dir() / key
-    if not (out / "model.safetensors").exists():
-        sft_to_dir(profile, seed, out, progress=progress, command=f"warm_start(profile={profile.name!r}, seed={seed})")
+    with _cache_lock(out):
+        if not (out / "model.safetensors").exists():
+            sft_to_dir(profile, seed, out, progress=progress,
+                       command=f"warm_start(profile={profile.name!r}, seed={seed})")
     return out
+
+
+@contextlib.contextmanager
+def _cache_lock(entry: Path):
+    """Hold an exclusive lock on one cache entry while it is made: processes sharing the cache (the
+    test runner's workers, a build beside the tests) wait for a run another one is making and then
+    reuse it, instead of making it twice in the same directory. The lock is a small file beside the
+    entry (``.<key>.lock``, never removed); without ``fcntl`` (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on Linux or macOS
+        yield
+        return
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with open(entry.parent / f".{entry.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = False, **changes) -> Path:
@@ -255,14 +277,15 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     key = _key("rl", {"profile": profile.name, "init": init.name, "train": config.to_dict()})
     out = cache_dir() / key
     done = out / "done"
-    if not done.exists():
-        resume = checkpoint_dir(out) is not None
-        if not resume:
-            remove_stale_run(out)
-        name = config.recipe.name
-        train_to_dir(profile, config.recipe, seed, init, out, resume=resume, progress=progress,
-                     command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})", **changes)
-        done.write_text("finished\n")
+    with _cache_lock(out):
+        if not done.exists():
+            resume = checkpoint_dir(out) is not None
+            if not resume:
+                remove_stale_run(out)
+            name = config.recipe.name
+            train_to_dir(profile, config.recipe, seed, init, out, resume=resume, progress=progress,
+                         command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})", **changes)
+            done.write_text("finished\n")
     return out
 
 

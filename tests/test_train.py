@@ -776,3 +776,30 @@ def test_length_cuts_are_the_cheapest_split_at_length_boundaries() -> None:
                    for chosen in itertools.combinations(boundaries, k))
         cuts = train_module._length_cuts(prompt, completion, group)
         assert cuts[0] == 0 and cuts[-1] == n and cost(cuts) == best
+
+
+def test_two_processes_sharing_the_cache_make_a_run_once(tiny_profile, tmp_path, monkeypatch) -> None:
+    """The test runner's workers (and a build beside them) share one run cache: the second process
+    waits for the warm start the first is making and reuses it, instead of training into the same
+    directory at the same time."""
+    import multiprocessing
+
+    monkeypatch.setenv(experiments.ENV_CACHE, str(tmp_path / "cache"))
+    made = tmp_path / "made.txt"
+    real = experiments.sft_to_dir
+
+    def counting(*args, **kwargs):
+        with open(made, "a") as handle:
+            handle.write("sft\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(experiments, "sft_to_dir", counting)
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=experiments.warm_start, args=(TINY,)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert made.read_text() == "sft\n"
+    assert (experiments.warm_start(TINY) / "model.safetensors").is_file()

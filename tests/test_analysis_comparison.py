@@ -252,7 +252,9 @@ def test_comparison_and_spread_figures_show_the_numbers() -> None:
     fig = comparison_figure(runs, 4)
     assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= 10
     heights = [p.get_height() for p in fig.axes[0].patches]
-    np.testing.assert_allclose(heights[:2], mass_by_sigma(runs["GRPO"][0], 4)["mass"])
+    # GRPO's mass at k = 1 and k = 2 of 4: weights σ = √3/4 and 1/2, shares of their sum
+    np.testing.assert_allclose(heights[:2], [edge / (edge + 0.5), 0.5 / (edge + 0.5)], rtol=1e-12)
+    np.testing.assert_allclose(heights[:2], mass_by_sigma(runs["GRPO"][0], 4)["mass"], rtol=1e-12)
     grpo_line = fig.axes[1].get_lines()[0]
     assert grpo_line.get_ydata()[-1] == pytest.approx(0.5)  # mean of 0.4 and 0.6 at the end
     values = {"m1": {"GRPO": [0.1, 0.2, 0.3], "DAPO": [0.4, 0.5, 0.6]}, "m2": {"GRPO": [1, 2, 3], "DAPO": [1, 1, 1]}}

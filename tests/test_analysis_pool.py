@@ -77,6 +77,19 @@ def test_mass_by_band_shares() -> None:
     grpo = mass_by_band(fake_run(), GRPO, 4, num_bands=3)
     assert grpo["realised"][2] == 0  # the always-solved prompt never reached the update
     assert grpo["realised"][1] == pytest.approx((0.5 + 0.433013) / (0.5 + 2 * 0.433013))
+    # expected, by hand: G = 4 drawn from n = 8 stored samples (hypergeometric). Prompt 2 measured 4 of 8
+    # at step 0 gives j = 1, 2, 3 correct with probabilities 16/70, 36/70, 16/70; prompt 0 measured 2 of 8
+    # at step 2 gives j = 1, 2 with 40/70, 15/70; prompts at 0 or 8 of 8 are surely silent. Prompt 2 is
+    # drawn at steps 1 and 2 (step-0 measurement), prompt 0 at step 3 (step-2 measurement).
+    # GRPO: w = σ = √3/4 at j = 1, 3 and 1/2 at j = 2
+    band1 = 2 * (32 * math.sqrt(3) / 4 + 36 / 2) / 70
+    band0 = (40 * math.sqrt(3) / 4 + 15 / 2) / 70
+    np.testing.assert_allclose(grpo["expected"], np.array([band0, band1, 0]) / (band0 + band1), rtol=1e-12)
+    # Dr. GRPO: w = σ² = 3/16 at j = 1, 3 and 1/4 at j = 2
+    band1 = 2 * (32 * 3 / 16 + 36 / 4) / 70
+    band0 = (40 * 3 / 16 + 15 / 4) / 70
+    dr = mass_by_band(fake_run(), DR_GRPO, 4, num_bands=3)
+    np.testing.assert_allclose(dr["expected"], np.array([band0, band1, 0]) / (band0 + band1), rtol=1e-12)
 
 
 def test_welch_by_hand() -> None:

@@ -1,8 +1,10 @@
 # The Std Dial: build the book, run the tests.
 #
-#   make book         execute every chapter and build the site into _build/html
-#   make test         run the whole test suite (chapter execution included); the workflow
-#                     .github/workflows/tests.yml runs it, and .ci/lowest, on every push
+#   make book         build the site into _build/html, executing every chapter whose executed
+#                     notebook is not already in the execution cache (make test fills it)
+#   make test         run the whole test suite (chapter execution included) on JOBS processes;
+#                     the workflow .github/workflows/tests.yml runs it, and .ci/lowest, on every push
+#   make check        the fast unit tests only (no chapter, no training run, no TRL): under a minute
 #   make screenshots  PNG of every page of an already built site (needs chromium)
 #   make overflow     what sticks out of the text column on any built page (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
@@ -30,11 +32,18 @@ STAMP  := $(VENV)/.stamp
 # those of 10-12) are cached by a hash of their configuration and of the package's code
 # (stddial_book.experiments), so `make book` after `make test` reuses them. Chapter 14's short
 # TRL run is not cached and runs each time.
+# The chapters' executed notebooks go into one execution cache (tools/exec_cache.py): make test
+# stores each chapter it executes there, and the build renders them instead of executing the
+# chapters again. The cache is keyed on the package, its data, the installed versions and the
+# settings above; any change empties it, and the build then executes what is missing.
+EXEC_CACHE := $(CURDIR)/_build/.jupyter_cache
 RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/runs
-TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg
+TEST_ENV := $(RUN_ENV) MPLBACKEND=Agg STDDIAL_BOOK_CACHE=$(EXEC_CACHE)
 BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
+# Test processes (pytest-xdist); each is single-threaded. JOBS=1 runs the suite in one process.
+JOBS ?= 2
 
-.PHONY: .venv venv book test screenshots overflow sync publish clean distclean
+.PHONY: .venv venv book test check screenshots overflow sync publish clean distclean
 
 .venv: $(STAMP)
 venv: $(STAMP)
@@ -51,11 +60,15 @@ $(STAMP): requirements.txt bench/requirements-trl.txt pyproject.toml
 # every chapter against the current package and no stale page survives.
 book: .venv
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(BOOK_ENV) $(BIN)/python tools/exec_cache.py prepare $(EXEC_CACHE)
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Built: _build/html/index.html"
 
 test: .venv
-	$(TEST_ENV) $(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q $(if $(filter-out 1,$(JOBS)),-n $(JOBS))
+
+check: .venv
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not chapters and not trl and not slow"
 
 screenshots: .venv
 	@test -d _build/html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }

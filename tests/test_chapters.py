@@ -6,9 +6,11 @@ broken chapter is caught by ``make test`` as well as by ``make book``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import jupytext
@@ -78,14 +80,16 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
     # the kernel must pick its inline backend, as in the book and in Colab: with MPLBACKEND=Agg
     # (the tests' setting) a notebook shows no figure at all
     monkeypatch.delenv("MPLBACKEND", raising=False)
-    notebook = jupytext.read(chapter)
+    notebook = _read_page(chapter)
     env_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["PATH"] = env_path  # the kernel must be this environment's Python
     # From an empty working directory, as a Colab reader runs it: a chapter must find its data
     # through the package, never through a path relative to the repository.
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(tmp_path)}})
+    started = time.perf_counter()
     client.execute()
+    seconds = time.perf_counter() - started
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
@@ -105,3 +109,33 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
                 glued |= set(re.findall(r"^([A-Za-z0-9_]+) = ", out.get("text", ""), re.M))
     used = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", chapter.read_text()))
     assert used <= glued, f"glue names used but never glued: {sorted(used - glued)}"
+    # checked: the build may render these outputs instead of executing the page again
+    if os.environ.get(BOOK_CACHE_ENV) and _EXEC_CACHE is not None:
+        _EXEC_CACHE.store(notebook, chapter, seconds, Path(os.environ[BOOK_CACHE_ENV]))
+
+
+#: ``make test`` sets this to the book's execution cache (tools/exec_cache.py): each chapter the
+#: tests execute and check is stored there, parsed as the site build parses it, and ``make book``
+#: renders it instead of executing the chapter a second time.
+BOOK_CACHE_ENV = "STDDIAL_BOOK_CACHE"
+
+
+def _load_exec_cache():
+    """tools/exec_cache.py, where the build's parser (myst-nb) is installed; else None (the
+    lowest-versions job, which has no Sphinx and never writes the book's cache)."""
+    try:
+        import myst_nb  # noqa: F401
+    except ImportError:
+        return None
+    spec = importlib.util.spec_from_file_location("exec_cache", ROOT / "tools" / "exec_cache.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_EXEC_CACHE = _load_exec_cache()
+
+
+def _read_page(chapter: Path):
+    """The page as the site build reads it (myst-nb), or as jupytext reads it without Sphinx."""
+    return _EXEC_CACHE.read_page(chapter) if _EXEC_CACHE is not None else jupytext.read(chapter)

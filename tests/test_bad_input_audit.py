@@ -360,3 +360,64 @@ def test_resources_and_other_loaders_name_the_file(tmp_path: Path, monkeypatch: 
     refused(lambda: pools.deepscaler_provenance(), r"is not a readable JSON file")
     (tmp_path / "deepscaler_k_histograms.provenance.json").write_text("[1, 2]")
     refused(lambda: pools.deepscaler_provenance(), r"lacks the 'source' and 'union'")
+
+
+# --------------------------------------------------------------------------- 6. the minimal group size, by bisection
+
+
+def brute_force_minimal_group_size(eps: float, p: float, limit: int = 4096) -> int:
+    """The first G = 2, 3, ... with gradient_fidelity ≥ 1 − ε, scanned in blocks (what minimal_group_size did)."""
+    for start in range(2, limit + 1, 64):
+        sizes = np.arange(start, min(start + 64, limit + 1))
+        hit = np.nonzero(np.asarray(identity.gradient_fidelity(np.full(sizes.shape, p), sizes)) >= 1.0 - eps)[0]
+        if hit.size:
+            return int(sizes[hit[0]])
+    raise AssertionError(f"the scan to {limit} is too short for eps={eps}, p={p}")
+
+
+@pytest.mark.parametrize("eps", [0.3, 0.1, 0.05, 0.02, 0.01])
+def test_minimal_group_size_equals_the_scan(eps: float) -> None:
+    for p in (0.02, 0.05, 0.1, 0.17, 0.3, 0.5, 0.62, 0.9, 0.95, 0.98, 1e-3, 0.999):
+        if identity.group_size_law(eps, p) > 600:
+            continue
+        assert identity.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p), (eps, p)
+
+
+def test_minimal_group_size_is_fast_and_bounded_for_extreme_inputs() -> None:
+    start = time.perf_counter()
+    # p = ε = 1e-6 needs G ≈ 1.25e11: the scan of every G would never end; the old code refused any
+    # max_group_size above 1e7 and took about 10 s to refuse at 1e7
+    found = identity.minimal_group_size(1e-6, 1e-6, max_group_size=10**12)
+    assert time.perf_counter() - start < 1.0
+    law = float(identity.group_size_law(1e-6, 1e-6))
+    assert law <= found <= 1.001 * law
+    assert identity.gradient_fidelity(1e-6, found) >= 1 - 1e-6 > identity.gradient_fidelity(1e-6, found - 1)
+    start = time.perf_counter()
+    refused(lambda: identity.minimal_group_size(1e-6, 1e-6, max_group_size=10**7), r"no G ≤ 10000000 reaches")
+    refused(lambda: identity.minimal_group_size(1e-6, 1e-9, max_group_size=10**12), r"raise max_group_size \(up to 1e\+12")
+    refused(lambda: identity.minimal_group_size(0.05, 0.5, max_group_size=10**13), r"max_group_size=10000000000000 is above")
+    assert time.perf_counter() - start < 1.0
+    # answers between the old scan's reach and the bound, quickly and minimal
+    for eps, p in ((1e-3, 0.01), (1e-4, 0.5), (1e-5, 0.3), (1e-8, 0.5)):
+        start = time.perf_counter()
+        found = identity.minimal_group_size(eps, p, max_group_size=10**12)
+        assert time.perf_counter() - start < 1.0, (eps, p)
+        assert identity.gradient_fidelity(p, found) >= 1 - eps > identity.gradient_fidelity(p, found - 1), (eps, p)
+
+
+def test_large_group_sums_are_accurate() -> None:
+    """Above G = 4096 E[σ̂] sums Loader's probabilities over ±15 SD (the log-gamma sum lost ~1e-10 at 1e5)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    for G, p in ((5000, 0.3), (9000, 0.01), (12000, 0.5)):
+        P = mpmath.mpf(p)
+        pmf, total = (1 - P) ** G, mpmath.mpf(0)
+        for k in range(G):  # exact terms by recurrence: pmf(k + 1) = pmf(k) (G − k)/(k + 1) p/(1 − p)
+            pmf = pmf * (G - k) / (k + 1) * P / (1 - P)
+            total += pmf * mpmath.sqrt(mpmath.mpf(k + 1) / G * (1 - mpmath.mpf(k + 1) / G))
+        assert float(identity.expected_group_std(p, G)) == pytest.approx(float(total), rel=1e-14)
+    # G up to 1e12 agrees with the expansion 1 − 1/(8Gp(1 − p)), whose next term is O(1/G²)
+    for G in (10**8, 10**10, 10**12):
+        assert float(identity.gradient_fidelity(0.3, G)) == pytest.approx(float(identity.attenuated_fidelity(0.3, G)),
+                                                                          abs=1e-15)
+    refused(lambda: identity.expected_group_std(0.5, 10**12 + 1), r"above 1e\+12")

@@ -81,5 +81,5 @@ def test_consistency_numbers_read_the_fit(fit) -> None:
     empty = fit_consistency(load_big_math_histogram().solve_rates, load_big_math_histogram().counts,
                             fit.steps, fit.logged, bootstrap=0)
     assert np.isnan(consistency_numbers(empty)["boot_low"])  # no resamples: undefined, not 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"percentiles must be a pair \(low, high\) with 0 <= low <= high <= 100"):
         consistency_numbers(fit, percentiles=(90, 10))

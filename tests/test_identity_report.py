@@ -54,7 +54,7 @@ def test_advantage_table_refuses_mismatched_shapes() -> None:
         advantage_table({"GRPO": np.zeros((2, 4))}, [1, 2, 3])
     with pytest.raises(ValueError, match="exceeds the group size"):
         advantage_table({"GRPO": np.zeros((1, 4))}, [5])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="advantages must map each recipe's name"):
         advantage_table([np.zeros((1, 4))], [1])
 
 
@@ -105,7 +105,7 @@ def test_drift_numbers_reads_a_hand_made_summary() -> None:
     assert (numbers["clipped_last"], numbers["dev_last"], numbers["ratio_dev_last"]) == (0.1, 0.6, 0.1)
     never = drift_numbers(summary[:1])
     assert math.isnan(never["first_clip_step"]) and math.isnan(never["first_clip_high"])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="summary must be the non-empty list drift_summary returns"):
         drift_numbers({})
 
 

@@ -27,7 +27,7 @@ def test_pool_numbers_refuses_a_group_larger_than_the_stored_samples() -> None:
         pool_numbers(KHistogram(4, np.array([0, 1, 1, 1, 0])), group_size=8)
     with pytest.raises(ValueError, match="no prompts"):
         pool_numbers(KHistogram(4, np.zeros(5)), group_size=2)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="hist must be a KHistogram"):
         pool_numbers([0, 1, 1, 1, 0])
 
 
@@ -44,7 +44,7 @@ def test_budget_bands_by_hand() -> None:
     assert bands["ext_dr_8"] == pytest.approx(bands["ext_dr"])  # (G − 1)/G cancels in a share
     assert bands["ext_grpo_8"] < bands["ext_grpo"]              # the finite group attenuates the extreme
     assert set(bands) == {f"{b}_{r}{s}" for b in ("ext", "med") for r in ("dr", "grpo") for s in ("", "_8")}
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="group_sizes must be a list of group sizes"):
         budget_bands(KHistogram(20, counts), group_sizes=8)
 
 

@@ -34,6 +34,40 @@ def _check_records(records: list[dict[str, Any]], name: str = "records") -> list
     return list(records)
 
 
+def _check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int:
+    """``group_size`` as an int G ≥ 2, after checking it is the G the run's log was written with.
+
+    Three things in a training log tell G: a generated group's k correct is at most G
+    (``groups_generated/k``), a step generated G samples per group (``samples/step_generated``
+    over the number of groups), and a group's σ is sqrt(k (G − k)) / G for some k (``groups/sigma``).
+    A wrong G otherwise gives a silently wrong answer (a silent-fraction R² far below zero, an extreme
+    share of 0); the message names the G the log holds."""
+    G = check_group_size(group_size)
+    hint = "pass the run's own group size (provenance['config']['train']['group_size'])"
+    for r in _check_records(records):
+        ks = r.get("groups_generated/k")
+        if ks is None:
+            continue
+        k = np.asarray(ks, dtype=np.float64)
+        if k.size and (k.max() > G or k.min() < 0):
+            raise ValueError(f"group_size={G} does not match the run: step {r.get('step')} logs a group with "
+                             f"k = {int(k.max()) if k.max() > G else int(k.min())} correct, outside 0..{G}; {hint}.")
+        generated = r.get("samples/step_generated")
+        if k.size and isinstance(generated, (int, float)) and not isinstance(generated, bool) \
+                and generated != G * k.size:
+            per = generated / k.size
+            raise ValueError(f"group_size={G} does not match the run: step {r.get('step')} generated {generated:g} "
+                             f"samples in {k.size} groups, {per:g} per group; {hint} (here {per:g}).")
+        sigma = r.get("groups/sigma")
+        if sigma:
+            levels = np.sqrt(np.arange(G + 1) * (G - np.arange(G + 1))) / G
+            odd = [s for s in np.asarray(sigma, dtype=np.float64) if not np.isclose(levels, s, atol=1e-5).any()]
+            if odd:
+                raise ValueError(f"group_size={G} does not match the run: step {r.get('step')} logs a group with "
+                                 f"σ = {odd[0]:g}, which no k of G = {G} binary rewards gives; {hint}.")
+    return G
+
+
 def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
     """The last evaluation of a run: ``eval/...`` metrics without the prefix."""
     records = _check_records(records)
@@ -117,7 +151,7 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
     Those groups have the smallest non-zero σ = sqrt(G − 1)/G; GRPO weights them by σ and
     Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 13).
     """
-    group_size = check_group_size(group_size)
+    group_size = _check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
     if weight.sum() == 0:
         raise ValueError("no group reached an update in this run.")
@@ -193,11 +227,10 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     of groups each) before R² is taken. Chapter 11.
     """
     steps_m, n, K = pool_history(records)
-    G = group_size
+    G = group_size = _check_run_group_size(records, group_size)
     silent_value = np.zeros(G + 1)
     silent_value[[0, G]] = 1.0
     per_prompt = np.array([hypergeometric_expectation(k, n, G, silent_value) for k in K])
-    group_size = check_group_size(group_size)
     step_ids, measured, predicted, interval, variance, counts = [], [], [], [], [], []
     for r in records:
         if r["step"] == 0 or "groups_generated/k" not in r:
@@ -280,7 +313,8 @@ def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_ban
 
     steps_m, n, K = pool_history(records)
     bands = initial_bands(records, num_bands)
-    G = group_size
+    num_bands = check_int(num_bands, "num_bands", minimum=1)  # initial_bands has checked it
+    G = _check_run_group_size(records, group_size)
     weights = np.asarray(update_weight(np.arange(G + 1) / G, recipe, G), dtype=np.float64)
     expected_per_prompt = np.array([hypergeometric_expectation(k, n, G, weights) for k in K])
     realised = np.zeros(num_bands)
@@ -408,7 +442,7 @@ def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float
     when rounds ask only for the missing groups and no step hit the cap: bookkeeping); and from
     the closed form, f = E[p^G + (1 − p)^G] over the prompts drawn (:func:`silent_check`: the
     prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap."""
-    group_size = check_group_size(group_size)
+    group_size = _check_run_group_size(records, group_size)
     steps = [r for r in _check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
         raise ValueError("this run log holds no training step.")
@@ -443,7 +477,8 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     ``passed`` (labels of the comparisons beyond z*), ``passed_details`` (for each of them the
     metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b, as
     :func:`difference_phrase` takes them) and ``summary`` (``tests``, ``passed``,
-    ``passed_names``, ``z_star``, ``level``).
+    ``passed_names``, ``z_star``, ``level``, ``not_testable``: the comparisons with a single seed on
+    either side, whose cells say "not testable with one seed" and which never pass).
     """
     from itertools import combinations
     from statistics import NormalDist
@@ -465,13 +500,17 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     if tests == 0:
         raise ValueError("need at least two recipes to compare.")
     z_star = float(NormalDist().inv_cdf(1 - level / (2 * tests)))
-    rows, passed, details = [], [], []
+    rows, passed, details, untestable = [], [], [], 0
     for label, per_recipe in values.items():
         row = [label]
         for a, b in pairs:
             result = welch(per_recipe[a], per_recipe[b])
-            beyond = abs(result["z"]) > z_star
-            row.append(f"{_signed(result['difference'])} ± {result['se']:.3f}{' *' if beyond else ''}")
+            beyond = bool(abs(result["z"]) > z_star)  # False for NaN: one seed decides nothing
+            if math.isnan(result["z"]):
+                untestable += 1
+                row.append(f"{_signed(result['difference'])} ({NOT_TESTABLE})")
+            else:
+                row.append(f"{_signed(result['difference'])} ± {result['se']:.3f}{' *' if beyond else ''}")
             if beyond:
                 passed.append(f"{label}, {a} − {b}")
                 details.append({"metric": label, "a": a, "b": b, **result})
@@ -479,7 +518,7 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     return {"header": ["final value"] + [f"{a} − {b}" for a, b in pairs], "rows": rows, "passed": passed,
             "passed_details": details,
             "summary": {"tests": tests, "passed": len(passed), "passed_names": "; ".join(passed) or "none",
-                        "z_star": z_star, "level": level}}
+                        "z_star": z_star, "level": level, "not_testable": untestable}}
 
 
 def difference_phrase(detail: dict[str, Any], where: str = "") -> str:
@@ -498,16 +537,29 @@ def difference_phrase(detail: dict[str, Any], where: str = "") -> str:
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se.
 
-    With no noise (se = 0) z is ±inf for a difference and 0 for none.
+    With no noise (se = 0) z is ±inf for a difference and 0 for none. With fewer than two values on
+    either side the noise cannot be measured: ``se`` and ``z`` are NaN (not testable with one seed),
+    so no threshold on |z| is ever passed.
     """
     ma, sa = seed_summary(a)
     mb, sb = seed_summary(b)
+    if min(_count(a), _count(b)) < 2:
+        return {"difference": ma - mb, "se": float("nan"), "z": float("nan")}
     se = math.sqrt(sa**2 + sb**2) if max(sa, sb) < 1e150 else math.hypot(sa, sb)  # no overflow in the squares
     diff = ma - mb
     if not (math.isfinite(diff) and math.isfinite(se)):
         raise ValueError(f"the difference of means {ma:g} − {mb:g} overflows float64; rescale the values.")
     z = diff / se if se > 0 else (float("inf") * np.sign(diff) if diff != 0 else 0.0)
     return {"difference": diff, "se": se, "z": z}
+
+
+def _count(values: Sequence[float]) -> int:
+    """How many values (seeds) ``values`` holds; it has passed :func:`seed_summary`'s checks."""
+    return int(to_numpy(values, "values").size)
+
+
+#: What a comparison shows when a recipe has a single seed: its noise cannot be measured.
+NOT_TESTABLE = "not testable with one seed"
 
 
 # --- one run, and the testbed, in numbers (chapters 9-12) -------------------------------------
@@ -529,7 +581,7 @@ def mass_by_sigma(records: list[dict[str, Any]], group_size: int) -> dict[str, n
     Dr. GRPO by σ², so ``mass`` leans towards k = G/2 more under Dr. GRPO; ``mass[0]`` is
     :func:`extreme_mass_share`. Chapters 10-12.
     """
-    G = check_group_size(group_size)
+    G = _check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
     k = np.arange(1, G // 2 + 1)
     levels = np.sqrt(k * (G - k)) / G
@@ -559,7 +611,7 @@ def run_summary(provenance: dict[str, Any], records: list[dict[str, Any]], group
     if not isinstance(provenance, dict):
         raise TypeError(f"provenance must be the dict load_run returns first; got {type(provenance).__name__}.")
     records = _check_records(records)
-    G = check_group_size(group_size)
+    G = _check_run_group_size(records, group_size)
     steps = [r for r in records if r["step"] > 0]
     if not steps:
         raise ValueError("this run log holds no training step.")
@@ -806,7 +858,7 @@ def replay_refill(records: list[dict[str, Any]], group_size: int, prompts_per_st
     """
     from .sampling import DynamicSampler
 
-    G = check_group_size(group_size)
+    G = _check_run_group_size(records, group_size)
     prompts_per_step = check_int(prompts_per_step, "prompts_per_step", minimum=1)
     max_rounds = check_int(max_rounds, "max_rounds", minimum=1)
     out: dict[str, list] = {"rounds": [], "hit_cap": [], "groups_kept": [], "groups_generated": [],
@@ -972,8 +1024,9 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", thresho
     final mean solve rate (Welch), each difference counting only beyond ``threshold`` standard
     errors (chapter 13). Returns ``summary`` (for ``glue_all``: ``diff_<key>``, ``se_<key>``,
     ``z_<key>`` of reference − key, the ``threshold``, the number of ``tests`` and ``level``, the
-    family-wise chance of a false pass under the normal approximation, tests · 2Φ(−threshold))
-    and ``passed``, the labels of the comparisons beyond the threshold."""
+    family-wise chance of a false pass under the normal approximation, tests · 2Φ(−threshold), and
+    ``not_testable``, the comparisons with a single seed on either side, whose z is NaN and which never
+    pass) and ``passed``, the labels of the comparisons beyond the threshold."""
     from statistics import NormalDist
 
     from .recipes import get_recipe
@@ -986,9 +1039,11 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", thresho
     summary: dict[str, float] = {"threshold": threshold, "tests": len(others),
                                  "level": len(others) * 2 * NormalDist().cdf(-threshold)}
     passed = []
+    summary["not_testable"] = 0
     for key in others:
         res = welch(final[reference], final[key])
         summary.update({f"diff_{key}": res["difference"], f"se_{key}": res["se"], f"z_{key}": res["z"]})
+        summary["not_testable"] += math.isnan(res["z"])  # a single seed: no noise to compare with
         if abs(res["z"]) > threshold:
             passed.append(f"{get_recipe(reference).name} − {get_recipe(key).name}")
     return {"summary": summary, "passed": passed}

@@ -421,3 +421,56 @@ def test_large_group_sums_are_accurate() -> None:
         assert float(identity.gradient_fidelity(0.3, G)) == pytest.approx(float(identity.attenuated_fidelity(0.3, G)),
                                                                           abs=1e-15)
     refused(lambda: identity.expected_group_std(0.5, 10**12 + 1), r"above 1e\+12")
+
+
+# --------------------------------------------------------------------------- 4. a group size the run log contradicts
+
+
+@pytest.fixture(scope="module")
+def recorded_grpo_run() -> list[dict]:
+    from stddial_book.runs import load_run, recorded_runs
+
+    return load_run(recorded_runs("reference")["grpo"][0])[1]
+
+
+@pytest.mark.parametrize("G", [4, 7, 9, 16])
+def test_a_group_size_the_log_contradicts_is_named(recorded_grpo_run, G: int) -> None:
+    from stddial_book import analysis
+
+    # G = 16 gave a silent-fraction R² of −9.4 (−221 at G = 4), an extreme-mass share of 0, and
+    # mass_by_band, dapo_cost, run_summary computed with the wrong G without a word
+    for call in (lambda: analysis.silent_check(recorded_grpo_run, G),
+                 lambda: analysis.extreme_mass_share(recorded_grpo_run, G),
+                 lambda: analysis.mass_by_band(recorded_grpo_run, "grpo", G),
+                 lambda: analysis.mass_by_sigma(recorded_grpo_run, G),
+                 lambda: analysis.dapo_cost(recorded_grpo_run, G),
+                 lambda: analysis.pool_study({"grpo": [recorded_grpo_run]}, G)):
+        message = refused(call, rf"group_size={G} does not match the run")
+        assert "group_size" in message and ("per group" in message or "outside" in message or "σ" in message)
+    message = refused(lambda: analysis.silent_check(recorded_grpo_run, 16), r"8 per group")
+    assert "(here 8)" in message
+    check = analysis.silent_check(recorded_grpo_run, 8)  # the run's own G: as before
+    assert 0 < float(check["r2"]) <= 1
+
+
+# --------------------------------------------------------------------------- 5. one seed decides nothing
+
+
+def test_one_seed_per_recipe_is_not_testable() -> None:
+    from stddial_book import analysis
+
+    # one seed each: the standard error was 0, z infinite, and the difference "significant"
+    screen = analysis.comparison_screen({"m": {"a": [1.0], "b": [2.0]}, "n": {"a": [0.3], "b": [0.3]}})
+    assert screen["passed"] == [] and screen["summary"]["passed"] == 0 and screen["summary"]["not_testable"] == 2
+    assert screen["rows"][0][1] == "-1.000 (not testable with one seed)"
+    mixed = analysis.comparison_screen({"m": {"a": [1.0], "b": [2.0, 2.1, 1.9]}})  # one side of one seed
+    assert mixed["passed"] == [] and "not testable with one seed" in mixed["rows"][0][1]
+    result = analysis.welch([1.0], [5.0])
+    assert result["difference"] == -4.0 and math.isnan(result["se"]) and math.isnan(result["z"])
+    # two seeds or more: tested as before
+    tested = analysis.comparison_screen({"m": {"a": [1.0, 1.01, 0.99], "b": [2.0, 2.01, 1.99]}})
+    assert tested["passed"] == ["m, a − b"] and tested["summary"]["not_testable"] == 0
+    study = {"grpo": {"final": [np.array([0.1, 0.5])]}, "dapo": {"final": [np.array([0.9, 0.5])]}}
+    hard = analysis.hard_quartile_screen(study, "grpo", threshold=3.0)
+    assert hard["passed"] == [] and hard["summary"]["not_testable"] == 1
+    refused(lambda: analysis.seed_projection({"m": {"a": [1.0], "b": [2.0]}}, seeds=6), r"at least two seeds")

@@ -10,7 +10,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from stddial_book import DR_GRPO, GRPO, update_weight  # noqa: E402
 from stddial_book.plots import (dial_figure, drift_figure, identity_errors_figure,  # noqa: E402
                                 mean_abs_advantage_figure)
 
@@ -27,13 +26,17 @@ def test_dial_figure_draws_the_closed_form_weights() -> None:
     fig = dial_figure(8)
     left, right = fig.axes
     curves = {line.get_label(): line for line in left.get_lines()}
+    # 0/1 rewards: GRPO's weight is σ = sqrt(p̂(1 − p̂)), Dr. GRPO's σ² (DESIGN §3)
     x, y = curves["GRPO"].get_data()
-    np.testing.assert_allclose(y, update_weight(x, GRPO))
+    np.testing.assert_allclose(y, np.sqrt(x * (1 - x)), atol=1e-15)
     x, y = curves["Dr. GRPO"].get_data()
-    np.testing.assert_allclose(y, update_weight(x, DR_GRPO))
+    np.testing.assert_allclose(y, x * (1 - x), atol=1e-15)
     heights = [bar.get_height() for bar in right.patches]
     assert len(heights) == 3 * 9  # three recipes, G + 1 groups
-    np.testing.assert_allclose(heights[9:18], update_weight(np.arange(9) / 8, DR_GRPO))
+    k = np.arange(9)
+    np.testing.assert_allclose(heights[:9], np.sqrt(k * (8 - k)) / 8, atol=1e-15)  # GRPO
+    np.testing.assert_allclose(heights[9:18], k * (8 - k) / 64, atol=1e-15)  # Dr. GRPO
+    np.testing.assert_allclose(heights[18:], np.sqrt(k * (8 - k)) / 8, atol=1e-15)  # DAPO: ±1 rewards cancel
     _check_legible(fig)
     plt.close(fig)
 
@@ -43,9 +46,9 @@ def test_mean_abs_advantage_figure_dots_sit_on_twice_the_weight() -> None:
     ax = fig.axes[0]
     dots = [line for line in ax.get_lines() if line.get_marker() == "o"]
     assert len(dots) == 2
-    for line, recipe in zip(dots, (GRPO, DR_GRPO)):
+    for line, weight in zip(dots, (lambda p: np.sqrt(p * (1 - p)), lambda p: p * (1 - p))):
         x, y = line.get_data()
-        np.testing.assert_allclose(y, 2 * update_weight(x, recipe), atol=1e-12)
+        np.testing.assert_allclose(y, 2 * weight(x), atol=1e-12)  # mean |A| = 2σ (GRPO), 2σ² (Dr. GRPO)
     _check_legible(fig)
     plt.close(fig)
 

@@ -55,7 +55,10 @@ def test_update_comparison_reward_gap_scales_dr_grpo_not_grpo() -> None:
     before = [p.detach().clone() for p in model.parameters()]
     dr = update_comparison(model, batch, DR_GRPO, DR_GRPO.replace(reward_wrong=-1.0), 4, 8, steps=2, lr=1e-3)
     assert dr["gradient_ratio"] == pytest.approx(2.0, rel=1e-5)  # w = Δσ², Δ from 1 to 2
-    assert dr["adam_rel_diff"] < 0.05 and dr["adam_norm_ratio"] == pytest.approx(1.0, abs=0.05)
+    # Adam divides the doubled gradient's scale out except against its ε: the updates differ by 0.42% and
+    # their norms by 0.09% here (deterministic; the bounds leave room for float32 and library rounding).
+    # Plain SGD would give a norm ratio of 2, no ε at all a difference of 0
+    assert 1e-3 < dr["adam_rel_diff"] < 1e-2 and dr["adam_norm_ratio"] == pytest.approx(1.0, abs=3e-3)
     unclipped = update_comparison(model, batch, DR_GRPO, DR_GRPO.replace(reward_wrong=-1.0), 4, 8, steps=1,
                                   lr=1e-3, max_grad_norm=None)
     assert unclipped["gradient_ratio"] == pytest.approx(2.0, rel=1e-5)

@@ -37,6 +37,27 @@ def test_logprobs_match_a_forward_pass() -> None:
         assert torch.all(row[n:] == CODEC.pad_id)
 
 
+def test_logprobs_by_a_plain_forward_pass_in_the_test() -> None:
+    """completion_logprobs against log-softmax of one unpadded forward pass over prompt + completion,
+    written out here: the token at position t is predicted by the logits at position t − 1."""
+    model = small_model()
+    prompt, completion = CODEC.encode("12+34="), CODEC.encode("64<eos>")
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + completion])).logits[0]
+    log_softmax = torch.log_softmax(logits, dim=-1)
+    expected = torch.stack([log_softmax[len(prompt) - 1 + t, token] for t, token in enumerate(completion)])
+    got = completion_logprobs(model, torch.tensor([prompt]), torch.ones(1, len(prompt), dtype=torch.bool),
+                              torch.tensor([completion]), torch.ones(1, len(completion), dtype=torch.bool))
+    torch.testing.assert_close(got[0], expected, atol=1e-12, rtol=1e-12)
+    # temperature T divides the logits before the softmax
+    hot = completion_logprobs(model, torch.tensor([prompt]), torch.ones(1, len(prompt), dtype=torch.bool),
+                              torch.tensor([completion]), torch.ones(1, len(completion), dtype=torch.bool),
+                              temperature=2.0)
+    log_softmax = torch.log_softmax(logits / 2.0, dim=-1)
+    expected = torch.stack([log_softmax[len(prompt) - 1 + t, token] for t, token in enumerate(completion)])
+    torch.testing.assert_close(hot[0], expected, atol=1e-12, rtol=1e-12)
+
+
 def test_left_padded_prompts_match_unpadded() -> None:
     model = small_model()
     short, long = CODEC.encode("1+2="), CODEC.encode("12+34=")

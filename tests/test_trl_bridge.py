@@ -154,20 +154,23 @@ def test_bad_input() -> None:
         trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=48)
     with pytest.raises(ValueError, match="processes"):
         trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=8, num_processes=3)
-    for bad in (dict(group_size="8"), dict(max_new_tokens=None), dict(temperature="hot"), dict(num_minibatches=2.5)):
-        with pytest.raises((TypeError, ValueError)):
+    for bad, error, message in ((dict(group_size="8"), TypeError, "group_size must be a whole number; got str '8'"),
+                                (dict(max_new_tokens=None), TypeError,
+                                 "max_new_tokens must be a whole number; got NoneType"),
+                                (dict(temperature="hot"), TypeError, "temperature must be a number; got str 'hot'"),
+                                (dict(num_minibatches=2.5), ValueError, "num_minibatches must be a whole number; got 2.5")):
+        with pytest.raises(error, match=message):
             trl_settings("grpo", **{**dict(group_size=8, max_new_tokens=8), **bad})
-    with pytest.raises(TypeError):
-        trl_settings("grpo", group_size="8", max_new_tokens=8)
-    with pytest.raises(TypeError):
+    not_a_recipe = r"recipe must be a Recipe or a preset name \(\['dapo', 'dr_grpo', 'grpo'\]\); got "
+    with pytest.raises(TypeError, match=not_a_recipe + "int 3"):
         trl_settings(3, group_size=8, max_new_tokens=8)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=not_a_recipe + "NoneType None"):
         trl_gaps(None)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=not_a_recipe + "float 0.5"):
         trl_equivalent_recipe(0.5)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"output_dir must be a directory path \(str or Path\); got int"):
         grpo_config(TrainConfig(), 42)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="exact must be True or False; got str 'yes'"):
         grpo_config(TrainConfig(), "out", exact="yes")
     with pytest.raises(ValueError, match="cannot express"):  # checked before TRL is imported
         grpo_config(TrainConfig(recipe="dapo"), "out", exact=True)

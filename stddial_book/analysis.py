@@ -504,7 +504,7 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     for label, per_recipe in values.items():
         row = [label]
         for a, b in pairs:
-            result = welch(per_recipe[a], per_recipe[b])
+            result = _welch_or_untestable(per_recipe[a], per_recipe[b])
             beyond = bool(abs(result["z"]) > z_star)  # False for NaN: one seed decides nothing
             if math.isnan(result["z"]):
                 untestable += 1
@@ -538,19 +538,27 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
     """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se.
 
     With no noise (se = 0) z is ±inf for a difference and 0 for none. With fewer than two values on
-    either side the noise cannot be measured: ``se`` and ``z`` are NaN (not testable with one seed),
-    so no threshold on |z| is ever passed.
+    either side the noise cannot be measured (a single seed's standard error is unknown, not 0):
+    ``ValueError``, not testable with one seed.
     """
     ma, sa = seed_summary(a)
     mb, sb = seed_summary(b)
     if min(_count(a), _count(b)) < 2:
-        return {"difference": ma - mb, "se": float("nan"), "z": float("nan")}
+        raise ValueError(f"a difference is {NOT_TESTABLE}: welch needs at least two values (seeds) on each side to "
+                         f"measure their noise; got {_count(a)} and {_count(b)}. Run more seeds.")
     se = math.sqrt(sa**2 + sb**2) if max(sa, sb) < 1e150 else math.hypot(sa, sb)  # no overflow in the squares
     diff = ma - mb
     if not (math.isfinite(diff) and math.isfinite(se)):
         raise ValueError(f"the difference of means {ma:g} − {mb:g} overflows float64; rescale the values.")
     z = diff / se if se > 0 else (float("inf") * np.sign(diff) if diff != 0 else 0.0)
     return {"difference": diff, "se": se, "z": z}
+
+
+def _welch_or_untestable(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """:func:`welch`, or the difference of the means with ``se`` and ``z`` NaN where a side has one seed."""
+    if min(_count(a), _count(b)) < 2:
+        return {"difference": seed_summary(a)[0] - seed_summary(b)[0], "se": float("nan"), "z": float("nan")}
+    return welch(a, b)
 
 
 def _count(values: Sequence[float]) -> int:
@@ -1041,7 +1049,7 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", thresho
     passed = []
     summary["not_testable"] = 0
     for key in others:
-        res = welch(final[reference], final[key])
+        res = _welch_or_untestable(final[reference], final[key])
         summary.update({f"diff_{key}": res["difference"], f"se_{key}": res["se"], f"z_{key}": res["z"]})
         summary["not_testable"] += math.isnan(res["z"])  # a single seed: no noise to compare with
         if abs(res["z"]) > threshold:

@@ -368,7 +368,8 @@ def test_silent_r2_of_a_constant_series_is_nan_not_minus_inf() -> None:
 def test_welch_without_noise_or_difference_gives_z_zero() -> None:
     assert analysis.welch([1.0, 1.0], [1.0, 1.0])["z"] == 0.0     # was NaN (0 · inf)
     assert analysis.welch([2.0, 2.0], [1.0, 1.0])["z"] == math.inf
-    assert math.isnan(analysis.welch([2.0], [1.0])["z"])  # one seed: its noise is unknown, not zero
+    with pytest.raises(ValueError, match="not testable with one seed"):  # one seed: its noise is unknown, not 0
+        analysis.welch([2.0], [1.0])
 
 
 def test_fit_consistency_refuses_bad_points() -> None:

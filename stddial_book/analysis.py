@@ -14,10 +14,10 @@ import numpy as np
 from ._arrays import check_group_size, check_int, check_number, to_numpy, unit_scale
 from .runs import RECORDED_DIR, metric_series, recorded_runs  # re-exported: chapters import them from here
 
-__all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary", "difference_vs_noise",
+__all__ = ["extreme_mass_share", "final_eval", "buckets", "update_mass", "curve", "seed_summary",
            "identity_from_log", "recorded_runs", "RECORDED_DIR", "pool_history", "hypergeometric_expectation",
            "initial_bands", "band_trajectories", "silent_check", "silent_fit", "identity_during_training", "mass_by_band", "pool_study", "prediction_numbers", "identity_numbers", "dapo_cost", "comparison_screen", "welch",
-           "gradient_scale", "difference_phrase"]
+           "gradient_scale"]
 
 #: Where committed reference run logs live: ``data/runs/<profile>/<recipe>-seed<k>/`` in the
 #: repository, shipped inside the package (:mod:`stddial_book.resources`).
@@ -119,18 +119,6 @@ def seed_summary(values: Sequence[float]) -> tuple[float, float]:
     unit, exponent, _ = unit_scale(arr.reshape(-1), axis=0)  # exact; no overflow in the squares
     sem = np.ldexp(unit.std(ddof=1), exponent[0]) / math.sqrt(arr.size) if arr.size > 1 else 0.0
     return float(np.ldexp(unit.mean(), exponent[0])), float(sem)
-
-
-def difference_vs_noise(a: Sequence[float], b: Sequence[float], z: float = 2.0) -> dict[str, float | bool]:
-    """Is mean(a) − mean(b) larger than ``z`` standard errors of the difference (Welch)?
-
-    Returns the difference, its standard error and ``exceeds``. With three seeds this is a rough
-    screen, not a test at a stated level; the chapter says so.
-    """
-    z = check_number(z, "z")
-    d = welch(a, b)
-    diff, se = d["difference"], d["se"]
-    return {"difference": diff, "se": se, "exceeds": bool(abs(diff) > z * se) if se > 0 else diff != 0}
 
 
 def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
@@ -475,10 +463,10 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     ``values`` maps a metric label to {recipe name: one value per seed}. Returns ``header`` and
     ``rows`` for :func:`stddial_book.display.table` (cells "difference ± se", a * where |z| > z*),
     ``passed`` (labels of the comparisons beyond z*), ``passed_details`` (for each of them the
-    metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b, as
-    :func:`difference_phrase` takes them) and ``summary`` (``tests``, ``passed``,
-    ``passed_names``, ``z_star``, ``level``, ``not_testable``: the comparisons with a single seed on
-    either side, whose cells say "not testable with one seed" and which never pass).
+    metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b) and
+    ``summary`` (``tests``, ``passed``, ``passed_names``, ``z_star``, ``level``, ``not_testable``: the
+    comparisons with a single seed on either side, whose cells say "not testable with one seed" and
+    which never pass).
     """
     from itertools import combinations
     from statistics import NormalDist
@@ -519,19 +507,6 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
             "passed_details": details,
             "summary": {"tests": tests, "passed": len(passed), "passed_names": "; ".join(passed) or "none",
                         "z_star": z_star, "level": level, "not_testable": untestable}}
-
-
-def difference_phrase(detail: dict[str, Any], where: str = "") -> str:
-    """One comparison that passed a screen, in words: which recipe ends higher, on what, by how
-    much and how many standard errors (chapter 13's bottom line). ``detail`` holds ``metric``,
-    ``a``, ``b`` and Welch's ``difference``, ``se`` and ``z`` of a − b."""
-    needed = ("metric", "a", "b", "difference", "z")
-    if not isinstance(detail, dict) or any(k not in detail for k in needed):
-        raise ValueError(f"detail must be one of comparison_screen's passed_details (keys {list(needed)}).")
-    higher, lower = (detail["a"], detail["b"]) if detail["difference"] > 0 else (detail["b"], detail["a"])
-    where = f", {where}" if where else ""
-    return (f"{higher} ends {abs(detail['difference']):.3f} above {lower} on {detail['metric']} "
-            f"({abs(detail['z']):.1f} standard errors{where})")
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:

@@ -48,7 +48,6 @@ __all__ = [
     "arcsine_weight_claim",
     "arcsine_weight_at_half_claim",
     "logit_chain_claims",
-    "theory_claims",
 ]
 
 # --- symbols ---------------------------------------------------------------------------------
@@ -484,12 +483,6 @@ def logit_chain_claims() -> list[Claim]:
         Claim("grpo_large_group_gradient", "d/dθ 2·arcsin√p", sp.diff(2 * sp.asin(sp.sqrt(p)), p) * p * (1 - p),
               sp.sqrt(p * (1 - p)), assumptions="p = ς(θ) ∈ (0, 1)"),
     ]
-
-
-def theory_claims() -> list[Claim]:
-    """The results of chapters 5 and 6: attenuation, group-size law, arcsine objective."""
-    return [attenuation_claim(), group_size_law_claim(), arcsine_weight_claim(), arcsine_weight_at_half_claim(),
-            *logit_chain_claims()]
 
 
 def all_claims() -> list[Claim]:

@@ -6,8 +6,8 @@
   non-silent groups, with a cap on rounds, and counts every sample generated, kept and
   discarded: DAPO's real cost (Yu et al., 2025, dynamic sampling).
 * :func:`overlong_penalty` is DAPO's soft length penalty: 0 up to L_max − L_cache, falling
-  linearly to −1 across the cache band, −1 beyond; :func:`overlong_mask` drops truncated
-  samples from the loss (overlong filtering).
+  linearly to −1 across the cache band, −1 beyond (overlong filtering, which drops truncated
+  samples from the loss, is the ``truncated`` mask of :func:`stddial_book.losses.policy_loss`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from ._arrays import check_binary, check_group_size, check_int, split_groups, to_numpy
 
-__all__ = ["nonsilent_groups", "overlong_penalty", "overlong_mask", "SamplingCost", "DynamicSampler"]
+__all__ = ["nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler"]
 
 
 def nonsilent_groups(correct, group_size: int) -> np.ndarray:
@@ -49,17 +49,6 @@ def overlong_penalty(lengths, max_new_tokens: int, overlong_cache: int) -> np.nd
         raise ValueError("lengths must be non-negative whole token counts (Rollout.lengths).")
     start = max_new_tokens - overlong_cache
     return np.clip((start - ell) / overlong_cache, -1.0, 0.0)
-
-
-def overlong_mask(truncated) -> np.ndarray:
-    """Per sample: true when it stays in the loss (not truncated at the length cap)."""
-    if truncated is None or np.ndim(truncated) != 1:
-        raise ValueError(f"truncated must be a 1-D sequence of booleans, one per sample; got {truncated!r}.")
-    values = np.asarray(truncated)
-    if values.dtype != bool and not np.isin(values, (0, 1)).all():
-        raise ValueError("truncated must hold booleans (or 0/1), one per sample: true where the sample "
-                         "hit the length cap.")
-    return ~values.astype(bool)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from .recipes import Recipe, as_recipe
 
 __all__ = [
     "SolveCounts", "KHistogram", "BIG_MATH_REPO", "BIG_MATH_CONFIGS", "big_math_histogram", "BIG_MATH_COLUMN", "BIG_MATH_ROLLOUTS",
-    "DEEPSCALER_ROLLOUTS", "load_big_math", "load_deepscaler", "union_of_deepscaler",
+    "DEEPSCALER_ROLLOUTS", "load_big_math", "union_of_deepscaler",
     "silent_fraction", "expected_update_mass", "dapo_oversampling", "build_deepscaler_tables",
     "load_committed_histograms", "DEEPSCALER_SOURCE", "model_solve_counts",
     "PAPER_BANDS", "gradient_budget", "band_shares", "decile_of", "decile_shares",
@@ -474,12 +474,6 @@ def _deepscaler_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
         raise ValueError(f"{path}: difficulty is not 100·(1 − k/128) for an integer k in [0, 128]: row {off[0]} holds "
                          f"{float(difficulty[off[0]])!r}; pass one of the DeepScaleR difficulty files.")
     return texts, np.round(k).astype(np.int64)
-
-
-def load_deepscaler(path: str | os.PathLike) -> SolveCounts:
-    """One DeepScaleR difficulty file: k = 128 · (1 − difficulty/100), one row per row of the file."""
-    texts, k = _deepscaler_rows(path)
-    return SolveCounts(Path(path).stem, k, DEEPSCALER_ROLLOUTS)
 
 
 def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts, int]:

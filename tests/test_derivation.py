@@ -74,7 +74,8 @@ def test_aggregations_are_not_interchangeable() -> None:
     assert d.Claim("eq", "eq", equal[0].lhs, equal[2].rhs).holds()
 
 
-@pytest.mark.parametrize("claim", d.theory_claims(), ids=lambda c: c.label)
+@pytest.mark.parametrize("claim", [d.attenuation_claim(), d.group_size_law_claim(), d.arcsine_weight_claim(),
+                                   d.arcsine_weight_at_half_claim(), *d.logit_chain_claims()], ids=lambda c: c.label)
 def test_every_theory_claim_holds(claim: d.Claim) -> None:
     assert claim.holds(), claim.difference()
 

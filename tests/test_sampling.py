@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stddial_book.sampling import DynamicSampler, nonsilent_groups, overlong_mask, overlong_penalty
+from stddial_book.sampling import DynamicSampler, nonsilent_groups, overlong_penalty
 
 
 def test_filter_on_correctness() -> None:
@@ -21,7 +21,6 @@ def test_soft_overlong_penalty_by_hand() -> None:
     np.testing.assert_allclose(overlong_penalty(lengths, 20, 4), [0, 0, -0.25, -0.5, -1, -1])
     with pytest.raises(ValueError, match="overlong_cache"):
         overlong_penalty([1], 10, 12)
-    assert overlong_mask([True, False]).tolist() == [False, True]
 
 
 def test_dynamic_sampling_keeps_only_mixed_groups_and_counts_the_rest() -> None:

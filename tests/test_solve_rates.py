@@ -14,7 +14,7 @@ import pytest
 from stddial_book import DAPO, DR_GRPO, GRPO, silent_probability, update_weight
 from stddial_book.solve_rates import (
     KHistogram, SolveCounts, build_deepscaler_tables, dapo_oversampling, expected_update_mass,
-    load_big_math, load_committed_histograms, load_deepscaler, silent_fraction, union_of_deepscaler,
+    load_big_math, load_committed_histograms, silent_fraction, union_of_deepscaler,
 )
 
 
@@ -112,17 +112,17 @@ def write_deepscaler(path: Path, texts, ks) -> Path:
 def test_deepscaler_loader_and_union(tmp_path: Path) -> None:
     a = write_deepscaler(tmp_path / "deepscaler_a_train.parquet", ["x", "y", "z"], [0, 128, 64])
     b = write_deepscaler(tmp_path / "deepscaler_b_train.parquet", ["y", "z", "w"], [128, 5, 7])
-    assert load_deepscaler(a).num_correct.tolist() == [0, 128, 64]
+    assert union_of_deepscaler([a])[0].num_correct.tolist() == [0, 128, 64]
     union, conflicting = union_of_deepscaler([a, b])
     assert sorted(union.num_correct.tolist()) == [0, 7, 64, 128] and conflicting == 1
     pq.write_table(pa.table({"text": ["x"]}), tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match="lacks the 'prompt' and 'extra_info' columns"):
-        load_deepscaler(tmp_path / "bad.parquet")
+        union_of_deepscaler([tmp_path / "bad.parquet"])
     pq.write_table(pa.table({"prompt": [[{"content": "x", "role": "user"}]],
                              "extra_info": [{"difficulty": 33.3, "index": 0, "split": "t"}]}),
                    tmp_path / "frac.parquet")
     with pytest.raises(ValueError, match="integer k"):
-        load_deepscaler(tmp_path / "frac.parquet")
+        union_of_deepscaler([tmp_path / "frac.parquet"])
 
 
 def test_committed_tables_load() -> None:

@@ -52,3 +52,42 @@ def shared_data(request: pytest.FixtureRequest) -> Callable[..., Path]:
         pytest.skip(f"shared data folder not found: {where}")
 
     return find
+
+
+#: Fixtures that train a model (a warm start, the CLI's tiny profile): a test asking for one is
+#: marked ``slow`` and left out of ``make check``.
+SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})
+
+
+#: The order ``make test`` runs the chapter executions in, on two processes (``-n 2 --dist
+#: loadgroup``): chapter 9 makes the SFT warm start (minutes), so it and the chapters that read its
+#: runs form one group on one process, started first; the other process meanwhile runs the chapters
+#: that train nothing and the unit tests, and only then the chapters that train from the warm start
+#: (queued last, when it exists). The run cache's lock makes a chapter wait for a run the other
+#: process is making rather than make it twice.
+WARM_START_CHAIN = ("09_testbed", "10_grpo_run", "13_comparison")
+AFTER_WARM_START = ("11_dr_grpo_run", "12_dapo_run", "14_dial_in_trl")
+
+
+def _chapter(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("chapters") is None or not hasattr(item, "callspec"):
+        return None
+    return item.callspec.id
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+        if _chapter(item) in WARM_START_CHAIN:
+            item.add_marker(pytest.mark.xdist_group("warm-start chain"))
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        chapter = _chapter(item)
+        if chapter in WARM_START_CHAIN:
+            return (0, WARM_START_CHAIN.index(chapter))
+        if chapter in AFTER_WARM_START:
+            return (3, AFTER_WARM_START.index(chapter))
+        return (1, 0) if chapter is not None else (2, 0)
+
+    items.sort(key=rank)  # stable: the collection order within each rank

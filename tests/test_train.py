@@ -243,6 +243,7 @@ def test_frac_reward_zero_std_is_trls_metric_under_shaped_rewards() -> None:
     assert metrics["dial/silent_fraction"] == 1.0 and metrics["frac_reward_zero_std"] == 0.5
 
 
+@pytest.mark.slow
 def test_sft_reports_a_fresh_measurement_not_the_crossing_estimate(problems) -> None:
     """The estimate that stops SFT is the first of many noisy ones to cross the target (biased
     upwards); the pass rate reported is measured again on every held-out prompt with new samples."""
@@ -308,6 +309,7 @@ def test_micro_batches_give_the_same_update(problems, warm, tmp_path) -> None:
         torch.testing.assert_close(p, q, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_counts_what_it_discards(problems, tmp_path) -> None:
     """An untrained model solves nothing: every group is silent, DAPO refills to its cap and skips."""
     train_set, heldout = problems
@@ -349,6 +351,7 @@ def test_evaluate_per_bucket_adds_up(problems, warm) -> None:
     assert result.successes.max() <= 4 and 0 <= result.silent_fraction <= 1
 
 
+@pytest.mark.slow
 def test_sft_reports_an_unreached_target(problems) -> None:
     train_set, heldout = problems
     config = SFTConfig(lr=1e-3, batch_size=8, target_pass_rate=1.0, eval_every=2, eval_prompts=4,

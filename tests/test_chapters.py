@@ -1,20 +1,30 @@
 """Every chapter of the book executes, and its paired .ipynb is in step with the .md.
 
 Executing a chapter here is the same check the site build makes (a cell error fails), so a
-broken chapter is caught by ``make test`` as well as by ``make book``.
+broken chapter is caught by ``make test`` as well as by ``make book``. The same execution then reads
+the numbers the chapter glued into its prose and compares its headline numbers (:data:`HEADLINES`)
+with values the test computes itself: closed forms written out here, the committed tables and run
+logs under data/, or the package's functions called afresh. A chapter whose prose number drifts from
+what the package computes, or from the committed logs, fails (and is not stored for the build).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib.util
+import math
 import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import jupytext
 import nbformat
+import numpy as np
 import pytest
 import yaml
 from nbclient import NotebookClient
@@ -101,14 +111,12 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
             assert "image/png" in kinds, f"no figure shown by the cell:\n{cell.source[:200]}"
     # every {glue:text}`name` the prose uses was glued by a cell: recorded for myst-nb where it is
     # installed, and printed as "name = value" by stddial_book.display.glue outside the site build
-    glued = set()
-    for cell in notebook.cells:
-        for out in cell.get("outputs", []):
-            glued |= set(out.get("metadata", {}).get("scrapbook", {}).get("name", "").split())
-            if out.get("output_type") == "stream":
-                glued |= set(re.findall(r"^([A-Za-z0-9_]+) = ", out.get("text", ""), re.M))
-    used = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", chapter.read_text()))
-    assert used <= glued, f"glue names used but never glued: {sorted(used - glued)}"
+    glued = glued_values(notebook)
+    used = prose_glue_names(chapter)
+    assert used <= set(glued), f"glue names used but never glued: {sorted(used - set(glued))}"
+    # the headline numbers of the chapter's bottom line are what the test computes from the package,
+    # closed forms and the committed logs
+    check_headlines(chapter.stem, glued)
     # checked: the build may render these outputs instead of executing the page again
     if os.environ.get(BOOK_CACHE_ENV) and _EXEC_CACHE is not None:
         _EXEC_CACHE.store(notebook, chapter, seconds, Path(os.environ[BOOK_CACHE_ENV]))
@@ -139,3 +147,375 @@ _EXEC_CACHE = _load_exec_cache()
 def _read_page(chapter: Path):
     """The page as the site build reads it (myst-nb), or as jupytext reads it without Sphinx."""
     return _EXEC_CACHE.read_page(chapter) if _EXEC_CACHE is not None else jupytext.read(chapter)
+
+
+# --- the glued values of an executed chapter ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Glued:
+    """One glued value: ``exact`` when read from myst-nb's record (the value's repr, which round-trips a
+    float), not when read from the "name = value" line display.glue prints (4 significant digits)."""
+
+    value: Any
+    exact: bool
+
+
+def _parse(text: str) -> Any:
+    """A glued value from its repr: numbers, strings, booleans; nan and inf as floats."""
+    text = text.strip()
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def glued_values(notebook: nbformat.NotebookNode) -> dict[str, Glued]:
+    """Every value the executed notebook glued, by name (the last glue of a name wins).
+
+    myst-nb's ``glue`` displays the value's repr under ``<mime_prefix>text/plain`` with the prefix
+    ``application/papermill.record/`` (or none, with ``display=True``) and names it in the output's
+    ``metadata.scrapbook``; without myst-nb, ``stddial_book.display.glue`` prints ``name = value``.
+    """
+    glued: dict[str, Glued] = {}
+    for cell in notebook.cells:
+        for out in cell.get("outputs", []):
+            record = out.get("metadata", {}).get("scrapbook")
+            if record and record.get("name"):
+                text = out.get("data", {}).get(record.get("mime_prefix", "") + "text/plain")
+                if text is not None:
+                    glued[record["name"]] = Glued(_parse(text), True)
+            elif out.get("output_type") == "stream":
+                for name, text in re.findall(r"^([A-Za-z0-9_]+) = (.*)$", out.get("text", ""), re.M):
+                    glued.setdefault(name, Glued(_parse(text), False))
+    return glued
+
+
+def prose_glue_names(page: Path) -> set[str]:
+    """The names a page's prose cites with {glue:text}`name`."""
+    return set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", page.read_text()))
+
+
+# --- headline numbers: what each chapter's bottom line quotes, computed here ---------------------
+
+
+@dataclass(frozen=True)
+class Within:
+    """A glued number that must lie in [low, high] (a claim of the prose, not a value)."""
+
+    low: float
+    high: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Holds:
+    """A glued value that must satisfy ``test(value, glued)`` (a relation the prose states)."""
+
+    test: Callable[[Any, dict[str, Glued]], bool]
+    why: str
+
+
+#: chapter stem -> (headline glue names, a function returning the expected value of each). The values
+#: are computed only when the chapter has run, so the cheap tests below can list the names.
+HEADLINES: dict[str, tuple[tuple[str, ...], Callable[[], dict[str, Any]]]] = {}
+
+
+def headlines(stem: str, *names: str):
+    def register(expected: Callable[[], dict[str, Any]]):
+        HEADLINES[stem] = (names, expected)
+        return expected
+    return register
+
+
+def check_headlines(stem: str, glued: dict[str, Glued]) -> None:
+    """Compare a chapter's headline glued values with the test's own. Exact numbers agree to 1e-9
+    relative (the same float, up to the order of a sum or a closed form's last bits); a value read
+    from the printed line, to the 4 significant digits it was printed with."""
+    if stem not in HEADLINES:
+        return
+    names, expected_values = HEADLINES[stem]
+    expected = expected_values()
+    assert set(expected) == set(names), f"{stem}: the headline list and its values disagree"
+    for name in names:
+        assert name in glued, f"{stem}: the headline {name!r} was never glued"
+        got, want = glued[name], expected[name]
+        if isinstance(want, Within):
+            assert want.low <= got.value <= want.high, \
+                f"{stem}: {name} = {got.value!r}, outside [{want.low}, {want.high}] ({want.why})"
+        elif isinstance(want, Holds):
+            assert want.test(got.value, glued), f"{stem}: {name} = {got.value!r}: {want.why}"
+        elif isinstance(want, str):
+            assert got.value == want, f"{stem}: {name} = {got.value!r}, expected {want!r}"
+        else:
+            rel = 1e-9 if got.exact else 5e-4
+            assert got.value == pytest.approx(want, rel=rel, abs=1e-300), \
+                f"{stem}: {name} = {got.value!r} in the prose, {want!r} computed by the test"
+
+
+def binomial_std(p: float, G: int) -> float:
+    """E[σ̂] = Σₖ C(G, k) pᵏ (1 − p)^(G − k) √(k(G − k))/G, summed here (DESIGN §3)."""
+    return sum(math.comb(G, k) * p**k * (1 - p) ** (G - k) * math.sqrt(k * (G - k)) / G for k in range(1, G))
+
+
+def llama_parameters(model: dict[str, int], vocab: int = 14) -> int:
+    """Parameters of the testbed's Llama layout: tied embeddings; q, k, v, o; gate, up, down and two
+    norms per layer; the final norm."""
+    h, i, layers = model["hidden_size"], model["intermediate_size"], model["num_layers"]
+    return vocab * h + layers * (4 * h * h + 3 * h * i + 2 * h) + h
+
+
+@functools.lru_cache(maxsize=None)
+def controlled_study() -> dict[str, np.ndarray]:
+    """Chapter 8's and the reproduction page's controlled run, at the paper's settings (seconds)."""
+    from stddial_book.bernoulli import controlled_run_study
+    from stddial_book.bigmath_figure import load_big_math_histogram
+
+    hist = load_big_math_histogram()
+    return controlled_run_study(hist.solve_rates, hist.counts, seeds=5)
+
+
+@functools.lru_cache(maxsize=None)
+def recorded_pool(key: str) -> dict[str, np.ndarray]:
+    """Per seed of the committed reference runs of one recipe, read from their logs here: the hardest
+    quartile (the quarter of pool prompts with the lowest solve rate at the first pool measurement,
+    ties by pool order, as the source paper ranks) and the whole pool, at the first and the last pool
+    measurement."""
+    from stddial_book.runs import load_run, recorded_runs
+
+    rows = []
+    for directory in recorded_runs("reference")[key]:
+        measured = [r for r in load_run(directory)[1] if "pool/k" in r]
+        first, last = (np.asarray(r["pool/k"], dtype=float) / r["pool/n"] for r in (measured[0], measured[-1]))
+        hardest = np.argsort(first, kind="stable")[: first.size // 4]
+        rows.append({"q1_start": first[hardest].mean(), "q1_end": last[hardest].mean(),
+                     "pool_start": first.mean(), "pool_end": last.mean()})
+    return {name: np.array([row[name] for row in rows]) for name in rows[0]}
+
+
+def welch_z(a: np.ndarray, b: np.ndarray) -> float:
+    """(mean a − mean b) / sqrt(s_a²/n_a + s_b²/n_b), sample variances (ddof 1)."""
+    return float((a.mean() - b.mean()) / math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size))
+
+
+@headlines("01_introduction", "w_grpo_one", "w_dr_one", "keep_grpo", "keep_dr")
+def _introduction() -> dict[str, Any]:
+    # one success in G = 8: σ = √(1 · 7)/8; a coin flip: σ = 1/2
+    return {"w_grpo_one": math.sqrt(7) / 8, "w_dr_one": 7 / 64, "keep_grpo": math.sqrt(7) / 4, "keep_dr": 7 / 16}
+
+
+@headlines("02_group_relative_rl", "ch2_grpo_one_plus", "ch2_dr_one_plus", "ch2_silent_max")
+def _group_relative() -> dict[str, Any]:
+    # the single success among 8: A₊ = (1 − 1/8)/σ with σ = √7/8 (GRPO), 1 − 1/8 (Dr. GRPO)
+    return {"ch2_grpo_one_plus": math.sqrt(7), "ch2_dr_one_plus": 7 / 8, "ch2_silent_max": 0.0}
+
+
+@headlines("03_identity_derivation", "n_claims", "n_explicit", "bessel8", "silent_half_8")
+def _identity_derivation() -> dict[str, Any]:
+    from stddial_book import derivation
+
+    explicit = len(derivation.VARIANTS) * sum(G - 1 for G in range(2, 11))  # every variant, G ≤ 10, 0 < k < G
+    return {"n_claims": len(derivation.all_claims()), "n_explicit": explicit, "bessel8": math.sqrt(7 / 8),
+            "silent_half_8": 2 / 2**8}
+
+
+@headlines("04_identity_real_gradients", "n_params", "err_grpo_max", "err_dr_max", "err_wrong_min")
+def _identity_real_gradients() -> dict[str, Any]:
+    from stddial_book.profiles import PROFILES
+
+    rounding = "the identity holds to float64 rounding on real gradients"
+    return {"n_params": llama_parameters(PROFILES["quick"].model),  # tiny_model()'s defaults: the quick model
+            "err_grpo_max": Within(0.0, 1e-10, rounding), "err_dr_max": Within(0.0, 1e-10, rounding),
+            "err_wrong_min": Within(0.01, math.inf, "a per-sequence normaliser misses Dr. GRPO's prediction")}
+
+
+@headlines("05_silent_prompts", "phi_8_005", "phi_8_005_expansion", "g95_005", "gstar99_005")
+def _silent_prompts() -> dict[str, Any]:
+    p = 0.05
+    return {"phi_8_005": binomial_std(p, 8) / math.sqrt(p * (1 - p)),
+            "phi_8_005_expansion": 1 - 1 / (8 * 8 * p * (1 - p)),
+            "g95_005": 69,  # the source paper's Table 2 (tests/test_identity.py pins the whole table)
+            "gstar99_005": 1 / (8 * 0.01 * p * (1 - p))}
+
+
+@headlines("06_what_the_division_optimises", "extra_limit", "extra_8", "extra_cancelled", "phi_hard")
+def _division() -> dict[str, Any]:
+    hard, easy = 0.05, 0.5
+    # large groups: GRPO's push √(p(1 − p)), Dr. GRPO's p(1 − p), each relative to p = 1/2
+    limit = (math.sqrt(hard * (1 - hard)) / 0.5) / (hard * (1 - hard) / 0.25)
+    # G = 8: E[σ̂] by the binomial sum; Dr. GRPO's E[σ̂²] = p(1 − p)(G − 1)/G, whose (G − 1)/G cancels
+    at_8 = (binomial_std(hard, 8) / binomial_std(easy, 8)) / (hard * (1 - hard) / 0.25)
+    return {"extra_limit": limit, "extra_8": at_8, "extra_cancelled": 1 - (at_8 - 1) / (limit - 1),
+            "phi_hard": binomial_std(hard, 8) / math.sqrt(hard * (1 - hard))}
+
+
+@headlines("07_silent_fraction_real_data", "bm_silent_8", "union_silent_8", "bm_ext_grpo", "bm_ext_grpo_8")
+def _real_data() -> dict[str, Any]:
+    from stddial_book.bigmath_figure import load_big_math_histogram
+    from stddial_book.solve_rates import load_committed_histograms
+
+    def silent_8(hist) -> float:  # 8 fresh Bernoulli(k/n) draws: p⁸ + (1 − p)⁸, averaged over prompts
+        p = np.arange(hist.num_rollouts + 1) / hist.num_rollouts
+        return float(hist.counts @ (p**8 + (1 - p) ** 8) / hist.counts.sum())
+
+    big_math = load_big_math_histogram()  # the committed k-of-64 table (the chapter reads it offline)
+    p = np.arange(65) / 64
+    extreme = ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1))  # the source paper's band
+
+    def extreme_share(weight: np.ndarray) -> float:
+        mass = big_math.counts * weight
+        return float(mass[extreme].sum() / mass.sum())
+
+    return {"bm_silent_8": silent_8(big_math), "union_silent_8": silent_8(load_committed_histograms()["union"]),
+            "bm_ext_grpo": extreme_share(np.sqrt(p * (1 - p))),
+            "bm_ext_grpo_8": extreme_share(np.array([binomial_std(q, 8) for q in p]))}
+
+
+@headlines("08_controlled_run", "q_grpo_end", "q_dr_end", "matched_share", "dapo_verdict")
+def _controlled_run() -> dict[str, Any]:
+    from stddial_book.bernoulli import controlled_gap_numbers, quartile_gap
+
+    study = controlled_study()
+    matched, raw = (quartile_gap(study, "grpo", other).mean() for other in ("dr_grpo_matched", "dr_grpo"))
+    return {"q_grpo_end": float(study["quartile/grpo"][:, -1].mean()),
+            "q_dr_end": float(study["quartile/dr_grpo"][:, -1].mean()),
+            "matched_share": float(matched / raw),
+            "dapo_verdict": controlled_gap_numbers(study, z_crit=3.0)["dapo_verdict"]}
+
+
+@headlines("09_testbed", "params_quick", "params_full", "res_ref_run_s", "res_ref_sft_s")
+def _testbed() -> dict[str, Any]:
+    import json
+
+    from stddial_book.profiles import PROFILES
+    from stddial_book.resources import data_path
+
+    def wall(run: str) -> float:
+        return json.loads(data_path("runs", "reference", run, "provenance.json").read_text())["wall_time_s"]
+
+    return {"params_quick": llama_parameters(PROFILES["quick"].model) / 1e6,
+            "params_full": llama_parameters(PROFILES["full"].model) / 1e6,
+            "res_ref_run_s": wall("grpo-seed0"), "res_ref_sft_s": wall("sft")}
+
+
+@headlines("10_grpo_run", "g_rec_seeds", "g_rec_q1_start", "g_rec_q1_end", "g_rec_pool_end")
+def _grpo_run() -> dict[str, Any]:
+    runs = recorded_pool("grpo")
+    return {"g_rec_seeds": runs["q1_end"].size, "g_rec_q1_start": runs["q1_start"].mean(),
+            "g_rec_q1_end": runs["q1_end"].mean(), "g_rec_pool_end": runs["pool_end"].mean()}
+
+
+@headlines("11_dr_grpo_run", "d_rec_q1_start", "d_rec_q1_end", "d_ex1_fixed_short", "d_ex1_padded_short")
+def _dr_grpo_run() -> dict[str, Any]:
+    from stddial_book.profiles import active_profile
+
+    runs = recorded_pool("dr_grpo")
+    L_max = active_profile().train["max_new_tokens"]
+    # |A| = 1 over B = 4 completions: 1/(4 L_max) with Dr. GRPO's normaliser, 1/(4 · 4) by a 4-token width
+    return {"d_rec_q1_start": runs["q1_start"].mean(), "d_rec_q1_end": runs["q1_end"].mean(),
+            "d_ex1_fixed_short": 1 / (4 * L_max), "d_ex1_padded_short": 1 / 16}
+
+
+@headlines("12_dapo_run", "a_rec_q1_start", "a_rec_q1_end", "a_updates")
+def _dapo_run() -> dict[str, Any]:
+    runs = recorded_pool("dapo")
+    fewer = Holds(lambda value, glued: value < glued["a_grpo_updates"].value,
+                  "with the same budget of generated samples DAPO makes fewer optimizer steps than GRPO")
+    return {"a_rec_q1_start": runs["q1_start"].mean(), "a_rec_q1_end": runs["q1_end"].mean(), "a_updates": fewer}
+
+
+@headlines("13_comparison", "r_q1_grpo", "r_q1_dr_grpo", "r_q1_dapo", "r_z_dr_grpo", "r_z_dapo",
+           "c_verdict_summary")
+def _comparison() -> dict[str, Any]:
+    final = {key: recorded_pool(key)["q1_end"] for key in ("grpo", "dr_grpo", "dapo")}
+    z = {key: welch_z(final["grpo"], final[key]) for key in ("dr_grpo", "dapo")}
+    names = {"dr_grpo": "GRPO − Dr. GRPO", "dapo": "GRPO − DAPO"}
+    beyond = {names[key] for key in z if abs(z[key]) > 3.0}  # the chapter's screen: 3 standard errors
+
+    def verdict(text: str, glued: dict[str, Glued]) -> bool:
+        return all((name in text) == (name in beyond) for name in names.values())
+
+    return {"r_q1_grpo": final["grpo"].mean(), "r_q1_dr_grpo": final["dr_grpo"].mean(),
+            "r_q1_dapo": final["dapo"].mean(), "r_z_dr_grpo": z["dr_grpo"], "r_z_dapo": z["dapo"],
+            "c_verdict_summary": Holds(verdict, f"the summary must name exactly the differences beyond 3 s.e., "
+                                                f"{sorted(beyond) or 'none'} (z = {z})")}
+
+
+@headlines("14_dial_in_trl", "t_bessel", "t_beta_eff", "t_a_pop", "t_a_trl")
+def _dial_in_trl() -> dict[str, Any]:
+    from stddial_book.profiles import active_profile
+
+    G = active_profile().train["group_size"]
+    trl_eps = 1e-4  # what TRL's GRPOTrainer adds to the std (tests/test_trl_bridge.py runs its code)
+    # 4 of 8 right: σ = 1/2, Bessel's s = σ·sqrt(8/7); a right sample's centred reward is 1/2
+    return {"t_bessel": math.sqrt((G - 1) / G), "t_beta_eff": 0.04 / math.sqrt((G - 1) / G),
+            "t_a_pop": 1.0, "t_a_trl": 0.5 / (0.5 * math.sqrt(8 / 7) + trl_eps)}
+
+
+@headlines("reproduction", "n_rows", "n_agree")
+def _reproduction() -> dict[str, Any]:
+    from stddial_book.reproduction import controlled_run_rows, reproduction_rows
+
+    rows = reproduction_rows(dapo_bootstrap=1000, controlled_run=controlled_run_rows(controlled_study()))
+    # every row agrees with the paper except those marked as expected to differ (each with its note)
+    assert sum(r.agrees for r in rows) == len(rows) - sum(r.expected_to_differ for r in rows)
+    return {"n_rows": len(rows), "n_agree": sum(r.agrees for r in rows)}
+
+
+@headlines("this_edition", "ed_full_params", "ed_full_seeds", "ed_gpu_tflops")
+def _this_edition() -> dict[str, Any]:
+    from stddial_book.profiles import PROFILES
+
+    # the assumed GPU: a T4's published 8.1 TFLOP/s float32 peak at 30% utilisation
+    return {"ed_full_params": llama_parameters(PROFILES["full"].model),
+            "ed_full_seeds": len(PROFILES["full"].seeds), "ed_gpu_tflops": 8.1 * 0.3}
+
+
+def test_every_chapter_has_headline_checks() -> None:
+    assert sorted(HEADLINES) == sorted(page.stem for page in CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_headlines_are_numbers_the_prose_cites(chapter: Path) -> None:
+    """Each headline is glued into the chapter's prose ({glue:text}`name`), not only computed."""
+    names, _ = HEADLINES[chapter.stem]
+    assert 2 <= len(names) <= 6
+    missing = set(names) - prose_glue_names(chapter)
+    assert not missing, f"{chapter.stem}: headlines not cited in the prose: {sorted(missing)}"
+
+
+def test_glued_values_reads_myst_nbs_record_and_the_printed_line() -> None:
+    """The two forms a glued value takes in an executed notebook."""
+    prefix = "application/papermill.record/"
+    record = nbformat.v4.new_output("display_data", data={prefix + "text/plain": "0.125"},
+                                    metadata={"scrapbook": {"name": "w", "mime_prefix": prefix}})
+    text = nbformat.v4.new_output("display_data", data={prefix + "text/plain": "'dapo'"},
+                                  metadata={"scrapbook": {"name": "loss", "mime_prefix": prefix}})
+    shown = nbformat.v4.new_output("display_data", data={"text/plain": "nan"},
+                                   metadata={"scrapbook": {"name": "z", "mime_prefix": ""}})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="ratio = 0.3307\nsteps = 3\n")
+    cell = nbformat.v4.new_code_cell("x", outputs=[record, text, shown, printed])
+    glued = glued_values(nbformat.v4.new_notebook(cells=[cell]))
+    assert glued["w"] == Glued(0.125, True) and glued["loss"] == Glued("dapo", True)
+    assert math.isnan(glued["z"].value) and glued["z"].exact
+    assert glued["ratio"] == Glued(0.3307, False) and glued["steps"] == Glued(3, False)
+
+
+def test_a_drifted_headline_fails() -> None:
+    """The comparison is a real one: a number off in its fifth digit, a claim outside its range and a
+    wrong string fail; the exact value, and the printed one at its 4 digits, pass."""
+    HEADLINES["_drift"] = (("a", "b", "c"),
+                           lambda: {"a": math.sqrt(7) / 8, "b": Within(0, 1e-10, "rounding"), "c": "dapo"})
+    good = {"a": Glued(math.sqrt(7) / 8, True), "b": Glued(1e-12, True), "c": Glued("dapo", True)}
+    try:
+        check_headlines("_drift", good)
+        check_headlines("_drift", {**good, "a": Glued(0.3307, False)})
+        for bad in ({"a": Glued(0.33073, True)}, {"a": Glued(0.3309, False)}, {"b": Glued(1e-9, True)},
+                    {"c": Glued("grpo", True)}):
+            with pytest.raises(AssertionError, match="_drift"):
+                check_headlines("_drift", {**good, **bad})
+    finally:
+        del HEADLINES["_drift"]

@@ -62,9 +62,14 @@ def test_dapo_oversampling() -> None:
     assert np.isinf(dapo_oversampling(KHistogram(2, np.array([3, 0, 1])), 4)[0])
 
 
-def test_silent_fraction_shape_for_every_g() -> None:
-    hist = KHistogram(64, np.random.default_rng(1).integers(0, 5000, size=65))
-    assert silent_fraction(hist, np.arange(1, 65)).shape == (64,)
+def test_silent_fraction_for_every_g_is_the_count_weighted_closed_form() -> None:
+    counts = np.random.default_rng(1).integers(0, 5000, size=65)
+    hist = KHistogram(64, counts)
+    curve = silent_fraction(hist, np.arange(1, 65))
+    assert curve.shape == (64,)
+    p = np.arange(65) / 64
+    direct = [counts @ (p**G + (1 - p) ** G) / counts.sum() for G in range(1, 65)]  # p^G + (1 − p)^G per k
+    np.testing.assert_allclose(curve, direct, rtol=1e-12)
 
 
 def write_big_math(path: Path, rates, sources=None) -> Path:

@@ -567,9 +567,13 @@ def test_codec(text, ids, vocab) -> None:
     dtype=half(st.sampled_from([None, torch.float64]),
                st.one_of(st.sampled_from([None, torch.float64, torch.int64, "float64", np.float64]), JUNK)))
 def test_tiny_model_sizes(sizes, dtype) -> None:
-    built = outcome(lambda: model.tiny_model(**{"hidden_size": 8, "num_heads": 2, "num_layers": 1,
-                                                "intermediate_size": 8, **sizes}, dtype=dtype), seconds=30)
-    assert built is REFUSED or isinstance(built, torch.nn.Module)
+    config = {"vocab_size": 14, "hidden_size": 8, "num_heads": 2, "num_layers": 1, "intermediate_size": 8, **sizes}
+    built = outcome(lambda: model.tiny_model(**config, dtype=dtype), seconds=30)
+    if built is not REFUSED:
+        assert isinstance(built, torch.nn.Module)
+        # the Llama layout: tied embeddings; q, k, v, o; gate, up, down and two norms a layer; a final norm
+        V, h, i, layers = (int(config[k]) for k in ("vocab_size", "hidden_size", "intermediate_size", "num_layers"))
+        assert sum(q.numel() for q in built.parameters()) == V * h + layers * (4 * h * h + 3 * h * i + 2 * h) + h
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -61,18 +62,31 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-DANGEROUS = ["", " ", ".", "..", "./", "../", "~", "~/", "$HOME", "${HOME}", "~/..", "/", "../..",
-             "theirs", "./theirs", "theirs/", "link", "project", "afile", "$UNSET_VARIABLE_XYZ/run",
-             "project/../theirs", "~/work", "~/work/theirs"]
+#: A typed path and what the refusal must say about it (claiming it; removing a stale run there).
+DANGEROUS = {
+    "": "current directory", " ": "current directory", ".": "current directory", "..": "current directory",
+    "./": "current directory", "../": "home directory", "~/work": "current directory",
+    "~": "home directory", "~/": "home directory", "$HOME": "home directory", "${HOME}": "home directory",
+    "~/..": "home directory or one of its parents", "../..": "home directory or one of its parents",
+    "/": "filesystem root", "project": "repository's root", "$UNSET_VARIABLE_XYZ/run": "environment variable",
+    "theirs": "not empty and was not written", "./theirs": "not empty and was not written",
+    "theirs/": "not empty and was not written", "project/../theirs": "not empty and was not written",
+    "~/work/theirs": "not empty and was not written", "link": "a file or a link", "afile": "is a file",
+}
+#: What removing a stale run says where the directory exists but is not the tool's.
+NOT_THE_TOOLS = {"theirs": "not written by stddial_book", "./theirs": "not written by stddial_book",
+                 "theirs/": "not written by stddial_book", "project/../theirs": "not written by stddial_book",
+                 "~/work/theirs": "not written by stddial_book", "link": "not written by stddial_book",
+                 "afile": "is a file"}
 
 
 @pytest.mark.parametrize("path", DANGEROUS)
 def test_dangerous_paths_are_refused_and_nothing_is_touched(sandbox: Path, path: str) -> None:
     before = snapshot(sandbox)
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match=re.escape(DANGEROUS[path])) as err:
         claim_dir(path, "train")
     assert "\n" not in str(err.value) and len(str(err.value)) < 300
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape(NOT_THE_TOOLS.get(path, DANGEROUS[path]))):
         remove_stale_run(path)
     assert snapshot(sandbox) == before
     assert not (Path.cwd() / "~").exists()
@@ -81,7 +95,7 @@ def test_dangerous_paths_are_refused_and_nothing_is_touched(sandbox: Path, path:
 def test_the_package_and_its_checkout_are_refused(sandbox: Path) -> None:
     for path in (PACKAGE, PACKAGE / "runs", PACKAGE.parent):
         assert refusal(path) is not None
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="inside the stddial_book package|holds the stddial_book package"):
             claim_dir(path, "train")
     assert not (PACKAGE / "runs").exists() and not (PACKAGE / MARKER).exists()
 
@@ -114,7 +128,7 @@ def test_remove_owned_touches_only_named_entries_of_a_marked_directory(sandbox: 
     assert snapshot(sandbox / "home" / "work" / "theirs") == before  # the link went, not its target
     assert sorted(p.name for p in run.iterdir()) == [MARKER, "keep.txt"]
     for bad in ("..", "../theirs", MARKER, ""):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="plain entry names"):
             remove_owned(run, [bad])
     with pytest.raises(ValueError, match="not written by stddial_book"):
         remove_owned(sandbox / "home" / "work" / "theirs", ["metrics.jsonl"])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ENV_CACHE", "RUN_FILES", "cache_dir", "code_fingerprint", "remove_stale_run", "sft_to_dir",
-           "train_to_dir", "warm_start", "rl_run", "load_model_from"]
+           "train_to_dir", "warm_start", "rl_run", "load_model_from", "file_sha256", "same_warm_start"]
 
 ENV_CACHE = "STDDIAL_CACHE"
 
@@ -301,3 +301,17 @@ def recipe_logs(profile, key: str, recorded_profile: str = "reference",
     if not recorded:
         raise ValueError(f"no recorded {key!r} runs of profile {recorded_profile!r} were found in the package data.")
     return {"live": live, "recorded": recorded}
+
+
+def same_warm_start(profile, recorded_profile: str = "reference", progress: bool = False) -> bool:
+    """Whether the committed runs of ``recorded_profile`` started from the very SFT model this
+    build's live runs start from: the sha256 of :func:`warm_start`'s model against the one the
+    recorded SFT's provenance names (``model_sha256``). The same code and settings give the same
+    bytes on a CPU; another commit's SFT code or another machine's arithmetic need not."""
+    from .runs import RECORDED_DIR, read_json
+
+    recorded = read_json(Path(RECORDED_DIR) / recorded_profile / "sft" / "provenance.json").get("model_sha256")
+    if not recorded:
+        raise ValueError(f"the recorded {recorded_profile!r} SFT provenance names no model_sha256; record the runs "
+                         "again with `python -m stddial_book record`.")
+    return file_sha256(warm_start(profile, progress=progress) / "model.safetensors") == recorded

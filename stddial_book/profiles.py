@@ -56,10 +56,9 @@ class Profile:
 
 # The testbed of the quick and reference profiles (chapter 9): the ~1.05M-parameter model, SFT on
 # two- and three-digit sums stopped at a held-out pass rate of 0.3, RL on a fixed pool of 256
-# prompts measured with 32 samples each. The two profiles differ only in budget and bookkeeping. The
-# recorded reference runs started from the SFT checkpoint of their recording commit (its log is in
-# data/runs/reference/sft); the SFT code has changed since, so a build's own warm start differs
-# from it (chapters 10-13 say which runs start where) until the reference runs are recorded again.
+# prompts measured with 32 samples each. The two profiles differ only in budget and bookkeeping, and
+# share the SFT warm start: the recorded reference runs name its sha256 (data/runs/reference/sft),
+# and chapter 10 checks it against the build's own (experiments.same_warm_start).
 _MODEL = dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512)
 _POOL_TASK = dict(digits=(2, 3), num_train=4000, num_heldout=256)
 _POOL_SFT = dict(lr=1e-3, batch_size=128, target_pass_rate=0.3, eval_every=25, eval_prompts=128, eval_samples=4,

@@ -280,6 +280,9 @@ def identity_during_training(runs: Sequence[list[dict[str, Any]]]) -> dict[str, 
     """Every in-update identity check of a set of runs (``identity_check_every``), pooled:
     per checked group its relative error, minibatch index (0 = ratio 1), clipped-token fraction
     and σ. Chapters 10-12."""
+    if isinstance(runs, (str, bytes, dict)) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a list of run logs (one list of records per run); got {type(runs).__name__}.")
+    runs = [_check_records(records, "each run") for records in runs]
     out: dict[str, list] = {"rel_error": [], "minibatch": [], "clipped": [], "sigma": []}
     for records in runs:
         for r in records:
@@ -333,8 +336,14 @@ def pool_study(runs: dict[str, list[list[dict[str, Any]]]], group_size: int, num
     """
     from .recipes import get_recipe
 
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("runs must be a non-empty dict: recipe key ('grpo', 'dr_grpo', 'dapo') -> the records of its "
+                         "seeds.")
+    group_size, num_bands = check_group_size(group_size), check_int(num_bands, "num_bands", minimum=1)
     out: dict[str, Any] = {}
     for key, seeds in runs.items():
+        if isinstance(seeds, (str, bytes, dict)) or not isinstance(seeds, Sequence) or not seeds:
+            raise ValueError(f"runs[{key!r}] must be a non-empty list of run logs, one per seed.")
         recipe = get_recipe(key)
         entry: dict[str, list] = {"samples": [], "bands": [], "silent": [], "mass": [], "final": [], "heldout": []}
         for records in seeds:
@@ -359,7 +368,8 @@ def prediction_numbers(study: dict[str, Any], key: str) -> dict[str, float]:
     ``pool_end``, ``pool_end_sd`` (the whole pool); ``fastest``, the quartile (1-based) whose mean
     solve rate gains most, and ``fastest_gain``; ``seeds``; ``samples`` (generated per run)."""
     if not isinstance(study, dict) or key not in study:
-        raise ValueError(f"study has no recipe {key!r}; it has {sorted(study) if isinstance(study, dict) else study!r}.")
+        has = sorted(study) if isinstance(study, dict) else type(study).__name__
+        raise ValueError(f"study has no recipe {' '.join(repr(key).split())[:40]}; it has {has}.")
     entry = study[key]
     fit = silent_fit(entry["silent"])
     realised = np.array([m["realised"] for m in entry["mass"]]).mean(axis=0)
@@ -393,8 +403,7 @@ def gradient_scale(records: list[dict[str, Any]], reference: list[dict[str, Any]
             raise ValueError("no groups/weight in the log: is it a training run's metrics.jsonl?")
         return float(np.mean(weights))
 
-    if not check_number(max_new_tokens, "max_new_tokens") > 0:
-        raise ValueError(f"max_new_tokens is L_max and must be positive; got {max_new_tokens}.")
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, a number of tokens.")
     records, reference = _check_records(records), _check_records(reference, "reference")
     base = mean_weight(reference)
     if base <= 0:
@@ -631,6 +640,8 @@ def warm_start_numbers(sft_dir) -> dict[str, Any]:
 def pass_rate_by_carries(evaluation, problems) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Chapter 9: per bucket, the carry counts present and the sampled pass rate at each, from an
     :class:`~stddial_book.train.EvalResult` of ``problems`` (in the same order)."""
+    _check_evaluation(evaluation)
+    problems = _check_problems(problems)
     carries = np.array([p.carries for p in problems])
     if carries.size != evaluation.successes.size:
         raise ValueError(f"the evaluation covers {evaluation.successes.size} prompts but {carries.size} problems were "
@@ -649,6 +660,7 @@ def heldout_start(evaluation, problems) -> dict[str, Any]:
     each: ``G``, ``silent`` (all G samples agree), ``mixed`` (the rest), ``greedy``, ``sampled``,
     ``sampled_D2``, ... per bucket, and ``carry_spread_D2``, ...: the largest minus the smallest
     pass rate over the bucket's carry counts (:func:`pass_rate_by_carries`)."""
+    _check_evaluation(evaluation)
     G = evaluation.num_samples
     out: dict[str, Any] = {"G": G, "silent": evaluation.silent_fraction,
                            "mixed": float(np.mean((evaluation.successes > 0) & (evaluation.successes < G))),
@@ -659,6 +671,24 @@ def heldout_start(evaluation, problems) -> dict[str, Any]:
     return out
 
 
+def _check_evaluation(evaluation: Any) -> None:
+    """Refuse what is not a held-out evaluation (:class:`~stddial_book.train.EvalResult`)."""
+    needed = ("successes", "num_samples", "buckets", "greedy", "sampled", "sampled_by_bucket", "silent_fraction")
+    if any(not hasattr(evaluation, name) for name in needed):
+        raise TypeError(f"evaluation must be an EvalResult (what train.evaluate returns); got "
+                        f"{type(evaluation).__name__}.")
+
+
+def _check_problems(problems: Any) -> list[Any]:
+    """``problems`` as a list of task problems (anything with ``carries`` and ``digits``)."""
+    if isinstance(problems, (str, bytes, dict)) or not isinstance(problems, Sequence):
+        raise TypeError(f"problems must be a list of Problem (from make_problems); got {type(problems).__name__}.")
+    wrong = next((q for q in problems if not (hasattr(q, "carries") and hasattr(q, "digits"))), None)
+    if wrong is not None:
+        raise TypeError(f"problems must hold Problem objects (from make_problems); found {type(wrong).__name__}.")
+    return list(problems)
+
+
 def pool_start(records: list[dict[str, Any]], problems, group_size: int) -> dict[str, Any]:
     """Chapter 9: the RL pool at the start of a run. ``problems`` are the training problems (the
     pool is their first ``pool_size``). Returns ``samples`` (per prompt), ``mean`` (solve rate),
@@ -666,6 +696,7 @@ def pool_start(records: list[dict[str, Any]], problems, group_size: int) -> dict
     (the unbiased expected silent fraction of a group of ``group_size``, chapter 13)."""
     _, n, K = pool_history(records)
     G = check_group_size(group_size)
+    problems = _check_problems(problems)
     if len(problems) < K.shape[1]:
         raise ValueError(f"the pool has {K.shape[1]} prompts but only {len(problems)} problems were given; pass the "
                          "training problems the run drew its pool from.")
@@ -722,6 +753,12 @@ def parameter_counts(profiles: dict) -> dict[str, int]:
 def profile_table(profiles: dict, counts: dict[str, int]) -> tuple[list[str], list[list[str]]]:
     """Chapter 9: header and rows of the run profiles side by side, one column per profile and one
     row per setting (so the table stays narrow however many settings it shows)."""
+    from .profiles import Profile
+
+    if not isinstance(profiles, dict) or not profiles or not all(isinstance(p, Profile) for p in profiles.values()):
+        raise TypeError("profiles must be a non-empty dict of name -> Profile (e.g. stddial_book.profiles.PROFILES).")
+    if not isinstance(counts, dict) or set(counts) != set(profiles):
+        raise ValueError("counts must give one parameter count per profile (parameter_counts(profiles)).")
     names = list(profiles)
 
     def row(label: str, value) -> list[str]:
@@ -746,10 +783,14 @@ def run_resources(sft_provenance: dict[str, Any], run_provenance: dict[str, Any]
     for name, value in (("sft_provenance", sft_provenance), ("run_provenance", run_provenance)):
         if not isinstance(value, dict):
             raise TypeError(f"{name} must be a provenance dict (load_run's first value); got {type(value).__name__}.")
+    try:
+        samples = run_provenance["config"]["train"]["sample_budget"]
+    except (KeyError, TypeError):
+        raise ValueError("run_provenance lacks config.train.sample_budget; pass the provenance load_run returns for "
+                         "an RL run.") from None
     return {"device": run_provenance.get("device"), "sft_s": sft_provenance.get("wall_time_s"),
             "run_s": run_provenance.get("wall_time_s"), "rss_mb": run_provenance.get("peak_rss_mb"),
-            "gpu_mb": run_provenance.get("peak_gpu_mb"),
-            "samples": run_provenance["config"]["train"]["sample_budget"]}
+            "gpu_mb": run_provenance.get("peak_gpu_mb"), "samples": samples}
 
 
 def resource_table(resources: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -757,6 +798,10 @@ def resource_table(resources: dict[str, dict[str, Any]]) -> tuple[list[str], lis
     def shown(value, fmt: str) -> str:
         return "–" if value is None else format(value, fmt)
 
+    needed = ("device", "samples", "sft_s", "run_s", "rss_mb", "gpu_mb")
+    if not isinstance(resources, dict) or not resources or not all(
+            isinstance(r, dict) and all(k in r for k in needed) for r in resources.values()):
+        raise ValueError("resources must be a non-empty dict of label -> what run_resources returns.")
     labels = list(resources)
     rows = [["device"] + [str(resources[k]["device"]) for k in labels],
             ["samples per run"] + [shown(resources[k]["samples"], ",") for k in labels],
@@ -884,6 +929,10 @@ def max_rounds_study(records: list[dict[str, Any]], train: dict[str, Any], max_r
     """
     if not isinstance(train, dict):
         raise TypeError(f"train must be the run's training configuration (a dict); got {type(train).__name__}.")
+    missing = [k for k in ("group_size", "prompts_per_step", "max_rounds", "sample_budget", "num_minibatches")
+               if k not in train]
+    if missing:
+        raise ValueError(f"train lacks {', '.join(missing)}; pass provenance['config']['train'] of the run.")
     G, per_step = train["group_size"], train["prompts_per_step"]
     own = replay_refill(records, G, per_step, train["max_rounds"])
     new = replay_refill(records, G, per_step, max_rounds)
@@ -1015,8 +1064,11 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", thresho
     from .recipes import get_recipe
 
     threshold = check_number(threshold, "threshold")
-    if not isinstance(study, dict) or reference not in study or len(study) < 2:
-        raise ValueError(f"study must hold {reference!r} and at least one other recipe.")
+    if not threshold > 0:
+        raise ValueError(f"threshold is a number of standard errors and must be positive (every |z| exceeds "
+                         f"{threshold:g}); got {threshold}.")
+    if not isinstance(study, dict) or not isinstance(reference, str) or reference not in study or len(study) < 2:
+        raise ValueError(f"study must hold {' '.join(repr(reference).split())[:40]} and at least one other recipe.")
     final = {key: [float(f[0]) for f in study[key]["final"]] for key in study}
     others = [key for key in study if key != reference]
     summary: dict[str, float] = {"threshold": threshold, "tests": len(others),

@@ -70,7 +70,13 @@ def monte_carlo_gradient(solve_rate: np.ndarray, group_size: int, recipe: Recipe
     if num_groups < 2:
         raise ValueError(f"num_groups must be at least 2 to estimate a standard error; got {num_groups}.")
     p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
-    rng = np.random.default_rng(seed)
+    size = check_group_size(group_size)
+    samples = num_groups * max(p.size, 1) * size
+    if samples > MAX_SAMPLES:
+        raise ValueError(f"num_groups={num_groups} groups of G = {size} for {p.size} solve rate(s) is {samples:.3g} "
+                         f"samples, above {MAX_SAMPLES:.0e} (hours of CPU); lower num_groups (2000 gives a standard "
+                         "error of about 1% of the gradient).")
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     draws = np.stack([sampled_gradients(p, group_size, recipe, rng) for _ in range(num_groups)])
     return draws.mean(axis=0), draws.std(axis=0, ddof=1) / np.sqrt(num_groups)
 
@@ -92,6 +98,15 @@ def monte_carlo_z(solve_rate: np.ndarray, group_size: int, recipe: Recipe | str,
 
 # --- the source paper's controlled run (Bay and Yearick, 2026, §8) ----------------------------
 
+#: The most Bernoulli samples one Monte-Carlo call draws, and the most prompt-steps a controlled run
+#: holds in memory (each of its per-step arrays is that many float64s): beyond, a typo (10**30) would
+#: run for hours or exhaust memory instead of failing at once.
+MAX_SAMPLES = 10**9
+MAX_PROMPT_STEPS = 2 * 10**7
+#: The most seeds a study runs and the most redraws DAPO's same-prompt refill makes per group.
+MAX_SEEDS = 1000
+MAX_REDRAW_TRIES = 1000
+
 @dataclass(frozen=True)
 class ControlledRun:
     """Settings of the controlled run: M Bernoulli-logit prompts trained by one recipe.
@@ -111,9 +126,17 @@ class ControlledRun:
     def __post_init__(self) -> None:
         for name in ("num_prompts", "steps", "redraw_tries"):
             check_int(getattr(self, name), name)
+        check_group_size(self.group_size)
+        if self.num_prompts * (self.steps + 1) > MAX_PROMPT_STEPS:
+            raise ValueError(f"num_prompts × (steps + 1) = {self.num_prompts * (self.steps + 1):.3g} is above "
+                             f"{MAX_PROMPT_STEPS:.0e}, more than the run's per-step arrays hold in memory; the paper's "
+                             "run is 6000 prompts × 150 steps.")
+        if self.redraw_tries > MAX_REDRAW_TRIES or self.group_size > 4096:
+            raise ValueError(f"redraw_tries={self.redraw_tries} and group_size={self.group_size} must stay at most "
+                             f"{MAX_REDRAW_TRIES} and 4096 (the paper redraws 4 times at G = 8).")
         check_number(self.lr, "lr")
         if not isinstance(self.clip, (tuple, list)) or len(self.clip) != 2:
-            raise TypeError(f"clip must be a pair (low, high) of solve rates; got {self.clip!r}.")
+            raise TypeError(f"clip must be a pair (low, high) of solve rates; got {type(self.clip).__name__}.")
         for value in self.clip:
             check_number(value, "clip")
         if self.num_prompts < 4 or self.steps < 1 or self.redraw_tries < 1:
@@ -248,6 +271,7 @@ def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
     p = to_numpy(initial_p, "initial_p", allow_empty=True)
     if p.ndim != 1:
         raise ValueError(f"initial_p must be 1-D, one solve rate per prompt; got shape {p.shape}.")
+    check_unit_interval(p, "initial_p")
     order = np.argsort(p, kind="stable")
     mask = np.zeros(len(order), dtype=bool)
     mask[order[: len(order) // 4]] = True
@@ -341,8 +365,8 @@ def controlled_run_study(solve_rates: np.ndarray, counts: np.ndarray, seeds: int
     """
     from .recipes import DAPO, DR_GRPO, GRPO
 
-    if check_int(seeds, "seeds") < 2:
-        raise ValueError(f"seeds must be at least 2 to show a spread; got {seeds}.")
+    if check_int(seeds, "seeds") < 2 or seeds > MAX_SEEDS:
+        raise ValueError(f"seeds must be at least 2 (to show a spread) and at most {MAX_SEEDS}; got {seeds}.")
     rows: dict[str, list] = {}
 
     def add(name: str, value) -> None:
@@ -384,7 +408,7 @@ def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.nd
     comparisons are made on it (chapter 8)."""
     for name in (first, second):
         if not isinstance(study, dict) or f"quartile/{name}" not in study:
-            raise ValueError(f"study has no run {name!r}; pass what controlled_run_study returns and one of "
+            raise ValueError(f"study has no run {' '.join(repr(name).split())[:60]}; pass what controlled_run_study returns and one of "
                              "'grpo', 'dr_grpo', 'dr_grpo_matched', 'dapo'.")
     steps = study["quartile/grpo"].shape[1]
     grid = np.arange(steps, dtype=np.float64)
@@ -411,10 +435,10 @@ def matched_gap(solve_rates: np.ndarray, counts: np.ndarray, seeds: int = 5, con
     """
     from .recipes import DR_GRPO, GRPO
 
-    if check_int(seeds, "seeds") < 1:
-        raise ValueError(f"seeds must be at least 1; got {seeds}.")
+    if check_int(seeds, "seeds") < 1 or seeds > MAX_SEEDS:
+        raise ValueError(f"seeds must be at least 1 and at most {MAX_SEEDS}; got {seeds}.")
     if not isinstance(rematch, bool):
-        raise TypeError(f"rematch must be True or False; got {rematch!r}.")
+        raise TypeError(f"rematch must be True or False; got {type(rematch).__name__}.")
     gaps = []
     for seed in range(seeds):
         p0 = initial_solve_rates(solve_rates, counts, config, np.random.default_rng([seed, 0]))
@@ -519,7 +543,7 @@ def _step_mass(result: ControlledRunResult, step: int) -> tuple[np.ndarray, np.n
     _check_result(result)
     steps = result.gain.shape[0]
     step = check_int(step, "step")
-    if not -steps <= step < steps:
+    if not 0 <= step < steps:  # a negative step would silently count from the end
         raise ValueError(f"step must index one of the run's {steps} steps (0..{steps - 1}); got {step}.")
     gain, expected = result.gain[step], result.expected_gain[step]
     if gain.sum() == 0 or expected.sum() == 0:

@@ -33,6 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ._arrays import to_numpy
 from .identity import large_group_gradient
 from .recipes import get_recipe
 from .solve_rates import KHistogram, band_shares, decile_of, decile_shares, gradient_budget, silent_fraction
@@ -100,6 +101,19 @@ class FigureData:
     bar_counts: np.ndarray               # (64,) problems per bar of the left panel (floats)
     decile_shares: dict[str, np.ndarray]  # legend label -> (10,) percent of the gradient budget
     calibration: dict[str, float] = field(default_factory=dict)  # worst tick residual per panel
+
+    def __post_init__(self) -> None:
+        bars = to_numpy(self.bar_counts, "bar_counts")
+        if bars.shape != (ROLLOUTS,):
+            raise ValueError(f"bar_counts must hold the {ROLLOUTS} bar heights of the left panel; got shape {bars.shape}.")
+        if not isinstance(self.decile_shares, dict) or sorted(self.decile_shares) != ["dr_grpo", "grpo"]:
+            raise ValueError("decile_shares must map 'dr_grpo' and 'grpo' to their ten decile shares (in percent).")
+        shares = {name: to_numpy(values, f"decile_shares[{name!r}]") for name, values in self.decile_shares.items()}
+        if any(v.shape != (10,) for v in shares.values()):
+            raise ValueError("decile_shares must hold ten shares (one per tenth of p̂) for each recipe.")
+        if not isinstance(self.calibration, dict):
+            raise TypeError(f"calibration must be a dict; got {type(self.calibration).__name__}.")
+        self.bar_counts, self.decile_shares = bars, shares
 
 
 def _content_stream(pdf: bytes) -> str:
@@ -341,7 +355,13 @@ def _paper_numbers(counts: np.ndarray) -> dict[str, float]:
 def check_against_paper(counts: Sequence[int]) -> list[dict[str, object]]:
     """One row per published number: the paper's value, the value from ``counts`` and whether
     they agree when the latter is rounded as the paper rounds."""
-    ours = _paper_numbers(np.asarray(counts, dtype=np.int64))
+    values = to_numpy(counts, "counts")
+    if values.shape != (ROLLOUTS + 1,) or np.any(values < 0) or np.any(values != np.round(values)) \
+            or values.sum() <= 0 or values.max() > 2**53:
+        raise ValueError(f"counts must be {ROLLOUTS + 1} whole numbers of problems, k = 0..{ROLLOUTS}, not all 0 (as "
+                         "load_big_math_histogram().counts); got shape "
+                         f"{values.shape}.")
+    ours = _paper_numbers(values.astype(np.int64))
     rows = []
     for name, (paper, decimals) in PUBLISHED.items():
         value = float(ours[name])

@@ -328,7 +328,7 @@ def check_on_cpu(profile, recipe, measured_run_seconds: list[float], overheads: 
     measured wall times of such runs (``measured_run_seconds``, one per seed; their median)."""
     import numpy as np
 
-    seconds = to_numpy(measured_run_seconds, "measured_run_seconds")
+    seconds = np.atleast_1d(to_numpy(measured_run_seconds, "measured_run_seconds"))  # one run: a number is fine
     if seconds.ndim != 1 or np.any(seconds <= 0):
         raise ValueError(f"measured_run_seconds must be a list of positive wall times in seconds, one per seed; got "
                          f"{np.asarray(seconds).tolist()!r:.80}.")

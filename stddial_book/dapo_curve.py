@@ -37,6 +37,7 @@ __all__ = ["DAPO_SOURCE", "load_dapo_fig3b", "build_dapo_table", "ConsistencyFit
 TABLE_NAME = "dapo_fig3b_allcorrect"
 EVAL_SAMPLES = 32      # DAPO's avg@32: a prompt counts when all 32 samples are right
 PLATEAU_POINTS = 8     # the plateau is the mean of the last 8 logged points (the paper's choice)
+MAX_BOOTSTRAP = 10_000  # resamples fit_consistency takes at most (each refits the timescale, ~10 ms)
 
 #: The digitised points ship with the package: ``data_path(*SOURCE_FILE)`` (data/sources/dapo-fig3b/).
 SOURCE_FILE = ("sources", "dapo-fig3b", "dapo_fig3b_accuracy1_fraction.csv")
@@ -214,6 +215,9 @@ def fit_consistency(solve_rates: np.ndarray, counts: np.ndarray, steps: np.ndarr
         raise ValueError("steps must be positive training steps in increasing order.")
     check_unit_interval(logged, "logged")
     bootstrap = check_int(bootstrap, "bootstrap", minimum=0)
+    if bootstrap > MAX_BOOTSTRAP:
+        raise ValueError(f"bootstrap={bootstrap} resamples would take hours (each refits the timescale); pass at most "
+                         f"{MAX_BOOTSTRAP} (the chapter uses 1000).")
     seed = check_int(seed, "seed", minimum=0)
     plateau = float(logged[-PLATEAU_POINTS:].mean())
     frozen = float(sharpened_moment(p, w, 1.0, EVAL_SAMPLES)[0])
@@ -271,8 +275,11 @@ def consistency_numbers(fit: ConsistencyFit, percentiles: tuple[float, float] = 
     ``end_mean`` (the pool's mean solve rate at T = 1 and at the plateau)."""
     if not isinstance(fit, ConsistencyFit):
         raise TypeError(f"fit must be what fit_consistency returns (a ConsistencyFit); got {type(fit).__name__}.")
-    if len(percentiles) != 2 or not 0 <= percentiles[0] <= percentiles[1] <= 100:
-        raise ValueError(f"percentiles must be a pair (low, high) with 0 <= low <= high <= 100; got {percentiles!r}.")
+    if (not isinstance(percentiles, (tuple, list)) or len(percentiles) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in percentiles)
+            or not 0 <= percentiles[0] <= percentiles[1] <= 100):
+        raise ValueError(f"percentiles must be a pair (low, high) with 0 <= low <= high <= 100; got "
+                         f"{' '.join(repr(percentiles).split())[:40]}.")
     low, high = (np.percentile(fit.bootstrap_r2, percentiles) if fit.bootstrap_r2.size
                  else (float("nan"), float("nan")))
     return {"r2": fit.r2, "generic_r2": fit.generic_r2, "boot_low": float(low), "boot_high": float(high),

@@ -86,8 +86,24 @@ def _symbolic_size(value: int, name: str, minimum: int) -> int:
 
 def _check_correction(correction: int) -> int:
     if isinstance(correction, bool) or not isinstance(correction, (int, float)) or correction not in (0, 1):
-        raise ValueError(f"correction must be 0 (population std) or 1 (Bessel's); got {correction!r}.")
+        raise ValueError(f"correction must be 0 (population std) or 1 (Bessel's); got {_shown(correction)}.")
     return int(correction)
+
+
+def _shown(value: object) -> str:
+    """``value``'s repr on one line, cut to 60 characters (a 2-D array's repr spans lines)."""
+    return " ".join(repr(value).split())[:60]
+
+
+def _scalar_expr(value: object, name: str) -> sp.Expr:
+    """A reward value or eps: a SymPy expression (a symbol such as ``r_plus``) or a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, (sp.Expr, int, float)):
+        raise TypeError(f"{name} must be a SymPy expression (e.g. r_plus) or a real number; got "
+                        f"{type(value).__name__} {_shown(value)}.")
+    expr = sp.sympify(value)
+    if expr.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or expr.is_real is False:
+        raise ValueError(f"{name} must be finite and real; got {_shown(value)}.")
+    return expr
 
 
 #: How wide (in characters of SymPy's 2-D pretty print, about the width of the rendered formula)
@@ -120,6 +136,11 @@ def latex_lines(expr: sp.Expr, width: int = LINE_WIDTH) -> list[str]:
     lines with spaces gives the same formula as ``sp.latex(expr)``, term for term.
     """
     width = check_int(width, "width", minimum=1)
+    if isinstance(expr, bool) or not isinstance(expr, (sp.Expr, int, float)):
+        raise TypeError(f"expr must be a SymPy expression (e.g. a Claim's lhs); got {type(expr).__name__} "
+                        f"{_shown(expr)}.")
+    if isinstance(expr, float) and not math.isfinite(expr):
+        raise ValueError(f"expr must be finite; got {expr}.")
     expr = sp.sympify(expr)
     if not isinstance(expr, sp.Add):
         return [sp.latex(expr)]
@@ -202,6 +223,12 @@ def reward_moments(reward_correct: sp.Expr = sp.Integer(1), reward_wrong: sp.Exp
     multiplies the variance by G/(G − 1).
     """
     correction = _check_correction(correction)
+    reward_correct = _scalar_expr(reward_correct, "reward_correct")
+    reward_wrong = _scalar_expr(reward_wrong, "reward_wrong")
+    gap = reward_correct - reward_wrong
+    if gap.is_number and not gap > 0:
+        raise ValueError(f"reward_correct must exceed reward_wrong (r₊ > r₋: a correct sample is rewarded more); got "
+                         f"{reward_correct} and {reward_wrong}.")
     mean = phat * reward_correct + (1 - phat) * reward_wrong
     second = phat * reward_correct**2 + (1 - phat) * reward_wrong**2
     variance = sp.factor(sp.expand(second - mean**2))
@@ -215,8 +242,13 @@ def advantages(scale_std: bool, correction: int = 0, reward_correct: sp.Expr = s
                ) -> tuple[sp.Expr, sp.Expr]:
     """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings."""
     if not isinstance(scale_std, bool):
-        raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {scale_std!r}.")
+        raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {_shown(scale_std)}.")
     mean, std = reward_moments(reward_correct, reward_wrong, correction)
+    reward_correct = _scalar_expr(reward_correct, "reward_correct")
+    reward_wrong = _scalar_expr(reward_wrong, "reward_wrong")
+    std_eps = _scalar_expr(std_eps, "std_eps")
+    if std_eps.is_number and std_eps < 0:
+        raise ValueError(f"std_eps is added to the std and must be >= 0; got {std_eps}.")
     a_plus, a_minus = reward_correct - mean, reward_wrong - mean
     if scale_std:
         a_plus, a_minus = a_plus / (std + std_eps), a_minus / (std + std_eps)
@@ -238,7 +270,7 @@ VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
 def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
     """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`."""
     if not isinstance(label, str) or label not in _VARIANTS:
-        raise ValueError(f"unknown variant {label!r}; choose one of {sorted(_VARIANTS)}.")
+        raise ValueError(f"unknown variant {_shown(label)}; choose one of {sorted(_VARIANTS)}.")
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
     a_plus, a_minus = advantages(scale, correction, sp.Integer(hi), sp.Integer(lo))
     return description, a_plus, a_minus, weight
@@ -334,7 +366,7 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     gᵢ = Sᵢ/ℓ̄ (DAPO, token mean over the step, ℓ̄ the mean length).
     """
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (tuple, list)) or not lengths:
-        raise ValueError(f"lengths must be a non-empty tuple of sequence lengths, e.g. (2, 3, 1); got {lengths!r:.40}.")
+        raise ValueError(f"lengths must be a non-empty tuple of sequence lengths, e.g. (2, 3, 1); got {_shown(lengths)}.")
     _symbolic_size(len(lengths), "the number of sequences", 1)
     lengths = tuple(_symbolic_size(length, "each length", 1) for length in lengths)
     if len(lengths) * (max(lengths) + 1) > 4 * MAX_SYMBOLIC_SIZE:

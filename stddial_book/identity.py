@@ -149,6 +149,8 @@ def update_weight(
     recipe = as_recipe(recipe)
     p = to_numpy(pass_rate, "pass_rate")
     check_unit_interval(p, "pass_rate")
+    if group_size is not None:  # checked even where the recipe does not need it: junk is not ignored
+        check_broadcast(pass_rate=p, group_size=check_group_size_array(group_size))
     variance = p * (1.0 - p)
     sigma = np.sqrt(variance)
     gap = recipe.reward_correct - recipe.reward_wrong
@@ -544,7 +546,7 @@ def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int
     10^7 is refused.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-        raise ValueError(f"group_size must be a positive integer; got {group_size!r}.")
+        raise ValueError(f"group_size must be a positive integer; got {' '.join(repr(group_size).split())[:40]}.")
     size = _check_exact_size(int(group_size))
     num_samples = check_int(num_samples, "num_samples")
     if num_samples > 10**7:
@@ -666,11 +668,11 @@ def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _check_correction(correction: int) -> bool:
-    if (isinstance(correction, bool) or correction not in (0, 1)
-            or not isinstance(correction, (int, float, np.integer, np.floating))):  # 0j == 0 in Python
+    if (isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating))
+            or correction not in (0, 1)):  # the type first: 0j == 0 in Python, an array has no truth value
         raise ValueError(
             f"correction must be 0 (population std, the identity's σ) or 1 (Bessel's sample std, "
-            f"as TRL, verl and oat use); got {correction!r}."
+            f"as TRL, verl and oat use); got {' '.join(repr(correction).split())[:40]}."
         )
     return correction == 1
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ._arrays import check_int, to_numpy
 from .plots import RECIPE_COLORS, TYPE_SIZES, _legible
 from .recipes import DR_GRPO, GRPO
 
@@ -29,12 +30,68 @@ def _g_color(group_size: int) -> str | None:
     return _G_COLORS.get(int(group_size))
 
 
+def _group_sizes(group_sizes: object, name: str = "group_sizes") -> list[int]:
+    """A non-empty list of group sizes G ≥ 1 to draw one curve each."""
+    if isinstance(group_sizes, (str, bytes, dict)) or not isinstance(group_sizes, (list, tuple, np.ndarray)) \
+            or len(group_sizes) == 0:
+        raise ValueError(f"{name} must be a non-empty list of group sizes, e.g. (2, 8, 64); got "
+                         f"{type(group_sizes).__name__}.")
+    return [check_int(g, f"each of {name}", minimum=1) for g in group_sizes]
+
+
+def _values(values: object, name: str, size: int | None = None) -> np.ndarray:
+    """A 1-D array of finite numbers (of ``size`` entries when given)."""
+    arr = to_numpy(values, name)
+    if arr.ndim != 1 or (size is not None and arr.size != size):
+        raise ValueError(f"{name} must be 1-D{f' with {size} entries' if size is not None else ''}; got shape "
+                         f"{arr.shape}.")
+    return arr
+
+
+def _check_named(mapping: object, name: str, what: str) -> dict:
+    """A non-empty dict whose keys are strings (the legend's labels)."""
+    if not isinstance(mapping, dict) or not mapping or not all(isinstance(k, str) for k in mapping):
+        raise ValueError(f"{name} must be a non-empty dict of label -> {what}; got "
+                         f"{type(mapping).__name__ if not isinstance(mapping, dict) else 'an empty or unlabelled dict'}.")
+    return mapping
+
+
+#: What :func:`stddial_book.bernoulli.controlled_run_study` returns that chapter 8's figures read.
+_CONTROLLED_KEYS = ("silent_measured/grpo", "silent_expected/grpo", "num_prompts", "decile_share/grpo",
+                    "decile_share/dr_grpo", "decile_share_closed/grpo", "decile_share_closed/dr_grpo",
+                    "quartile/grpo", "quartile/dr_grpo", "quartile/dapo", "quartile/dr_grpo_matched",
+                    "dapo_groups_drawn")
+
+
+def _check_controlled(study: object) -> dict:
+    if not isinstance(study, dict) or any(key not in study for key in _CONTROLLED_KEYS):
+        raise ValueError("study must be what stddial_book.bernoulli.controlled_run_study returns (a dict with "
+                         "quartile/<run>, decile_share/<run>, silent_measured/grpo, ...).")
+    return study
+
+
+def _check_pool_study(study: object) -> dict:
+    """What :func:`stddial_book.analysis.pool_study` returns, for recipes the figures know."""
+    if not isinstance(study, dict) or not study:
+        raise ValueError("study must be a non-empty pool_study result (recipe key -> its seeds' numbers).")
+    for key, entry in study.items():
+        if key not in _KEY_NAMES:
+            raise ValueError(f"study has recipe key {' '.join(repr(key).split())[:40]}; the figures draw "
+                             f"{sorted(_KEY_NAMES)}.")
+        if not isinstance(entry, dict) or any(f not in entry for f in ("samples", "bands", "silent", "mass")) \
+                or not entry["samples"]:
+            raise ValueError(f"study[{key!r}] must be what pool_study returns for a recipe (samples, bands, silent, "
+                             "mass, one entry per seed).")
+    return study
+
+
 @_legible
 def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
     """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (left), and its inverse, the
     smallest G with P(silent) ≤ δ (right, :func:`stddial_book.identity.tries_needed`)."""
     from .identity import silent_probability, tries_needed
 
+    group_sizes = _group_sizes(group_sizes)
     p = np.linspace(0.0, 1.0, 401)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
     for g in group_sizes:
@@ -62,6 +119,7 @@ def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), gro
     each recipe's expected update weight per prompt at one G (right)."""
     from .identity import expected_group_std, expected_update_weight
 
+    group_sizes = _group_sizes(group_sizes)
     p = np.linspace(0.0, 1.0, 401)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
     for g in group_sizes:
@@ -82,6 +140,10 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
     from .identity import attenuated_fidelity, gradient_fidelity, group_size_law, minimal_group_size
 
+    max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
+    if max_group_size > 4096:
+        raise ValueError(f"max_group_size={max_group_size} must stay at most 4096 (each G is an exact sum; the "
+                         "chapter draws up to 128).")
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
     sizes = np.arange(2, max_group_size + 1)
     for p, color in _P_COLORS.items():
@@ -110,6 +172,11 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     from .bernoulli import monte_carlo_gradient
     from .identity import arcsine_objective, expected_group_std, expected_group_variance, large_group_gradient
 
+    num_groups = check_int(num_groups, "num_groups", minimum=2)
+    if num_groups > 100_000:
+        raise ValueError(f"num_groups={num_groups} Monte-Carlo groups per marker would take minutes; pass at most "
+                         "100000 (the chapter draws 2000).")
+    seed = check_int(seed, "seed", minimum=0)
     p = np.linspace(0.0, 1.0, 401)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
     left.plot(p, p, color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: p")
@@ -152,6 +219,10 @@ def difficulty_weight_figure() -> plt.Figure:
 @_legible
 def big_math_histogram_figure(hist) -> plt.Figure:
     """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
+    from .solve_rates import KHistogram
+
+    if not isinstance(hist, KHistogram):
+        raise TypeError(f"hist must be a KHistogram (big_math_histogram() gives one); got {type(hist).__name__}.")
     k = np.arange(hist.num_rollouts + 1)
     fig, ax = plt.subplots(figsize=(7.5, 3.4), constrained_layout=True)
     colors = ["#d62728" if j in (0, hist.num_rollouts) else "0.45" for j in k]
@@ -165,6 +236,19 @@ def big_math_histogram_figure(hist) -> plt.Figure:
 def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.ndarray,
                                 markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> plt.Figure:
     """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
+    group_sizes = _values(group_sizes, "group_sizes")
+    if np.any(group_sizes < 1):
+        raise ValueError("group_sizes must hold group sizes G >= 1 (the x axis is logarithmic).")
+    curves = {name: _values(curve, f"curves[{name!r}]", group_sizes.size)
+              for name, curve in _check_named(curves, "curves", "one silent fraction per group size").items()}
+    if markers is not None:
+        checked = {}
+        for name, pair in _check_named(markers, "markers", "a pair (sizes, values)").items():
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ValueError(f"markers[{name!r}] must be a pair (group sizes, silent fractions).")
+            sizes = _values(pair[0], f"markers[{name!r}] sizes")
+            checked[name] = (sizes, _values(pair[1], f"markers[{name!r}] values", sizes.size))
+        markers = checked
     fig, ax = plt.subplots(figsize=(9.5, 3.8), constrained_layout=True)
     for name, curve in curves.items():
         ax.plot(group_sizes, curve, lw=2.5 if name.startswith("Big-Math") else 1.5, label=name)
@@ -181,6 +265,11 @@ def silent_by_group_size_figure(curves: dict[str, np.ndarray], group_sizes: np.n
 @_legible
 def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
     """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
+    shares = {name: _values(share, f"shares[{name!r}]", 10)
+              for name, share in _check_named(shares, "shares", "ten shares, one per tenth of p̂").items()}
+    prompt_share = _values(prompt_share, "prompt_share", 10)
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a string; got {type(title).__name__}.")
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
     centers = np.arange(10)
     width = 0.8 / (len(shares) + 1)
@@ -200,6 +289,10 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
 def dapo_allcorrect_figure(fit) -> plt.Figure:
     """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve; and
     E[p^32] against the pool's mean solve rate (the competence)."""
+    from .dapo_curve import ConsistencyFit
+
+    if not isinstance(fit, ConsistencyFit):
+        raise TypeError(f"fit must be what dapo_curve.fit_consistency returns; got {type(fit).__name__}.")
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True)
     steps = np.linspace(0, fit.steps[-1], 300)
     a, b = fit.generic_params
@@ -221,6 +314,7 @@ def dapo_allcorrect_figure(fit) -> plt.Figure:
 @_legible
 def controlled_silent_figure(study: dict) -> plt.Figure:
     """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
+    _check_controlled(study)
     measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
     steps = np.arange(measured.shape[1])
     fig, ax = plt.subplots(figsize=(6.5, 3.5), constrained_layout=True)
@@ -235,6 +329,7 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
 def controlled_mass_figure(study: dict) -> plt.Figure:
     """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
     mean over seeds) against the finite-G closed form (markers)."""
+    _check_controlled(study)
     fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
     centers = np.arange(10)
     for offset, (key, name) in zip((-0.2, 0.2), (("grpo", "GRPO"), ("dr_grpo", "Dr. GRPO"))):
@@ -255,6 +350,11 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
     learning rate (left), and per generated group with Dr. GRPO's step matched (right)."""
+    _check_controlled(study)
+    num_prompts = check_int(num_prompts, "num_prompts", minimum=1)
+    if np.any(np.asarray(study["num_prompts"]) != num_prompts):
+        raise ValueError(f"num_prompts={num_prompts} is not the study's ({np.asarray(study['num_prompts'])[0]}): DAPO's "
+                         "groups per prompt would be misread; pass config.num_prompts of the study's config.")
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
     colors = {"grpo": RECIPE_COLORS["GRPO"], "dr_grpo": RECIPE_COLORS["Dr. GRPO"], "dapo": RECIPE_COLORS["DAPO"],
               "dr_grpo_matched": RECIPE_COLORS["Dr. GRPO"]}
@@ -286,6 +386,13 @@ _KEY_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
 def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
     """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
     per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""
+    _check_pool_study(study)
+    if isinstance(bands, (str, bytes)) or not isinstance(bands, (tuple, list)) or not bands:
+        raise ValueError(f"bands must be a non-empty tuple of band indices, e.g. (0, 1); got {type(bands).__name__}.")
+    num_bands = len(next(iter(study.values()))["bands"][0])
+    bands = tuple(check_int(b, "each band", minimum=0) for b in bands)
+    if max(bands) >= num_bands:
+        raise ValueError(f"bands must index the study's {num_bands} bands (0..{num_bands - 1}); got {bands}.")
     fig, axes = plt.subplots(1, len(bands), figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
     axes = np.atleast_1d(axes)
     top = min(float(np.max(s[-1])) for entry in study.values() for s in entry["samples"])
@@ -307,6 +414,7 @@ def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figur
 def pool_silent_figure(study: dict) -> plt.Figure:
     """Chapter 13: measured silent fraction of the generated groups against its unbiased closed
     form, one point per interval between pool measurements and per seed."""
+    _check_pool_study(study)
     fig, ax = plt.subplots(figsize=(5.5, 4.2), constrained_layout=True)
     for key, entry in study.items():
         m = np.concatenate([c["interval_measured"] for c in entry["silent"]])
@@ -324,6 +432,7 @@ def pool_silent_figure(study: dict) -> plt.Figure:
 def pool_mass_figure(study: dict) -> plt.Figure:
     """Chapter 13: each recipe's share of its update mass per quartile of initial solve rate,
     realised (bars, mean over seeds) against the closed form (markers)."""
+    _check_pool_study(study)
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
     keys = list(study)
     width = 0.8 / len(keys)

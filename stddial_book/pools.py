@@ -65,6 +65,10 @@ def budget_bands(hist: KHistogram, group_sizes: Sequence[int | None] = (None, 8)
     if isinstance(group_sizes, (int, np.integer)) or group_sizes is None:
         raise TypeError("group_sizes must be a list of group sizes (None for the large-group budget); "
                         f"got {group_sizes!r}.")
+    group_sizes = list(group_sizes) if isinstance(group_sizes, (list, tuple, np.ndarray)) else group_sizes
+    if not isinstance(group_sizes, list) or not group_sizes:
+        raise ValueError("group_sizes must be a non-empty list of group sizes (None for the large-group budget), "
+                         "e.g. (None, 8).")
     out: dict[str, float] = {}
     for G in group_sizes:
         suffix = "" if G is None else f"_{check_group_size(G)}"

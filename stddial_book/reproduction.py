@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._arrays import check_int, check_number
+
 __all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
 
 
@@ -30,6 +32,19 @@ class Row:
     note: str = ""
     expected_to_differ: bool = False
     spread: float = 0.0     # standard deviation over seeds, for results of random runs
+
+    def __post_init__(self) -> None:
+        for name in ("section", "quantity", "unit", "note"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"Row.{name} must be a string; got {type(getattr(self, name)).__name__}.")
+        for name in ("paper", "book", "spread"):  # checked, kept as given (an int stays an int)
+            check_number(getattr(self, name), f"Row.{name}", hint="Rows hold finite numbers (a NaN cannot agree).")
+        if check_int(self.decimals, "Row.decimals", minimum=0) > 20:
+            raise ValueError(f"Row.decimals is how many decimals the paper prints (0..20); got {self.decimals}.")
+        if self.spread < 0:
+            raise ValueError(f"Row.spread is a standard deviation and must be >= 0; got {self.spread}.")
+        if not isinstance(self.expected_to_differ, bool):
+            raise TypeError(f"Row.expected_to_differ must be True or False; got {self.expected_to_differ!r:.40}.")
 
     @property
     def agrees(self) -> bool:
@@ -47,7 +62,12 @@ def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -
     from .identity import std_from_pass_rate
     from .recipes import GRPO, group_advantages
 
-    rng = np.random.default_rng(seed)
+    max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
+    dims = check_int(dims, "dims", minimum=1)
+    if max_group_size > 512 or dims > 1000:
+        raise ValueError(f"max_group_size={max_group_size} and dims={dims} must stay at most 512 and 1000 (every k of "
+                         "every G is checked: the work grows as G²); the paper's check is G ≤ 64.")
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     worst = 0.0
     for G in range(2, max_group_size + 1):
         for k in range(1, G):
@@ -65,7 +85,10 @@ def rloo_max_error(max_group_size: int = 64, seed: int = 0) -> float:
     """Largest |(Rᵢ − μ) − (G − 1)/G (Rᵢ − bᵢ)| over random real rewards, G ≤ 64 (Prop. 1)."""
     from .identity import rloo_advantages
 
-    rng = np.random.default_rng(seed)
+    max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
+    if max_group_size > 10_000:
+        raise ValueError(f"max_group_size={max_group_size} must stay at most 10000 (the paper's check is G ≤ 64).")
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     worst = 0.0
     for G in range(2, max_group_size + 1):
         r = rng.normal(size=(8, G))
@@ -90,6 +113,13 @@ def _group_size_rows() -> list[Row]:
 
 def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
     """The §8 rows from :func:`stddial_book.bernoulli.controlled_run_study` (mean ± SD over seeds)."""
+    needed = ("matched_lr", "silent_r2/grpo", "extreme_share/grpo", "extreme_share/dr_grpo", "quartile/grpo",
+              "quartile/dr_grpo", "dapo_oversampling")
+    if not isinstance(study, dict) or any(key not in study for key in needed):
+        raise ValueError("study must be what stddial_book.bernoulli.controlled_run_study returns (it needs "
+                         f"{', '.join(needed)}).")
+    if len(study["matched_lr"]) < 2:
+        raise ValueError("the study needs at least 2 seeds for the spread over seeds.")
     def row(quantity: str, paper: float, values: np.ndarray, decimals: int, unit: str = "", **kw) -> Row:
         values = np.asarray(values, dtype=np.float64)
         scale = 100.0 if unit == "%" else 1.0
@@ -112,6 +142,9 @@ def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
 
 def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:
     """All rows, in the paper's order. ``controlled_run`` appends the §8 rows (chapter 8)."""
+    if controlled_run is not None and (not isinstance(controlled_run, (list, tuple))
+                                       or not all(isinstance(r, Row) for r in controlled_run)):
+        raise TypeError("controlled_run must be None or a list of Row (what controlled_run_rows returns).")
     from .bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
     from .dapo_curve import fit_consistency, load_dapo_fig3b
     from .identity import attenuated_fidelity, difficulty_weight, gradient_fidelity, minimal_group_size
@@ -178,6 +211,11 @@ def rows_table(rows: list[Row]):
     paper's value, the book's (one more decimal, ± the SD over seeds for random results), verdict."""
     from .display import table
 
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, (list, tuple)) or not rows:
+        raise ValueError("rows must be a non-empty list of Row (what reproduction_rows returns).")
+    wrong = next((r for r in rows if not isinstance(r, Row)), None)
+    if wrong is not None:
+        raise TypeError(f"rows must hold Row objects (what reproduction_rows returns); found {type(wrong).__name__}.")
     body = []
     for r in rows:
         more = r.decimals if r.decimals >= 6 else r.decimals + 1

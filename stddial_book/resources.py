@@ -40,7 +40,7 @@ def data_path(*parts: str) -> Path:
     wrong = next((part for part in parts if not isinstance(part, str)), None)
     if wrong is not None:
         raise TypeError(f"data_path takes folder and file names as strings, e.g. data_path('solve_rates', 'x.csv'); "
-                        f"got {type(wrong).__name__} {wrong!r:.40}.")
+                        f"got {type(wrong).__name__}.")
     if any(part in ("", "..") or Path(part).is_absolute() for part in parts):
         raise ValueError(f"data_path takes names inside the book's data folder, not {parts!r}; pass e.g. "
                          "data_path('solve_rates', 'x.csv').")
@@ -49,7 +49,7 @@ def data_path(*parts: str) -> Path:
 
 def _as_path(path: object, name: str) -> Path:
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a file path (str or Path); got {type(path).__name__} {path!r:.40}.")
+        raise TypeError(f"{name} must be a file path (str or Path); got {type(path).__name__}.")
     return Path(path)
 
 
@@ -82,9 +82,17 @@ def write_table(directory: str | Path, name: str, header: Sequence[str], rows: I
     """Write ``<name>.csv`` and ``<name>.provenance.json`` into ``directory``; returns the CSV's path."""
     directory = _as_path(directory, "directory")
     if not isinstance(name, str) or not name or Path(name).name != name:
-        raise ValueError(f"name must be a plain file name without a folder, e.g. 'big_math_k_histogram'; got {name!r}.")
+        raise ValueError(f"name must be a plain file name without a folder, e.g. 'big_math_k_histogram'; got "
+                         f"{' '.join(repr(name).split())[:40]}.")
     if not isinstance(provenance, dict):
         raise TypeError(f"provenance must be a dict (written as JSON beside the table); got {type(provenance).__name__}.")
+    if isinstance(header, (str, bytes)) or not isinstance(header, (list, tuple)) or not header \
+            or not all(isinstance(h, str) for h in header):
+        raise TypeError("header must be a non-empty list of column names (strings), e.g. ['k', 'count'].")
+    rows = [list(row) if isinstance(row, (list, tuple)) else row for row in rows]
+    bad = next((i for i, row in enumerate(rows) if not isinstance(row, list) or len(row) != len(header)), None)
+    if bad is not None:
+        raise ValueError(f"row {bad} of the table is not a list of {len(header)} values (one per column of {header}).")
     text = json.dumps(provenance, indent=2) + "\n"  # fails (TypeError) before any file is written
     table = directory / f"{name}.csv"
     try:

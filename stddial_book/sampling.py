@@ -69,6 +69,17 @@ class SamplingCost:
     samples_kept: int = 0
     hit_cap: bool = False
 
+    def __post_init__(self) -> None:
+        for name in ("rounds", "groups_generated", "groups_kept", "groups_silent", "groups_surplus",
+                     "samples_generated", "samples_kept"):
+            setattr(self, name, check_int(getattr(self, name), f"SamplingCost.{name}", minimum=0,
+                                          hint="It counts rounds, groups or samples."))
+        if not isinstance(self.hit_cap, (bool, np.bool_)):
+            raise TypeError(f"SamplingCost.hit_cap must be True or False; got {type(self.hit_cap).__name__}.")
+        if self.groups_kept > self.groups_generated or self.samples_kept > self.samples_generated:
+            raise ValueError("SamplingCost cannot keep more than it generated: groups_kept <= groups_generated and "
+                             "samples_kept <= samples_generated.")
+
     @property
     def samples_discarded(self) -> int:
         return self.samples_generated - self.samples_kept
@@ -77,6 +88,10 @@ class SamplingCost:
     def generated_per_kept(self) -> float:
         """Samples generated per sample kept; ``inf`` when nothing was kept (an infinite cost)."""
         return self.samples_generated / self.samples_kept if self.samples_kept else float("inf")
+
+
+#: The most rounds :class:`DynamicSampler` may be allowed: each round calls ``draw`` once.
+MAX_ROUNDS = 100_000
 
 
 @dataclass
@@ -104,8 +119,9 @@ class DynamicSampler:
         check_int(self.max_rounds, "max_rounds")
         if self.num_groups < 1:
             raise ValueError(f"num_groups must be at least 1; got {self.num_groups}.")
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be at least 1; got {self.max_rounds}.")
+        if not 1 <= self.max_rounds <= MAX_ROUNDS:  # a draw that keeps returning silent groups would loop that often
+            raise ValueError(f"max_rounds must be between 1 and {MAX_ROUNDS} (verl caps DAPO's refill at a few rounds); "
+                             f"got {self.max_rounds}.")
 
     def fill(self, draw: Callable[[int, int], tuple[object, np.ndarray]]
              ) -> tuple[list[object], SamplingCost]:

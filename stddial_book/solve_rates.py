@@ -103,7 +103,7 @@ class SolveCounts:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise TypeError(f"name must be a string; got {type(self.name).__name__} {self.name!r}.")
+            raise TypeError(f"name must be a string; got {type(self.name).__name__}.")
         self.num_rollouts = check_int(self.num_rollouts, "num_rollouts", minimum=1,
                                       hint="It is n, the rollouts sampled per prompt.")
         if self.num_rollouts > 2**53:
@@ -139,8 +139,8 @@ class SolveCounts:
 
     def histograms_by(self, label: str) -> dict[str, KHistogram]:
         """One k-histogram per value of a label column (e.g. source or domain)."""
-        if label not in self.labels:
-            raise ValueError(f"no label column {label!r}; available: {sorted(self.labels)}.")
+        if not isinstance(label, str) or label not in self.labels:
+            raise ValueError(f"no label column {' '.join(repr(label).split())[:40]}; available: {sorted(self.labels)}.")
         values = self.labels[label]
         if any(isinstance(v, (list, tuple, np.ndarray)) for v in values):
             # A list-valued label (Big-Math's ``domain``): a prompt counts once under each of its
@@ -158,6 +158,8 @@ def _silent_given_k(n: int, group_sizes: np.ndarray, model: str) -> np.ndarray:
     """(len(G), n + 1): P(silent | k, G) under the chosen model."""
     k = np.arange(n + 1, dtype=np.float64)[None, :]
     g = np.asarray(group_sizes, dtype=np.float64)[:, None]
+    if not isinstance(model, str):
+        raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {type(model).__name__}.")
     if model == "bernoulli":
         p = k / n
         return p**g + (1.0 - p) ** g
@@ -169,7 +171,7 @@ def _silent_given_k(n: int, group_sizes: np.ndarray, model: str) -> np.ndarray:
         ks = np.arange(n + 1)
         rows = [hypergeometric_pmf(ks, n, int(size)) for size in g[:, 0]]
         return np.array([pmf[:, 0] + pmf[:, -1] for pmf in rows])  # all wrong + all right
-    raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {model!r}.")
+    raise ValueError(f"model must be 'bernoulli' or 'hypergeometric'; got {' '.join(repr(model).split())[:40]}.")
 
 
 def _check_hist(hist: KHistogram) -> None:
@@ -284,7 +286,7 @@ def _check_budget(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
 
 def _as_path(path: Any, name: str) -> Path:
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{name} must be a path (str or Path); got {type(path).__name__} {path!r:.40}.")
+        raise TypeError(f"{name} must be a path (str or Path); got {type(path).__name__}.")
     return Path(path)
 
 
@@ -439,6 +441,8 @@ def big_math_histogram(use_hub: bool = True) -> tuple[KHistogram, str]:
     from .bigmath_figure import load_big_math_histogram
     from .model import hub_unavailable_reason
 
+    if not isinstance(use_hub, (bool, np.bool_)):
+        raise TypeError(f"use_hub must be True or False; got {type(use_hub).__name__}.")
     reason = hub_unavailable_reason() if use_hub else "not asked to use the hub"
     if reason is None:
         return load_big_math().histogram(), f"{BIG_MATH_REPO} (config all), read from the Hugging Face hub"
@@ -483,7 +487,7 @@ def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts
     source dataset holds duplicate problems, measured separately).
     """
     if isinstance(paths, (str, bytes, os.PathLike)) or not isinstance(paths, Sequence):
-        raise TypeError(f"paths must be a list of parquet files; got {type(paths).__name__} {paths!r:.60}.")
+        raise TypeError(f"paths must be a list of parquet files; got {type(paths).__name__}.")
     if not paths:
         raise ValueError("paths is empty; pass at least one DeepScaleR difficulty file (deepscaler_*_train.parquet).")
     return _union([_deepscaler_rows(path) for path in paths])

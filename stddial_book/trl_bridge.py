@@ -93,7 +93,7 @@ class TRLGap:
 
 def _check_bool(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False; got {type(value).__name__} {value!r}.")
+        raise TypeError(f"{name} must be True or False; got {type(value).__name__} {' '.join(repr(value).split())[:40]}.")
     return bool(value)
 
 
@@ -139,7 +139,8 @@ def _check_settings(settings: dict[str, Any]) -> dict[str, Any]:
     take the string "1e-5" or NaN as a learning rate and fail, or train wrongly, much later)."""
     for name, value in settings.items():
         if name in _BOOL_SETTINGS and not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"GRPOConfig setting {name} must be True or False; got {type(value).__name__} {value!r}.")
+            raise TypeError(f"GRPOConfig setting {name} must be True or False; got {type(value).__name__} "
+                            f"{' '.join(repr(value).split())[:40]}.")
         rule = _NUMERIC_SETTINGS.get(name)
         if rule is None:
             continue
@@ -150,7 +151,8 @@ def _check_settings(settings: dict[str, Any]) -> dict[str, Any]:
         if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
                 or (kind == "int" and isinstance(value, (float, np.floating)) and not float(value).is_integer())):
             raise TypeError(f"GRPOConfig setting {name} must be {what}{' or None' if optional else ''}; got "
-                            f"{type(value).__name__} {value!r}. Pass e.g. {name}={_example(name)} (a number, not text).")
+                            f"{type(value).__name__} {' '.join(repr(value).split())[:40]}. Pass e.g. {name}={_example(name)} "
+                            "(a number, not text).")
         bounds = []
         if low is not None:
             bounds.append(f"{'>=' if low_in else '>'} {low:g}")
@@ -176,7 +178,7 @@ def _example(name: str) -> str:
 
 def _check_temperature(value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"temperature must be a number; got {type(value).__name__} {value!r}.")
+        raise TypeError(f"temperature must be a number; got {type(value).__name__} {' '.join(repr(value).split())[:40]}.")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"temperature must be a finite number > 0; got {value!r}.")
     return float(value)
@@ -468,7 +470,7 @@ def _overlong_statistics_effect(recipe: Recipe, group_size: int) -> str:
            else "the wrong answer's reward")
     text = ("In a group with cut-off samples TRL measures the kept samples against a baseline that includes the "
             f"cut-off ones' rewards ({low}), so the kept samples' advantages rise")
-    if group_size < 4:
+    if not 4 <= group_size <= 4096:  # the worked group needs 4 samples; beyond 4096 it would only cost memory
         return text + "; with no sample cut off the two agree."
     cut = recipe.reward_wrong - (1.0 if recipe.overlong_penalty else 0.0)
     rewards = np.array([recipe.reward_correct, recipe.reward_wrong, recipe.reward_wrong] + [cut] * (group_size - 3))

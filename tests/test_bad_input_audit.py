@@ -474,3 +474,137 @@ def test_one_seed_per_recipe_is_not_testable() -> None:
     hard = analysis.hard_quartile_screen(study, "grpo", threshold=3.0)
     assert hard["passed"] == [] and hard["summary"]["not_testable"] == 1
     refused(lambda: analysis.seed_projection({"m": {"a": [1.0], "b": [2.0]}}, seeds=6), r"at least two seeds")
+
+
+# --------------------------------------------------------------------------- 9. the audit: every public function, bad input
+
+# Cases the audit found answered silently, hanging, or failing with an exception a reader cannot act
+# on (AttributeError, KeyError, IndexError, OverflowError, csv.Error), each now a one-line refusal.
+
+
+def _controlled_study():
+    from stddial_book import bernoulli
+
+    hist = np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])
+    config = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
+    return bernoulli.controlled_run_study(np.arange(9) / 8, hist, seeds=2, config=config), config
+
+
+def _audit_cases():
+    from stddial_book import (analysis, bernoulli, bigmath_figure, dapo_curve, derivation, paper_figures, pools,
+                              reproduction, resources, sampling, solve_rates)
+    from stddial_book.recipes import DAPO, GRPO
+
+    hist = solve_rates.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
+    p0 = np.array([0.1, 0.3, 0.5, 0.8])
+    rng = np.random.default_rng(0)
+    small = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
+    result = bernoulli.controlled_run(np.linspace(0.05, 0.95, 40), GRPO, small)
+    steps, logged = dapo_curve.load_dapo_fig3b()
+    row = reproduction.Row("s", "q", 1.0, 1.0, 2)
+    return [
+        # hangs (each ran past the audit's time limit of 10-30 s; most would run for hours)
+        ("hang", lambda: bernoulli.monte_carlo_gradient(p0, 4, GRPO, 10**30), r"samples, above 1e\+09"),
+        ("hang", lambda: bernoulli.monte_carlo_z(p0, 4, GRPO, 10**30), r"lower num_groups"),
+        ("hang", lambda: bernoulli.controlled_run_study(hist.solve_rates, hist.counts, seeds=10**30, config=small),
+         r"at most 1000"),
+        ("hang", lambda: bernoulli.matched_gap(hist.solve_rates, hist.counts, seeds=10**30, config=small), r"at most 1000"),
+        ("hang", lambda: bernoulli.ControlledRun(num_prompts=10**30), r"num_prompts × \(steps \+ 1\)"),
+        ("hang", lambda: bernoulli.ControlledRun(steps=10**30), r"num_prompts × \(steps \+ 1\)"),
+        ("hang", lambda: bernoulli.ControlledRun(redraw_tries=10**30), r"redraw_tries=.* at most 1000"),
+        ("hang", lambda: dapo_curve.fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=10**30),
+         r"bootstrap=.* at most 10000"),
+        ("hang", lambda: reproduction.identity_max_error(max_group_size=10**30), r"at most 512"),
+        ("hang", lambda: reproduction.rloo_max_error(max_group_size=10**30), r"at most 10000"),
+        ("hang", lambda: paper_figures.objective_figure(num_groups=10**30), r"at most 100000"),
+        ("hang", lambda: costs.measure_overheads(PROFILES["quick"], repeats=10**30), r"repeats"),
+        # silently wrong or meaningless answers
+        ("wrong", lambda: reproduction.identity_max_error(max_group_size=1), r"max_group_size must be at least 2"),
+        ("wrong", lambda: reproduction.rloo_max_error(max_group_size=0), r"at least 2"),  # was 0.0: nothing checked
+        ("wrong", lambda: reproduction.identity_max_error(seed=None), r"seed must be a whole number"),  # unseeded
+        ("wrong", lambda: bernoulli.monte_carlo_gradient(p0, 4, GRPO, 50, seed=None), r"seed"),
+        ("wrong", lambda: bernoulli.extreme_share(result, step=-1), r"step must index one of the run's 5 steps"),
+        ("wrong", lambda: bernoulli.decile_share(result, step=-2), r"0\.\.4"),
+        ("wrong", lambda: bernoulli.hardest_quartile(np.array([-0.5, 0.5, 0.2, 0.1])), r"\[0, 1\]"),
+        ("wrong", lambda: analysis.hard_quartile_screen({"grpo": {"final": [np.array([0.1])] * 2},
+                                                         "dapo": {"final": [np.array([0.1])] * 2}}, threshold=-1),
+         r"threshold .* must be positive"),  # every |z| > −1: every comparison "passed"
+        ("wrong", lambda: analysis.gradient_scale([], [], 2.5), r"max_new_tokens must be a whole number"),
+        ("wrong", lambda: pools.budget_bands(hist, group_sizes=[]), r"non-empty list"),  # was {} silently
+        ("wrong", lambda: solve_rates.big_math_histogram(use_hub="no"), r"use_hub must be True or False"),
+        ("wrong", lambda: identity.update_weight(0.25, DAPO, group_size="x"), r"group_size"),  # junk was ignored
+        ("wrong", lambda: identity.update_weight(0.25, DAPO, group_size=-1), r"group_size"),
+        ("wrong", lambda: sampling.SamplingCost(rounds=math.nan), r"SamplingCost.rounds"),
+        ("wrong", lambda: sampling.SamplingCost(groups_generated=1, groups_kept=3), r"cannot keep more"),
+        ("wrong", lambda: reproduction.Row("s", "q", math.nan, 1.0, 2), r"Row.paper must be a finite number"),
+        ("wrong", lambda: reproduction.Row(None, "q", 1.0, 1.0, 2), r"Row.section must be a string"),
+        ("wrong", lambda: reproduction.rows_table([]), r"non-empty list of Row"),
+        ("wrong", lambda: derivation.reward_moments(math.nan, 0), r"reward_correct must be finite"),
+        ("wrong", lambda: derivation.reward_moments(1, 1), r"must exceed reward_wrong"),  # σ = 0: A = zoo
+        ("wrong", lambda: derivation.advantages(True, std_eps=-1), r"std_eps .* >= 0"),
+        ("wrong", lambda: derivation.advantages(True, reward_correct=1j), r"reward_correct"),
+        ("wrong", lambda: derivation.latex_lines(None), r"expr must be a SymPy expression"),  # drew 'None'
+        ("wrong", lambda: resources.write_table(REPO / "nowhere", "t", "k", [[1]], {}), r"header must be"),
+        ("wrong", lambda: paper_figures.silent_probability_figure(group_sizes=[]), r"non-empty list of group sizes"),
+        ("wrong", lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), None),
+         r"title must be a string"),
+        ("wrong", lambda: paper_figures.controlled_quartile_figure(_controlled_study()[0], 6000),
+         r"num_prompts=6000 is not the study's \(40\)"),  # DAPO's groups per prompt were misread
+        ("wrong", lambda: paper_figures.pool_silent_figure({}), r"non-empty pool_study result"),
+        ("wrong", lambda: analysis.pool_study({}, 8), r"non-empty dict"),
+        # raw exceptions (the old error in the comment)
+        ("raw", lambda: bigmath_figure.check_against_paper([math.inf] * 65), r"NaN or infinite"),  # OverflowError
+        ("raw", lambda: bigmath_figure.check_against_paper([10**30] * 65), r"65 whole numbers"),  # OverflowError
+        ("raw", lambda: bigmath_figure.counts_from_figure(bigmath_figure.FigureData(np.zeros(64), {})),
+         r"decile_shares must map"),  # AttributeError
+        ("raw", lambda: bigmath_figure.FigureData(0.0, {}), r"bar_counts must hold the 64 bar heights"),  # IndexError
+        ("raw", lambda: reproduction.rows_table(["row"]), r"rows must hold Row objects"),  # AttributeError
+        ("raw", lambda: reproduction.rows_table([row, 3]), r"found int"),
+        ("raw", lambda: derivation.reward_moments(np.array([1.0, 2.0]), 0), r"reward_correct must be a SymPy"),
+        ("raw", lambda: derivation.latex_lines(np.array([])), r"expr must be"),  # IndexError
+        ("raw", lambda: resources.write_table(REPO / "nowhere", "t", ["k"], [1, 2], {}), r"row 0 of the table"),  # csv.Error
+        ("raw", lambda: analysis.identity_during_training("run"), r"runs must be a list of run logs", TypeError),
+        ("raw", lambda: analysis.pool_study([[{}]], 8), r"non-empty dict"),  # AttributeError: items
+        ("raw", lambda: analysis.pass_rate_by_carries(None, []), r"evaluation must be an EvalResult", TypeError),
+        ("raw", lambda: analysis.heldout_start([1, 2], []), r"evaluation must be an EvalResult", TypeError),
+        ("raw", lambda: analysis.profile_table([1, 2], {}), r"profiles must be a non-empty dict", TypeError),
+        ("raw", lambda: analysis.resource_table(np.array([1.0])), r"resources must be a non-empty dict"),
+        ("raw", lambda: analysis.run_resources({}, {}), r"run_provenance lacks config.train.sample_budget"),  # KeyError
+        ("raw", lambda: analysis.max_rounds_study([], {}), r"train lacks group_size"),  # KeyError
+        ("raw", lambda: analysis.hard_quartile_screen({"grpo": {}}, reference=np.array([1])), r"study must hold"),
+        ("raw", lambda: trl_bridge.trl_gaps("dapo", group_size=10**30), None),  # OverflowError: now answered
+        ("raw", lambda: paper_figures.big_math_histogram_figure(np.zeros(65)), r"hist must be a KHistogram", TypeError),
+        ("raw", lambda: paper_figures.dapo_allcorrect_figure({}), r"fit must be what", TypeError),
+        ("raw", lambda: paper_figures.controlled_silent_figure({}), r"controlled_run_study returns"),  # KeyError
+        ("raw", lambda: paper_figures.pool_bands_figure({"grpo": {}}), r"pool_study returns"),  # KeyError
+        ("raw", lambda: paper_figures.silent_by_group_size_figure({"a": np.ones(3)}, np.array([1, 2, 4]),
+                                                                   markers={"m": 3}), r"markers\['m'\] must be a pair"),
+        ("raw", lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, 10**30, "t"),
+         r"prompt_share must be 1-D with 10 entries"),  # OverflowError
+        ("raw", lambda: identity.group_std([1.0, 0.0], correction=np.ones((2, 2))), r"correction must be 0"),
+        ("raw", lambda: solve_rates.silent_fraction(hist, 4, model=np.array(["a", "b"])), r"model must be"),
+        ("raw", lambda: sampling.SamplingCost(hit_cap="no"), r"hit_cap must be True or False", TypeError),
+    ]
+
+
+def test_audit_cases_are_refused_quickly_in_one_line() -> None:
+    failures = []
+    for kind, call, match, *exc in _audit_cases():
+        start = time.perf_counter()
+        try:
+            call()
+        except (ValueError, TypeError) as err:
+            text = str(err)
+            if "\n" in text or not text.strip() or (match is not None and not __import__("re").search(match, text)) \
+                    or (exc and not isinstance(err, exc[0])):
+                failures.append(f"{kind}: {type(err).__name__}: {text[:160]} (expected {match!r})")
+        else:
+            if match is not None:
+                failures.append(f"{kind}: answered instead of refusing (expected {match!r})")
+        finally:
+            import matplotlib.pyplot as plt
+
+            plt.close("all")
+        if time.perf_counter() - start > 5.0:
+            failures.append(f"{kind}: took {time.perf_counter() - start:.1f} s (expected {match!r})")
+    assert not failures, "\n".join(failures)

@@ -10,9 +10,8 @@ wrong sizes, empty arrays, NaN, infinities, huge values, negative sizes and mism
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stddial_book import costs, identity, trl_bridge
 from stddial_book.profiles import PROFILES
@@ -595,7 +596,7 @@ def test_audit_cases_are_refused_quickly_in_one_line() -> None:
             call()
         except (ValueError, TypeError) as err:
             text = str(err)
-            if "\n" in text or not text.strip() or (match is not None and not __import__("re").search(match, text)) \
+            if "\n" in text or not text.strip() or (match is not None and not re.search(match, text)) \
                     or (exc and not isinstance(err, exc[0])):
                 failures.append(f"{kind}: {type(err).__name__}: {text[:160]} (expected {match!r})")
         else:
@@ -608,3 +609,235 @@ def test_audit_cases_are_refused_quickly_in_one_line() -> None:
         if time.perf_counter() - start > 5.0:
             failures.append(f"{kind}: took {time.perf_counter() - start:.1f} s (expected {match!r})")
     assert not failures, "\n".join(failures)
+
+
+# The sweep itself: each public function with a valid call, then each argument in turn replaced by
+# each bad value. The outcome must be a ValueError or TypeError with a one-line message (a 2-D array
+# in the message of the shared helpers in _arrays and recipes.as_recipe still spans lines: see the
+# report) or an answer whose numbers are finite (documented infinities excepted), within 10 s.
+
+BAD_VALUES = {
+    "None": None, "text": "x", "numeric text": "8", "True": True, "empty list": [], "list": [1, 2],
+    "empty array": np.array([]), "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-1": -1, "0": 0,
+    "huge": 10**30, "2.5": 2.5, "object": object(), "dict": {}, "complex": 1j,
+    "2-D array": np.array([[1.0, 2.0], [3.0, 4.0]]), "array with nan": np.array([0.5, math.nan]),
+    "negative array": np.array([-0.5, 0.5]),
+}
+#: Answers documented to hold infinities or NaN: tries_needed and dapo_oversampling are inf where every
+#: group is silent (p = 0 or 1, G = 1).
+NON_FINITE_OK = {"tries_needed", "dapo_oversampling"}
+
+
+def _numbers(x):
+    if isinstance(x, (bool, np.bool_, str)) or x is None:
+        return []
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return [float(x)]
+    if isinstance(x, np.ndarray):
+        return x.astype(float).ravel().tolist() if x.dtype.kind in "iuf" else []
+    if isinstance(x, dict):
+        return [v for val in x.values() for v in _numbers(val)]
+    if isinstance(x, (list, tuple)):
+        return [v for val in x for v in _numbers(val)]
+    if dataclasses.is_dataclass(x):
+        return [v for f in dataclasses.fields(x) for v in _numbers(getattr(x, f.name))]
+    return []
+
+
+def _sweep_calls():
+    """name -> (function, args, kwargs, slots to leave out)."""
+    from stddial_book import (analysis, bernoulli, bigmath_figure, dapo_curve, derivation, paper_figures, pools,
+                              reproduction, resources, sampling, solve_rates)
+    from stddial_book.recipes import DAPO, GRPO
+    from stddial_book.runs import load_run, recorded_runs
+    from stddial_book.train import TrainConfig
+
+    hist = solve_rates.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
+    budget = solve_rates.gradient_budget(hist, GRPO)
+    p0 = np.array([0.1, 0.3, 0.5, 0.8])
+    small = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
+    result = bernoulli.controlled_run(np.linspace(0.05, 0.95, 40), GRPO, small)
+    steps, logged = dapo_curve.load_dapo_fig3b()
+    fit = dapo_curve.fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=3)
+    figure = bigmath_figure.read_figure(resources.data_path(*bigmath_figure.FIGURE_FILE))
+    runs = recorded_runs("reference")
+    records = [r for r in load_run(runs["grpo"][0])[1] if r["step"] <= 20]
+    dapo_prov, dapo_records = load_run(runs["dapo"][0])
+    dapo_records = [r for r in dapo_records if r["step"] <= 6]
+    work = costs.RunWork(10, 1000, 4, 400)
+    overheads = {"generate_s": 1e-3, "train_s": 2e-3}
+    reward = trl_bridge.trl_reward_funcs("grpo", max_new_tokens=8)[0]
+    return {
+        "pass_rate": (identity.pass_rate, ([1.0, 0.0, 1.0, 1.0],), {}, ()),
+        "group_std": (identity.group_std, ([1.0, 0.0, 1.0, 1.0],), {"correction": 0}, ()),
+        "std_from_pass_rate": (identity.std_from_pass_rate, (0.25,), {"group_size": 8, "correction": 1}, ()),
+        "update_weight": (identity.update_weight, (0.25, DAPO), {"group_size": 8, "nonsilent_fraction": 0.5}, ()),
+        "silent_probability": (identity.silent_probability, (0.3, 8), {}, ()),
+        "expected_group_std": (identity.expected_group_std, (0.3, 8), {"correction": 0}, ()),
+        "tries_needed": (identity.tries_needed, (0.3, 0.05), {}, ()),
+        "refill_weight": (identity.refill_weight, (0.3, 8, DAPO), {"redraw_tries": 4}, ()),
+        "gradient_fidelity": (identity.gradient_fidelity, (0.3, 8), {}, ()),
+        "minimal_group_size": (identity.minimal_group_size, (0.05, 0.3), {"max_group_size": 1000}, ()),
+        "hypergeometric_pmf": (identity.hypergeometric_pmf, ([3, 5], 16, 4), {}, ()),
+        "nonsilent_groups": (sampling.nonsilent_groups, ([1, 0, 1, 1], 2), {}, ()),
+        "overlong_penalty": (sampling.overlong_penalty, ([3, 8], 8, 2), {}, ()),
+        "SamplingCost": (sampling.SamplingCost, (), {"rounds": 1, "groups_generated": 2, "groups_kept": 1}, ()),
+        "DynamicSampler": (sampling.DynamicSampler, (4, 2), {"max_rounds": 3}, ()),
+        "KHistogram": (solve_rates.KHistogram, (8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])), {}, ()),
+        "silent_fraction": (solve_rates.silent_fraction, (hist, [2, 4, 8]), {"model": "hypergeometric"}, ()),
+        "dapo_oversampling": (solve_rates.dapo_oversampling, (hist, [2, 4, 8]), {}, ()),
+        "expected_update_mass": (solve_rates.expected_update_mass, (hist, 8, DAPO), {}, ()),
+        "band_shares": (solve_rates.band_shares, (hist, budget), {}, ()),
+        "decile_shares": (solve_rates.decile_shares, (hist, budget), {}, ()),
+        "load_committed_histograms": (solve_rates.load_committed_histograms, (solve_rates.DEFAULT_DATA_DIR,), {}, ()),
+        "big_math_histogram": (solve_rates.big_math_histogram, (), {"use_hub": False}, ()),
+        "pool_numbers": (pools.pool_numbers, (hist,), {"group_size": 4}, ()),
+        "budget_bands": (pools.budget_bands, (hist,), {"group_sizes": (None, 4)}, ()),
+        "sha256": (resources.sha256, (resources.data_path("dapo", "dapo_fig3b_allcorrect.csv"),), {}, ()),
+        "write_table": (resources.write_table, ("out", "t", ["a"], [[1]], {"x": 1}), {}, ()),
+        "sharpened_moment": (dapo_curve.sharpened_moment,
+                             (hist.solve_rates, hist.counts / hist.counts.sum(), np.array([1.0, 2.0]), 32.0), {}, ()),
+        "fit_consistency": (dapo_curve.fit_consistency, (hist.solve_rates, hist.counts, steps, logged),
+                            {"bootstrap": 2, "seed": 0}, ()),
+        "consistency_numbers": (dapo_curve.consistency_numbers, (fit,), {"percentiles": (10, 90)}, ()),
+        "reward_moments": (derivation.reward_moments, (1, 0), {"correction": 0}, ()),
+        "advantages": (derivation.advantages, (True,), {"reward_correct": 1, "reward_wrong": 0, "std_eps": 0}, ()),
+        "latex_lines": (derivation.latex_lines, (derivation.attenuation_claim().rhs,), {"width": 56}, ()),
+        "identity_max_error": (reproduction.identity_max_error, (), {"max_group_size": 8, "dims": 3, "seed": 0}, ()),
+        "rloo_max_error": (reproduction.rloo_max_error, (), {"max_group_size": 8, "seed": 0}, ()),
+        "Row": (reproduction.Row, ("s", "q", 1.0, 1.0, 2), {}, ()),
+        "rows_table": (reproduction.rows_table, ([reproduction.Row("s", "q", 1.0, 1.0, 2)],), {}, ()),
+        "monte_carlo_gradient": (bernoulli.monte_carlo_gradient, (p0, 4, GRPO, 50), {"seed": 0}, ()),
+        "ControlledRun": (bernoulli.ControlledRun, (), {"num_prompts": 40, "group_size": 4, "steps": 5,
+                                                        "redraw_tries": 2}, ()),
+        "controlled_run": (bernoulli.controlled_run, (np.linspace(0.05, 0.95, 40), GRPO), {"config": small}, ()),
+        "extreme_share": (bernoulli.extreme_share, (result,), {"step": 0}, ()),
+        "hardest_quartile": (bernoulli.hardest_quartile, (p0,), {}, ()),
+        "value_at_budget": (bernoulli.value_at_budget, (result, bernoulli.quartile_curve(result), 10.0), {}, ()),
+        "controlled_run_study": (bernoulli.controlled_run_study, (hist.solve_rates, hist.counts),
+                                 {"seeds": 2, "config": small}, ()),
+        "check_against_paper": (bigmath_figure.check_against_paper,
+                                (bigmath_figure.load_big_math_histogram().counts,), {}, ()),
+        "counts_from_figure": (bigmath_figure.counts_from_figure, (figure,), {}, ()),
+        "read_figure": (bigmath_figure.read_figure, (resources.data_path(*bigmath_figure.FIGURE_FILE),), {}, ()),
+        "RunWork": (costs.RunWork, (10, 1000, 4, 400), {}, ()),
+        "estimate_seconds": (costs.estimate_seconds, (work, 1000, overheads, 1e9), {}, ()),
+        "check_on_cpu": (costs.check_on_cpu, (PROFILES["quick"], "grpo", [10.0], overheads, 1e9), {}, ()),
+        "trl_settings": (trl_bridge.trl_settings, ("grpo",), {"group_size": 8, "max_new_tokens": 8,
+                                                              "prompts_per_step": 4, "temperature": 1.0}, ()),
+        "trl_settings_for": (trl_bridge.trl_settings_for, (TrainConfig("grpo"),), {"num_processes": 1}, ()),
+        "trl_gaps": (trl_bridge.trl_gaps, ("dapo",), {"group_size": 8, "num_minibatches": 2, "use_vllm": False}, ()),
+        "reward_settings": (trl_bridge.reward_settings, ("dapo",), {"max_new_tokens": 8}, ()),
+        "reward_function": (lambda ids, answer: reward(completion_ids=ids, answer=answer), ([[1, 2], [3]], ["1", "2"]),
+                            {}, ()),
+        "extreme_mass_share": (analysis.extreme_mass_share, (records, 8), {}, ()),
+        "silent_check": (analysis.silent_check, (records, 8), {}, ()),
+        "mass_by_band": (analysis.mass_by_band, (records, "grpo", 8), {"num_bands": 4}, ()),
+        "pool_study": (analysis.pool_study, ({"grpo": [records]}, 8), {"num_bands": 4}, ()),
+        "dapo_cost": (analysis.dapo_cost, (dapo_records, 8), {}, ()),
+        "replay_refill": (analysis.replay_refill, (dapo_records, 8, 32, 8), {}, ()),
+        "max_rounds_study": (analysis.max_rounds_study, (dapo_records, dapo_prov["config"]["train"]),
+                             {"max_rounds": 1}, ()),
+        "comparison_screen": (analysis.comparison_screen, ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.0]}},),
+                              {"level": 0.05}, ()),
+        "welch": (analysis.welch, ([1.0, 2.0], [2.0, 3.5]), {}, ()),
+        "seed_projection": (analysis.seed_projection, ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.5]}}, 6), {}, ()),
+        "gradient_scale": (analysis.gradient_scale, (records, records, 8), {}, ()),
+        "silent_probability_figure": (paper_figures.silent_probability_figure, (), {"group_sizes": (2, 8)}, ()),
+        "fidelity_figure": (paper_figures.fidelity_figure, (), {"max_group_size": 16}, ()),
+        "budget_by_decile_figure": (paper_figures.budget_by_decile_figure,
+                                    ({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), "t"), {}, ()),
+        "silent_by_group_size_figure": (paper_figures.silent_by_group_size_figure,
+                                        ({"a": solve_rates.silent_fraction(hist, [2, 4])}, np.array([2, 4])), {}, ()),
+    }
+
+
+@pytest.fixture(scope="module")
+def sweep_calls(tmp_path_factory):
+    import os
+
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("sweep"))  # relative output folders (write_table's "x") land here
+    try:
+        yield _sweep_calls()
+    finally:
+        os.chdir(here)
+
+
+SWEPT = ["pass_rate", "group_std", "std_from_pass_rate", "update_weight", "silent_probability", "expected_group_std",
+         "tries_needed", "refill_weight", "gradient_fidelity", "minimal_group_size", "hypergeometric_pmf",
+         "nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler", "KHistogram", "silent_fraction",
+         "dapo_oversampling", "expected_update_mass", "band_shares", "decile_shares", "load_committed_histograms",
+         "big_math_histogram", "pool_numbers", "budget_bands", "sha256", "write_table", "sharpened_moment",
+         "fit_consistency", "consistency_numbers", "reward_moments", "advantages", "latex_lines", "identity_max_error",
+         "rloo_max_error", "Row", "rows_table", "monte_carlo_gradient", "ControlledRun", "controlled_run",
+         "extreme_share", "hardest_quartile", "value_at_budget", "controlled_run_study", "check_against_paper",
+         "counts_from_figure", "read_figure", "RunWork", "estimate_seconds", "check_on_cpu", "trl_settings",
+         "trl_settings_for", "trl_gaps", "reward_settings", "reward_function", "extreme_mass_share", "silent_check",
+         "mass_by_band", "pool_study", "dapo_cost", "replay_refill", "max_rounds_study", "comparison_screen", "welch",
+         "seed_projection", "gradient_scale", "silent_probability_figure", "fidelity_figure",
+         "budget_by_decile_figure", "silent_by_group_size_figure"]
+
+
+@pytest.mark.parametrize("name", SWEPT)
+def test_bad_values_are_refused_or_answered_finitely(sweep_calls, name: str) -> None:
+    import signal
+
+    import matplotlib.pyplot as plt
+
+    fn, args, kwargs, skip = sweep_calls[name]
+
+    def hang(*_):
+        raise TimeoutError(f"{name} ran past 10 s")
+
+    def outcome(a, kw, label):
+        previous = signal.signal(signal.SIGALRM, hang)
+        signal.setitimer(signal.ITIMER_REAL, 10.0)
+        try:
+            return fn(*a, **kw), None
+        except (ValueError, TypeError) as err:
+            return None, err
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            plt.close("all")
+
+    answer, err = outcome(args, kwargs, "valid")
+    assert err is None, f"{name}: the valid call fails: {err}"
+    slots = [(i, None) for i in range(len(args))] + [(None, k) for k in kwargs]
+    problems = []
+    for i, key in slots:
+        if (key or f"arg{i}") in skip:
+            continue
+        for bad_name, bad in BAD_VALUES.items():
+            a, kw = list(args), dict(kwargs)
+            if key is None:
+                a[i] = bad
+            else:
+                kw[key] = bad
+            where = f"{key or f'argument {i}'} = {bad_name}"
+            answer, err = outcome(a, kw, where)
+            if err is not None:
+                text = str(err)
+                if not text.strip() or ("\n" in text and bad_name != "2-D array"):
+                    problems.append(f"{where}: message {text!r:.120}")
+            elif name not in NON_FINITE_OK and not all(math.isfinite(v) for v in _numbers(answer)):
+                problems.append(f"{where}: non-finite answer {answer!r:.120}")
+    assert not problems, f"{name}:\n" + "\n".join(problems)
+
+
+
+@settings(max_examples=25, deadline=None)
+@given(eps=st.floats(0.01, 0.5), p=st.floats(0.02, 0.98))
+def test_bisection_equals_the_scan_anywhere(eps: float, p: float) -> None:
+    if identity.group_size_law(eps, p) > 300:
+        return
+    assert identity.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(2, 4096), p=st.floats(1e-6, 1 - 1e-6))
+def test_banded_sum_equals_the_full_sum(size: int, p: float) -> None:
+    """The sum over ±15 SD with Loader's probabilities (used above G = 4096) against the full log-gamma sum."""
+    full = float(identity.expected_group_std(p, size))
+    assert identity._banded_group_std(size, p) == pytest.approx(full, rel=1e-11, abs=1e-300)

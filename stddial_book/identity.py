@@ -619,7 +619,8 @@ def _bd0(x: np.ndarray, mean: float) -> np.ndarray:
     near = np.abs(diff) < 0.1 * (x + mean)
     if not near.all():
         far = x[~near]
-        out[~near] = far * np.log(far / mean) + mean - far
+        with np.errstate(over="ignore"):  # a term beyond the float range only makes its probability 0
+            out[~near] = far * np.log(far / mean) + mean - far
     if near.any():
         xn, dn = x[near], diff[near]
         v = dn / (xn + mean)
@@ -647,6 +648,8 @@ def _banded_group_std(size: int, p: float) -> float:
     the standard deviation (thousands of k), so the sum changes by far less than float64 resolves.
     """
     q = 1.0 - p
+    if p <= 0.0 or q <= 0.0:
+        return 0.0  # every group is silent: σ̂ = 0
     mean, sd = size * p, math.sqrt(size * p * q)
     reach = 15.0 * sd + 150.0
     lo, hi = max(1, math.floor(mean - reach)), min(size - 1, math.ceil(mean + reach))

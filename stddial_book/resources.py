@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from .outdir import claim_dir
+
 __all__ = ["data_path", "sha256", "require_sha256", "write_table"]
 
 
@@ -94,9 +96,10 @@ def write_table(directory: str | Path, name: str, header: Sequence[str], rows: I
     if bad is not None:
         raise ValueError(f"row {bad} of the table is not a list of {len(header)} values (one per column of {header}).")
     text = json.dumps(provenance, indent=2) + "\n"  # fails (TypeError) before any file is written
+    # the tables' folder is the tool's (stddial_book.outdir): new, empty or marked; never a reader's
+    directory = claim_dir(directory, "tables")
     table = directory / f"{name}.csv"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         with open(table, "w", newline="") as handle:
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(list(header))

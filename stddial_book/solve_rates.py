@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._arrays import check_group_size_array, check_int, check_unit_interval, to_numpy
+from .outdir import check_claimable, claim_dir
 from .resources import data_path, sha256  # sha256: provenance of the derived tables
 from .identity import expected_update_weight
 from .recipes import Recipe, as_recipe
@@ -522,11 +523,9 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
     if not files:
         raise ValueError(f"no deepscaler_*_train.parquet files in {shared}; pass the folder that holds them "
                          "(../shared/data/deepscaler-difficulty/).")
-    out = _as_path(out_dir, "out_dir")
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} is a file; pass a folder for the tables (default: the package's data/solve_rates).")
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_claimable(_as_path(out_dir, "out_dir"), "--out")  # a reader's folder is refused, before any work
     rows = {f.stem: _deepscaler_rows(f) for f in files}  # each file read once
+    out = claim_dir(out, "tables")
     tables = {name: SolveCounts(name, k, DEEPSCALER_ROLLOUTS) for name, (_, k) in rows.items()}
     union, conflicting = _union(list(rows.values()))
     tables["union"] = union

@@ -243,3 +243,25 @@ def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tin
     assert "--out" in message or "--work" in message or "not written by stddial_book" in message, message
     assert snapshot(sandbox) == before
     assert not (PACKAGE / "runs").exists()
+
+
+def test_the_table_builders_refuse_a_readers_folder(sandbox: Path, capsys) -> None:
+    """build-tables and the figure/curve tables write only into a new, empty or marked folder (the
+    committed data/solve_rates and data/dapo carry the marker), never into a reader's."""
+    from stddial_book.resources import data_path, write_table
+    from stddial_book.solve_rates import _main
+
+    before = snapshot(sandbox)
+    with pytest.raises(ValueError, match="not empty and was not written by stddial_book"):
+        write_table("theirs", "table", ["k", "count"], [[0, 1]], {"made_by": "a test"})
+    (sandbox / "parquet").mkdir()
+    (sandbox / "parquet" / "deepscaler_x_train.parquet").write_bytes(b"not read: the folder is refused first")
+    before = snapshot(sandbox)
+    with pytest.raises(SystemExit) as done:
+        _main(["build-tables", "--shared", str(sandbox / "parquet"), "--out", "theirs"])
+    assert done.value.code == 2 and "not written by stddial_book" in capsys.readouterr().err
+    assert snapshot(sandbox) == before
+    made = write_table("tables/new", "table", ["k", "count"], [[0, 1]], {"made_by": "a test"})
+    assert made.read_text() == "k,count\n0,1\n" and owns(made.parent)
+    for folder in ("solve_rates", "dapo"):
+        assert read_marker(data_path(folder))["kind"] == "tables"

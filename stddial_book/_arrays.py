@@ -13,6 +13,10 @@ from typing import Any
 
 import numpy as np
 
+#: The largest seed a run accepts: the trainer derives evaluation seeds as about 10**6 times the
+#: seed plus the step, and torch's generators take at most 2**64 - 1, so seeds stay below 2**40.
+MAX_SEED = 2**40 - 1
+
 try:  # torch is a runtime dependency, but the closed forms must not need it to import
     import torch
 except ImportError:  # pragma: no cover - exercised only without torch

@@ -1,4 +1,4 @@
-"""The command line: ``python -m stddial_book sft|train|eval`` (chapter 9 shows how to use it).
+"""The command line: ``python -m stddial_book sft|train|record|eval`` (chapter 9 shows how to use it).
 
 Each command reads its sizes from a profile (``quick`` and ``reference`` on a CPU, ``full`` on a
 GPU) and writes everything into one output directory, so a run can be plotted with
@@ -13,6 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from ._arrays import MAX_SEED
 from .outdir import expand_path
 
 __all__ = ["main", "build_parser"]
@@ -37,12 +38,10 @@ examples:
 #: the held-out set's samples fit in memory.
 MAX_EVAL_SAMPLES = 4096
 
-#: Seeds are whole numbers 0 <= seed < 2**63 (what torch's and numpy's generators accept).
-MAX_SEED = 2**63 - 1
 
 
 def _seed(text: str) -> int:
-    """An argparse type: a seed, 0 to 2**63 - 1."""
+    """An argparse type: a seed, 0 to :data:`stddial_book._arrays.MAX_SEED`."""
     return _count(0, MAX_SEED, "a seed")(text)
 
 

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ._arrays import MAX_SEED
 from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
@@ -298,8 +299,9 @@ def _require_int(config, names: Sequence[str], optional: bool = False) -> None:
 
 
 def _require_seed(config) -> None:
-    if config.seed < 0:
-        raise ValueError(f"seed must be >= 0 (numpy and torch seeds are non-negative); got {config.seed}.")
+    if not 0 <= config.seed <= MAX_SEED:
+        raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED} (2**40 - 1: the run derives "
+                         f"larger seeds from it that torch must accept); got {config.seed}.")
 
 
 def _require_number(config, names: Sequence[str]) -> None:

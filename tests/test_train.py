@@ -383,7 +383,8 @@ def test_batch_concatenation_pads_both_sides() -> None:
     (dict(recipe="ppo"), "unknown recipe 'ppo'"),
     (dict(recipe=DAPO, max_new_tokens=2), "penalty band"),
     (dict(eval_every=-1), "eval_every must be >= 0"),
-    (dict(seed=-1), "seed must be >= 0"),
+    (dict(seed=-1), "seed must be a whole number from 0 to"),
+    (dict(seed=2**40), "seed must be a whole number from 0 to"),
 ])
 def test_bad_configs_name_the_fix(changes, message) -> None:
     with pytest.raises(ValueError, match=message):

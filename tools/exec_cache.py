@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import shutil
 import sys
 from importlib import metadata
@@ -48,7 +49,10 @@ def fingerprint(root: Path = ROOT) -> str:
     for name in _FILES:
         if (root / name).is_file():
             digest.update(name.encode() + b"\0" + (root / name).read_bytes())
-    versions = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    # one entry per distribution: run from the checkout's root, Python also finds the editable
+    # install's stddial_book.egg-info there, a second copy of the same name and version
+    versions = sorted({f"{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower()}=={d.version}"
+                       for d in metadata.distributions()})
     digest.update("\n".join(versions).encode())
     digest.update(f"{sys.version}|{platform.machine()}".encode())
     for name in _ENV:

@@ -13,6 +13,12 @@ from typing import Any
 
 import numpy as np
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters: what an error message quotes of a
+    bad argument (an array's repr spans several lines)."""
+    return " ".join(repr(value).split())[:limit]
+
+
 #: The largest seed a run accepts: the trainer derives evaluation seeds as about 10**6 times the
 #: seed plus the step, and torch's generators take at most 2**64 - 1, so seeds stay below 2**40.
 MAX_SEED = 2**40 - 1
@@ -97,11 +103,11 @@ def check_group_size(group_size: Any, name: str = "group_size") -> int:
     """A group size must be an integer G >= 2 (one sample has no spread to measure)."""
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)):
         if is_torch(group_size) or isinstance(group_size, np.ndarray):
-            raise ValueError(f"{name} must be a single integer, not an array; got {group_size!r}.")
+            raise ValueError(f"{name} must be a single integer, not an array; got {shown(group_size)}.")
         if isinstance(group_size, float) and group_size.is_integer():
             group_size = int(group_size)
         else:
-            raise ValueError(f"{name} must be an integer >= 2; got {group_size!r}.")
+            raise ValueError(f"{name} must be an integer >= 2; got {shown(group_size)}.")
     if group_size < 2:
         raise ValueError(
             f"{name} must be at least 2 (a group of one sample always has zero spread, so "
@@ -117,7 +123,7 @@ def check_group_size_array(group_size: ArrayLike, name: str = "group_size") -> n
     else:
         booleans = isinstance(group_size, (bool, np.bool_)) or getattr(group_size, "dtype", None) == np.bool_
     if booleans:
-        raise ValueError(f"{name} must hold positive integers, not booleans; got {group_size!r}.")
+        raise ValueError(f"{name} must hold positive integers, not booleans; got {shown(group_size)}.")
     arr = to_numpy(group_size, name)
     if np.any(arr != np.round(arr)) or np.any(arr < 1):
         raise ValueError(f"{name} must hold positive integers; got {np.unique(arr)[:5].tolist()}.")
@@ -175,9 +181,9 @@ def check_int(value: Any, name: str, minimum: int | None = None, hint: str = "")
     hint = f" {hint}" if hint else ""
     value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float, np.floating)):
-        raise TypeError(f"{name} must be a whole number; got {type(value).__name__} {value!r}.{hint}")
+        raise TypeError(f"{name} must be a whole number; got {type(value).__name__} {shown(value)}.{hint}")
     if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):
-        raise ValueError(f"{name} must be a whole number; got {value!r}.{hint}")
+        raise ValueError(f"{name} must be a whole number; got {shown(value)}.{hint}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}; got {value}.{hint}")
@@ -190,9 +196,9 @@ def check_number(value: Any, name: str, hint: str = "") -> float:
     hint = f" {hint}" if hint else ""
     value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number; got {type(value).__name__} {value!r}.{hint}")
+        raise TypeError(f"{name} must be a number; got {type(value).__name__} {shown(value)}.{hint}")
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number; got {value!r}.{hint}")
+        raise ValueError(f"{name} must be a finite number; got {shown(value)}.{hint}")
     return float(value)
 
 

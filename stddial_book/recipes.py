@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ._arrays import ArrayLike, check_group_size, like, split_groups, to_numpy, unit_scale
+from ._arrays import ArrayLike, check_group_size, like, shown, split_groups, to_numpy, unit_scale
 
 __all__ = [
     "Recipe",
@@ -182,7 +182,7 @@ def as_recipe(recipe: "Recipe | str") -> Recipe:
     if isinstance(recipe, str):
         return get_recipe(recipe)
     raise TypeError(f"recipe must be a Recipe or a preset name ({sorted(PRESETS)}); got "
-                    f"{type(recipe).__name__} {recipe!r}.")
+                    f"{type(recipe).__name__} {shown(recipe)}.")
 
 
 def group_advantages(rewards: ArrayLike, group_size: int,

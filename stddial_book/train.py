@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ._arrays import MAX_SEED
+from ._arrays import MAX_SEED, check_number
 from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
@@ -230,10 +230,10 @@ class TrainConfig:
             raise ValueError(f"identity_check_every must be >= 0 (0: off) and identity_check_groups >= 1; got "
                              f"{self.identity_check_every} and {self.identity_check_groups}.")
         for name in ("lr", "max_grad_norm", "temperature"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                    and value > 0):
+            value = check_number(getattr(self, name), name)  # TypeError for text, None, arrays; NaN refused
+            if not value > 0:
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
+            object.__setattr__(self, name, value)  # a numpy float is stored as a plain float (JSON, cache key)
         if self.recipe.overlong_penalty and self.overlong_cache < 1:
             raise ValueError(
                 f"the overlong penalty band L_cache = round({self.recipe.overlong_cache_fraction} · "

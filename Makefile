@@ -65,7 +65,7 @@ book: .venv
 	@echo "Built: _build/html/index.html"
 
 test: .venv
-	$(TEST_ENV) $(BIN)/python -m pytest -q $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup)
+	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup)
 
 check: .venv
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not chapters and not trl and not slow"

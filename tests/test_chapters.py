@@ -90,6 +90,12 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
     # the kernel must pick its inline backend, as in the book and in Colab: with MPLBACKEND=Agg
     # (the tests' setting) a notebook shows no figure at all
     monkeypatch.delenv("MPLBACKEND", raising=False)
+    if _EXEC_CACHE is not None:
+        # executed as the site build executes it (its kernels see STDDIAL_BOOK_BUILD=1, set by
+        # _ext/stddial_build.py: glued values go into the prose, not printed), so that the output
+        # stored for the build is the page the build would make; where the build's tools are
+        # missing (the lowest-versions job) the page runs as in Colab, printing every glued value
+        monkeypatch.setenv(BOOK_BUILD_ENV, "1")
     notebook = _read_page(chapter)
     env_path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["PATH"] = env_path  # the kernel must be this environment's Python
@@ -121,6 +127,8 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
     if os.environ.get(BOOK_CACHE_ENV) and _EXEC_CACHE is not None:
         _EXEC_CACHE.store(notebook, chapter, seconds, Path(os.environ[BOOK_CACHE_ENV]))
 
+
+BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"  # stddial_book.display.BOOK_BUILD_ENV (not imported: the wheel job)
 
 #: ``make test`` sets this to the book's execution cache (tools/exec_cache.py): each chapter the
 #: tests execute and check is stored there, parsed as the site build parses it, and ``make book``

@@ -170,25 +170,24 @@ def run_train(args, profile, command: str) -> Path:
 def _check_out(out: Path, resume: bool) -> Path:
     """The run directory, checked before anything is computed (and, for a new run, created and
     marked as the tool's: :func:`stddial_book.outdir.claim_dir`)."""
-    from .outdir import MARKER, claim_dir, owns, refusal
+    from .outdir import MARKER, check_claimable, claim_dir, owns, refusal
     from .train import checkpoint_dir
 
+    if not resume:
+        out = check_claimable(out)
+        if owns(out) and (out / "metrics.jsonl").exists():
+            raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out.")
+        return claim_dir(out, "train")
     reason = refusal(out)
     if reason is not None:
         raise ValueError(f"--out: {reason}")
     out = expand_path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; choose a directory.")
-    if resume:
-        if not owns(out):
-            raise ValueError(f"cannot resume: {out} was not written by stddial_book (no {MARKER}); start a new "
-                             "run without --resume in a new --out directory.")
-        if checkpoint_dir(out) is None:
-            raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
-        return out
-    if owns(out) and (out / "metrics.jsonl").exists():
-        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out.")
-    return claim_dir(out, "train")
+    if not owns(out):
+        raise ValueError(f"cannot resume: {out} was not written by stddial_book (no {MARKER}); start a new "
+                         "run without --resume in a new --out directory.")
+    if checkpoint_dir(out) is None:
+        raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
+    return out
 
 
 def run_eval(args, profile) -> dict:

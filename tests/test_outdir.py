@@ -42,7 +42,7 @@ def snapshot(root: Path) -> dict[str, str]:
 def build_sandbox(root: Path) -> Path:
     """A home directory holding a working directory with a reader's files; returns the working dir."""
     home = root / "home"
-    work = home / "work"
+    work = home / "desk"
     (work / "theirs" / "checkpoint").mkdir(parents=True)  # another trainer's run: run-like names
     (work / "theirs" / "metrics.jsonl").write_text('{"step": 1}\n')
     (work / "theirs" / "checkpoint" / "weights.bin").write_bytes(b"\x00\x01")
@@ -65,18 +65,18 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 #: A typed path and what the refusal must say about it (claiming it; removing a stale run there).
 DANGEROUS = {
     "": "current directory", " ": "current directory", ".": "current directory", "..": "current directory",
-    "./": "current directory", "../": "home directory", "~/work": "current directory",
+    "./": "current directory", "../": "home directory", "~/desk": "current directory",
     "~": "home directory", "~/": "home directory", "$HOME": "home directory", "${HOME}": "home directory",
     "~/..": "home directory or one of its parents", "../..": "home directory or one of its parents",
     "/": "filesystem root", "project": "repository's root", "$UNSET_VARIABLE_XYZ/run": "environment variable",
     "theirs": "not empty and was not written", "./theirs": "not empty and was not written",
     "theirs/": "not empty and was not written", "project/../theirs": "not empty and was not written",
-    "~/work/theirs": "not empty and was not written", "link": "a file or a link", "afile": "is a file",
+    "~/desk/theirs": "not empty and was not written", "link": "a file or a link", "afile": "is a file",
 }
 #: What removing a stale run says where the directory exists but is not the tool's.
 NOT_THE_TOOLS = {"theirs": "not written by stddial_book", "./theirs": "not written by stddial_book",
                  "theirs/": "not written by stddial_book", "project/../theirs": "not written by stddial_book",
-                 "~/work/theirs": "not written by stddial_book", "link": "not written by stddial_book",
+                 "~/desk/theirs": "not written by stddial_book", "link": "not written by stddial_book",
                  "afile": "is a file"}
 
 
@@ -122,23 +122,23 @@ def test_remove_owned_touches_only_named_entries_of_a_marked_directory(sandbox: 
     (run / "checkpoint").mkdir()
     (run / "checkpoint" / "x").write_text("x")
     (run / "keep.txt").write_text("keep")
-    (run / "theirs").symlink_to(sandbox / "home" / "work" / "theirs")
-    before = snapshot(sandbox / "home" / "work" / "theirs")
+    (run / "theirs").symlink_to(sandbox / "home" / "desk" / "theirs")
+    before = snapshot(sandbox / "home" / "desk" / "theirs")
     assert remove_owned(run, ["checkpoint", "theirs", "missing"]) == ["checkpoint", "theirs"]
-    assert snapshot(sandbox / "home" / "work" / "theirs") == before  # the link went, not its target
+    assert snapshot(sandbox / "home" / "desk" / "theirs") == before  # the link went, not its target
     assert sorted(p.name for p in run.iterdir()) == [MARKER, "keep.txt"]
     for bad in ("..", "../theirs", MARKER, ""):
         with pytest.raises(ValueError, match="plain entry names"):
             remove_owned(run, [bad])
     with pytest.raises(ValueError, match="not written by stddial_book"):
-        remove_owned(sandbox / "home" / "work" / "theirs", ["metrics.jsonl"])
+        remove_owned(sandbox / "home" / "desk" / "theirs", ["metrics.jsonl"])
 
 
 # A path a reader might type: pieces of real names, dots, ~, variables and slashes, relative to the
 # working directory or written out from the sandbox's root ("ROOT/" stands for it). Every accepted
 # path lands inside the sandbox: ".." climbs at most to the home directory's parent, the root.
 PIECES = st.sampled_from(["", ".", "..", "~", "$HOME", "theirs", "project", "empty", "afile", "link", "new",
-                          "checkpoint", "metrics.jsonl", "work", "home"])
+                          "checkpoint", "metrics.jsonl", "desk", "home"])
 PATHS = st.one_of(
     st.lists(PIECES, min_size=1, max_size=3).map("/".join),
     st.lists(PIECES, min_size=0, max_size=3).map(lambda parts: "ROOT/" + "/".join(parts)),

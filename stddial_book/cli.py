@@ -170,7 +170,7 @@ def run_train(args, profile, command: str) -> Path:
 def _check_out(out: Path, resume: bool) -> Path:
     """The run directory, checked before anything is computed (and, for a new run, created and
     marked as the tool's: :func:`stddial_book.outdir.claim_dir`)."""
-    from .outdir import MARKER, check_claimable, claim_dir, owns, refusal
+    from .outdir import check_claimable, claim_dir, owns, require_owned
     from .train import checkpoint_dir
 
     if not resume:
@@ -178,13 +178,7 @@ def _check_out(out: Path, resume: bool) -> Path:
         if owns(out) and (out / "metrics.jsonl").exists():
             raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out.")
         return claim_dir(out, "train")
-    reason = refusal(out)
-    if reason is not None:
-        raise ValueError(f"--out: {reason}")
-    out = expand_path(out)
-    if not owns(out):
-        raise ValueError(f"cannot resume: {out} was not written by stddial_book (no {MARKER}); start a new "
-                         "run without --resume in a new --out directory.")
+    out = require_owned(out)
     if checkpoint_dir(out) is None:
         raise ValueError(f"cannot resume: {out} holds no checkpoint; run without --resume first.")
     return out

@@ -19,8 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .resources import sha256  # the SFT model a run started from goes into its provenance
+
 __all__ = ["ENV_CACHE", "RUN_FILES", "cache_dir", "code_fingerprint", "remove_stale_run", "sft_to_dir",
-           "train_to_dir", "warm_start", "rl_run", "load_model_from", "file_sha256", "same_warm_start"]
+           "train_to_dir", "warm_start", "rl_run", "load_model_from", "same_warm_start"]
 
 ENV_CACHE = "STDDIAL_CACHE"
 
@@ -146,12 +148,9 @@ def remove_stale_run(directory: str | os.PathLike) -> None:
     directory, ...) and a directory without the marker are refused with a ``ValueError``, so that a
     mistyped ``--out`` can never delete a reader's work.
     """
-    from .outdir import expand_path, refusal, remove_owned
+    from .outdir import checked_path, remove_owned
 
-    reason = refusal(directory)
-    if reason is not None:
-        raise ValueError(reason)
-    path = expand_path(directory)
+    path = checked_path(directory, flag=None)
     if not path.exists():
         return
     if not path.is_dir():
@@ -167,14 +166,11 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
     from .runs import RunLog
     from .train import make_problems, sft
 
-    from .outdir import claim_dir, expand_path, owns, read_marker, refusal
+    from .outdir import checked_path, claim_dir, owns, read_marker
 
     task, config = profile.task_config(), profile.sft_config(seed)
-    reason = refusal(out)
-    if reason is not None:
-        raise ValueError(f"--out: {reason}")
-    if owns(expand_path(out)) and (expand_path(out) / "model.safetensors").exists():
-        out = expand_path(out)
+    out = checked_path(out)
+    if owns(out) and (out / "model.safetensors").exists():
         raise ValueError(f"{out} already holds an SFT model; use it with --init {out} or pick another --out.")
     out = claim_dir(out, "sft")
     remove_stale_run(out)  # a half-finished SFT of this tool is cheap to redo; nothing else is touched
@@ -208,17 +204,8 @@ def train_to_dir(profile, recipe, seed: int, init: str | os.PathLike, out: str |
     model = load_model_from(profile, init)
     return train(model, train_problems, heldout, config, out, resume=resume, progress=progress,
                  command=command, profile=profile.name,
-                 extra_provenance={"init": Path(init).name, "init_sha256": file_sha256(Path(init) / "model.safetensors"),
+                 extra_provenance={"init": Path(init).name, "init_sha256": sha256(Path(init) / "model.safetensors"),
                                    "task": vars(profile.task_config()), "model": profile.model})
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file (the SFT model a run started from goes into its provenance)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _require_profile(profile) -> None:
@@ -314,4 +301,4 @@ def same_warm_start(profile, recorded_profile: str = "reference", progress: bool
     if not recorded:
         raise ValueError(f"the recorded {recorded_profile!r} SFT provenance names no model_sha256; record the runs "
                          "again with `python -m stddial_book record`.")
-    return file_sha256(warm_start(profile, progress=progress) / "model.safetensors") == recorded
+    return sha256(warm_start(profile, progress=progress) / "model.safetensors") == recorded

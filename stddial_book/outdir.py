@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["MARKER", "expand_path", "refusal", "check_claimable", "claim_dir", "owns", "read_marker", "remove_owned"]
+__all__ = ["MARKER", "expand_path", "refusal", "checked_path", "require_owned", "check_claimable", "claim_dir", "owns", "read_marker", "remove_owned"]
 
 #: The file that makes a directory the tool's: written when the tool creates a run directory.
 MARKER = ".stddial-run.json"
@@ -97,13 +97,29 @@ def owns(directory: str | os.PathLike) -> bool:
     return Path(directory).is_dir() and read_marker(directory) is not None
 
 
+def checked_path(path: str | os.PathLike, flag: str | None = "--out") -> Path:
+    """``path`` expanded (:func:`expand_path`), or the ``ValueError`` :func:`refusal` words (after
+    ``flag``, the option that named it)."""
+    reason = refusal(path)
+    if reason is not None:
+        raise ValueError(f"{flag}: {reason}" if flag else reason)
+    return expand_path(path)
+
+
+def require_owned(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """``path`` expanded, if it is a directory the tool wrote (what a resumed run needs); else a
+    ``ValueError`` and nothing touched."""
+    directory = checked_path(path, flag)
+    if not owns(directory):
+        raise ValueError(f"cannot resume: {directory} was not written by stddial_book (no {MARKER}); start a new "
+                         "run without --resume in a new --out directory.")
+    return directory
+
+
 def check_claimable(path: str | os.PathLike, flag: str = "--out") -> Path:
     """The expanded ``path`` if :func:`claim_dir` would accept it; else the ``ValueError`` it would
     raise. Creates nothing: commands check every directory before any work starts."""
-    reason = refusal(path)
-    if reason is not None:
-        raise ValueError(f"{flag}: {reason}")
-    directory = expand_path(path)
+    directory = checked_path(path, flag)
     if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
         raise ValueError(f"{flag} {directory} is a file or a link; choose a new directory.")
     blocking = next((p for p in directory.parents if p.exists() or p.is_symlink()), None)

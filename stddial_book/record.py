@@ -82,7 +82,7 @@ def record_runs(profile, recipes: Sequence[str], seeds: Sequence[int], work: str
 def _publish(src: Path, dst: Path, allow_dirty: bool, extra: Sequence[str] = ()) -> Path:
     """Write a finished run's compressed log and provenance (and ``extra`` files) into the marked
     directory ``dst``; a provenance from a dirty tree is refused unless ``allow_dirty``."""
-    from .experiments import file_sha256
+    from .resources import sha256
     from .runs import read_json, write_gzip
 
     provenance = read_json(src / "provenance.json")
@@ -92,7 +92,7 @@ def _publish(src: Path, dst: Path, allow_dirty: bool, extra: Sequence[str] = ())
     if provenance.get("dirty"):
         provenance["dirty_allowed"] = True
     if (src / "model.safetensors").is_file():  # the warm start: the model every recorded run began from
-        provenance["model_sha256"] = file_sha256(src / "model.safetensors")
+        provenance["model_sha256"] = sha256(src / "model.safetensors")
     write_gzip(src / "metrics.jsonl", dst / "metrics.jsonl.gz")
     (dst / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     for name in extra:

@@ -44,7 +44,7 @@ from ._arrays import MAX_SEED, check_number
 from .identity import group_std
 from .losses import policy_loss
 from .model import CharCodec
-from .outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
+from .outdir import checked_path, claim_dir, read_marker, remove_owned, require_owned
 from .recipes import Recipe, get_recipe, group_advantages
 from .rollout import _positions, sample, shared_prompt_logprobs
 from .runs import RunLog, load_run, read_records
@@ -1124,10 +1124,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
         raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
     codec = codec or CharCodec()
     recipe: Recipe = config.recipe
-    reason = refusal(out)
-    if reason is not None:
-        raise ValueError(f"--out: {reason}")
-    directory = expand_path(out)
+    directory = checked_path(out)
     if config.eval_every and len(heldout) == 0:
         raise ValueError("train got no held-out problems but eval_every > 0; pass a held-out set or set "
                          "eval_every=0 (no evaluation).")
@@ -1141,9 +1138,7 @@ def train(model, train_problems: Sequence[Problem], heldout: Sequence[Problem], 
     device = next(model.parameters()).device
     config_dict = config.to_dict()
     if resume:
-        if not owns(directory):
-            raise ValueError(f"cannot resume: {directory} was not written by stddial_book (it has no {MARKER}); "
-                             "start a new run in a new --out directory.")
+        directory = require_owned(directory)
     else:
         directory = claim_dir(directory, "train")  # a new, empty or marked directory; anything else refused
     saved_checkpoint = checkpoint_dir(directory)

@@ -14,7 +14,7 @@ from safetensors.torch import load_model, save_model
 from stddial_book import experiments, profiles
 from stddial_book import train as train_module
 from stddial_book.cli import main
-from stddial_book.experiments import file_sha256
+from stddial_book.resources import sha256 as file_sha256
 from stddial_book.outdir import MARKER, claim_dir, read_marker
 from stddial_book.model import model_for_profile
 from stddial_book.recipes import DAPO, GRPO

@@ -2,9 +2,10 @@
 #
 #   make book         build the site into _build/html, executing every chapter whose executed
 #                     notebook is not already in the execution cache (make test fills it)
-#   make test         run the whole test suite (chapter execution included) on JOBS processes;
+#   make test         ruff, then the whole test suite (chapter execution included) on JOBS processes;
 #                     the workflow .github/workflows/tests.yml runs it, and .ci/lowest, on every push
-#   make check        the fast unit tests only (no chapter, no training run, no TRL): under a minute
+#   make check        ruff, then the fast unit tests only (no chapter, no training run, no TRL): under a minute
+#   make lint         ruff check and ruff format --check on the whole tree (settings in pyproject.toml)
 #   make screenshots  PNG of every page of an already built site (needs chromium)
 #   make overflow     what sticks out of the text column on any built page (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
@@ -30,7 +31,7 @@ STAMP  := $(VENV)/.stamp
 # its inline backend only when MPLBACKEND is unset), so `book` unsets it.
 # The training runs of chapters 9-14 (the SFT warm start and the RL runs; chapter 13 reads
 # those of 10-12) are cached by a hash of their configuration and of the package's code
-# (stddial_book.experiments), so `make book` after `make test` reuses them. Chapter 14's short
+# (stddial_book.experiments.testbed), so `make book` after `make test` reuses them. Chapter 14's short
 # TRL run is not cached and runs each time.
 # The chapters' executed notebooks go into one execution cache (tools/exec_cache.py): make test
 # stores each chapter it executes there, and the build renders them instead of executing the
@@ -43,7 +44,7 @@ BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 # Test processes (pytest-xdist); each is single-threaded. JOBS=1 runs the suite in one process.
 JOBS ?= 2
 
-.PHONY: .venv venv book test check screenshots overflow sync publish clean distclean
+.PHONY: .venv venv book test check lint screenshots overflow sync publish clean distclean
 
 .venv: $(STAMP)
 venv: $(STAMP)
@@ -64,10 +65,14 @@ book: .venv
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Built: _build/html/index.html"
 
-test: .venv
+lint: .venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: .venv lint
 	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup)
 
-check: .venv
+check: .venv lint
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not chapters and not trl and not slow"
 
 screenshots: .venv
@@ -80,9 +85,9 @@ overflow: .venv
 	$(BIN)/python tools/overflow.py --html _build/html
 
 # The .ipynb next to each chapter is what Colab opens: generated from the .md with its MyST
-# roles and directives turned into plain Markdown (stddial_book/_colab.py); a test checks it.
+# roles and directives turned into plain Markdown (tools/colab.py); a test checks it.
 sync: .venv
-	$(BIN)/python -m stddial_book._colab chapters/*.md appendix/*.md
+	$(BIN)/python tools/colab.py chapters/*.md appendix/*.md
 
 # A manual push of the built site to the gh-pages branch, as the Jupyter Book documentation shows.
 # ghp-import is a publishing tool, not a build dependency: installed here, on first use.

@@ -7,8 +7,9 @@ lower bound is an error, since "the declared floors" would then mean nothing.
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 SKIP = {"torch"}
 

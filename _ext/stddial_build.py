@@ -3,7 +3,7 @@ the book's stylesheet (``_ext/static/stddial.css``: tables in cell outputs fit t
 write the execution table's status in words.
 
 Jupyter Book starts each chapter's kernel from the Sphinx process, so a variable set here is
-inherited by every kernel. :func:`stddial_book.display.glue` reads it: in the site build a glued
+inherited by every kernel. :func:`stddial_book.presentation.display.glue` reads it: in the site build a glued
 value goes into the prose only; anywhere else (Colab, Jupyter, the tests) it is also printed.
 
 Enabled in ``_config.yml`` as a local extension (``sphinx.local_extensions``, folder ``_ext``); it
@@ -18,7 +18,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 
-from stddial_book.display import BOOK_BUILD_ENV
+from stddial_book.presentation.display import BOOK_BUILD_ENV
 
 
 def _add_stylesheet(app: Sphinx) -> None:

@@ -10,7 +10,7 @@ versions of the package can be compared on one machine:
         --label before
 
 It writes ``results/quick_runs_<label>.json`` with the commit of the package it imported. The
-runs are the build's own (``stddial_book.experiments``), nothing is changed or skipped.
+runs are the build's own (``stddial_book.experiments.testbed``), nothing is changed or skipped.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_trainer import cpu_info, git_commit  # noqa: E402
+from bench_trainer import cpu_info, git_commit
 
 
 def main() -> None:
@@ -44,8 +44,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="quick_runs_") as cache:
         os.environ["STDDIAL_CACHE"] = cache  # an empty cache: every run trains
         import stddial_book
-        from stddial_book import experiments
-        from stddial_book.profiles import PROFILES
+        from stddial_book.experiments import testbed as experiments
+        from stddial_book.rl.profiles import PROFILES
 
         profile = PROFILES["quick"]
         timings: list[dict] = []

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 import transformers
 
-from stddial_book.model import CharCodec, tiny_model
-from stddial_book.rollout import sample
-from stddial_book.tasks import sample_problems
+from stddial_book.rl.model import CharCodec, tiny_model
+from stddial_book.rl.rollout import sample
+from stddial_book.rl.tasks import sample_problems
 
 
 def main() -> None:
@@ -44,18 +44,33 @@ def main() -> None:
     mask = torch.ones_like(ids)
 
     def ours(seed: int) -> int:
-        out = sample(model, ids, args.max_new_tokens, codec.eos_id, codec.pad_id,
-                     generator=torch.Generator().manual_seed(seed), num_samples=G)
+        out = sample(
+            model,
+            ids,
+            args.max_new_tokens,
+            codec.eos_id,
+            codec.pad_id,
+            generator=torch.Generator().manual_seed(seed),
+            num_samples=G,
+        )
         return int(out.mask.sum())
 
     def generate(seed: int) -> int:
         torch.manual_seed(seed)
         with torch.no_grad():
-            seqs = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0,
-                                  top_k=0, top_p=1.0, max_new_tokens=args.max_new_tokens,
-                                  num_return_sequences=G,
-                                  eos_token_id=codec.eos_id, pad_token_id=codec.pad_id)
-        completion = seqs[:, ids.shape[1]:]
+            seqs = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                max_new_tokens=args.max_new_tokens,
+                num_return_sequences=G,
+                eos_token_id=codec.eos_id,
+                pad_token_id=codec.pad_id,
+            )
+        completion = seqs[:, ids.shape[1] :]
         is_eos = completion == codec.eos_id
         after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
         return int((~after_eos).sum())  # tokens up to and including each row's first EOS
@@ -70,10 +85,17 @@ def main() -> None:
     med = {name: statistics.median(v) for name, v in rates.items()}
     result = {
         "benchmark": "sampler tokens/s vs model.generate",
-        "prompts": args.prompts, "group_size": G, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
-        "tokens_per_s_median": med, "ratio_ours_over_generate": med["ours"] / med["generate"],
-        "tokens_per_s_all": rates, "torch": torch.__version__, "transformers": transformers.__version__,
-        "machine": platform.machine(), "threads": torch.get_num_threads(),
+        "prompts": args.prompts,
+        "group_size": G,
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "tokens_per_s_median": med,
+        "ratio_ours_over_generate": med["ours"] / med["generate"],
+        "tokens_per_s_all": rates,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

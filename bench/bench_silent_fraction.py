@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from stddial_book import silent_probability
-from stddial_book.solve_rates import SolveCounts, silent_fraction
+from stddial_book.corpora.histograms import SolveCounts, silent_fraction
 
 
 def main() -> None:
@@ -34,8 +34,12 @@ def main() -> None:
         timings["per_row"].append(time.perf_counter() - start)
     assert np.allclose(curve, direct, rtol=1e-10)
     med = {name: statistics.median(v) * 1e3 for name, v in timings.items()}
-    result = {"benchmark": "silent fraction, G = 1..64, 251,122 prompts", "median_ms": med,
-              "goal_ms": 50.0, "speedup_histogram_over_per_row": med["per_row"] / med["histogram"]}
+    result = {
+        "benchmark": "silent fraction, G = 1..64, 251,122 prompts",
+        "median_ms": med,
+        "goal_ms": 50.0,
+        "speedup_histogram_over_per_row": med["per_row"] / med["histogram"],
+    }
     out = Path(__file__).parent / "results" / "silent_fraction.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -1,10 +1,10 @@
-"""Benchmark: the book's GRPO trainer (``stddial_book.train.train``) against TRL's ``GRPOTrainer``.
+"""Benchmark: the book's GRPO trainer (``stddial_book.rl.trainer.train``) against TRL's ``GRPOTrainer``.
 
 Both train a fresh copy of the same warm-started tiny model on the same task, with the same
 batch geometry and the same objective, for the same number of rollout batches, and we count
 generated samples per second of training.
 
-* **Warm start** (once, not timed): ``stddial_book.train.sft`` on 2-digit addition
+* **Warm start** (once, not timed): ``stddial_book.rl.sft.sft`` on 2-digit addition
   (``TaskConfig(digits=(2,), num_train=4000, num_heldout=256)``, ``SFTConfig()`` defaults, target
   held-out pass rate 0.6), so completions have realistic lengths and groups are not all silent.
 * **Geometry** (both sides): 32 prompts x G = 8 completions = 256 samples per rollout batch,
@@ -52,18 +52,23 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-import stddial_book.train as book_train
-from stddial_book.model import CharCodec, make_tokenizer, tiny_model
-from stddial_book.recipes import GRPO
-from stddial_book.tasks import EOS
-from stddial_book.train import SFTConfig, TaskConfig, TrainConfig, evaluate, make_problems, sft
+import stddial_book.rl.trainer as book_train
+from stddial_book.rl import checkpoints
+from stddial_book.rl.batches import make_problems
+from stddial_book.rl.configs import SFTConfig, TaskConfig, TrainConfig
+from stddial_book.rl.evaluate import evaluate
+from stddial_book.rl.model import CharCodec, make_tokenizer, tiny_model
+from stddial_book.rl.sft import sft
+from stddial_book.rl.tasks import EOS
+from stddial_book.theory.recipes import GRPO
 
 GOAL = 2.0
 #: The book's GRPO preset with TRL's numbers: Bessel std + 1e-4, beta 0.
@@ -73,17 +78,38 @@ RECIPE = GRPO.replace(name="GRPO (TRL's std)", kl_coef=0.0, std_correction=1, st
 # --------------------------------------------------------------------------- ours
 
 
-def run_ours(model, problems: Sequence, heldout: Sequence, *, steps: int, prompts: int, group_size: int,
-             num_minibatches: int, max_new_tokens: int, lr: float, seed: int) -> dict[str, Any]:
+def run_ours(
+    model,
+    problems: Sequence,
+    heldout: Sequence,
+    *,
+    steps: int,
+    prompts: int,
+    group_size: int,
+    num_minibatches: int,
+    max_new_tokens: int,
+    lr: float,
+    seed: int,
+) -> dict[str, Any]:
     """Train ``model`` in place with the book's ``train`` for ``steps`` rollout batches."""
-    config = TrainConfig(recipe=RECIPE, group_size=group_size, prompts_per_step=prompts,
-                         num_minibatches=num_minibatches, lr=lr, max_grad_norm=1.0,
-                         max_new_tokens=max_new_tokens, sample_budget=steps * prompts * group_size,
-                         eval_every=0, checkpoint_every=10**9, temperature=1.0, seed=seed)
+    config = TrainConfig(
+        recipe=RECIPE,
+        group_size=group_size,
+        prompts_per_step=prompts,
+        num_minibatches=num_minibatches,
+        lr=lr,
+        max_grad_norm=1.0,
+        max_new_tokens=max_new_tokens,
+        sample_budget=steps * prompts * group_size,
+        eval_every=0,
+        checkpoint_every=10**9,
+        temperature=1.0,
+        seed=seed,
+    )
     # train() writes a checkpoint at the end of the run (its last step counts as "done"); time it
     # by wrapping the module's function, without changing what it does.
     checkpoint = {"s": 0.0, "n": 0}
-    original = book_train._save_checkpoint
+    original = checkpoints._save_checkpoint
 
     def timed_checkpoint(*args, **kwargs):
         t = time.perf_counter()
@@ -95,13 +121,13 @@ def run_ours(model, problems: Sequence, heldout: Sequence, *, steps: int, prompt
 
     with tempfile.TemporaryDirectory(prefix="bench_ours_") as tmp:
         out = Path(tmp) / "run"
-        book_train._save_checkpoint = timed_checkpoint
+        checkpoints._save_checkpoint = timed_checkpoint
         try:
             t0 = time.perf_counter()
             result = book_train.train(model, problems, heldout, config, out)
             wall = time.perf_counter() - t0
         finally:
-            book_train._save_checkpoint = original
+            checkpoints._save_checkpoint = original
         records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     records = [r for r in records if r["step"] >= 1]
     gen = [r["time/generation_s"] for r in records]
@@ -114,10 +140,10 @@ def run_ours(model, problems: Sequence, heldout: Sequence, *, steps: int, prompt
         "samples": samples,
         "wall_s": wall,
         "samples_per_s": samples / wall,
-        "generation_s": sum(gen),          # sampling (KV cache, log π_old recorded) + verifying
-        "old_logps_s": 0.0,                # no π_old pass: the sampler's log-probs are used
-        "update_s": sum(upd),              # advantages, batch metrics, 2 x (fwd+bwd, clip, AdamW)
-        "checkpoint_s": checkpoint["s"],   # the end-of-run checkpoint (model, optimizer, RNG)
+        "generation_s": sum(gen),  # sampling (KV cache, log π_old recorded) + verifying
+        "old_logps_s": 0.0,  # no π_old pass: the sampler's log-probs are used
+        "update_s": sum(upd),  # advantages, batch metrics, 2 x (fwd+bwd, clip, AdamW)
+        "checkpoint_s": checkpoint["s"],  # the end-of-run checkpoint (model, optimizer, RNG)
         "checkpoints": checkpoint["n"],
         "other_s": wall - steps_s - checkpoint["s"],  # run log + git/env provenance, init save, jsonl writes
         "steps_only_samples_per_s": samples / steps_s,
@@ -155,8 +181,19 @@ def make_reward_func(tokenizer, record: list[float]):
     return addition_reward
 
 
-def run_trl(model, tokenizer, problems: Sequence, *, steps: int, prompts: int, group_size: int,
-            num_minibatches: int, max_new_tokens: int, lr: float, seed: int) -> dict[str, Any]:
+def run_trl(
+    model,
+    tokenizer,
+    problems: Sequence,
+    *,
+    steps: int,
+    prompts: int,
+    group_size: int,
+    num_minibatches: int,
+    max_new_tokens: int,
+    lr: float,
+    seed: int,
+) -> dict[str, Any]:
     """Train ``model`` in place with ``trl.GRPOTrainer`` for ``steps`` rollout batches.
 
     Timers (instance-attribute wrappers around GRPOTrainer methods; nothing in TRL is changed):
@@ -175,29 +212,60 @@ def run_trl(model, tokenizer, problems: Sequence, *, steps: int, prompts: int, g
             output_dir=tmp,
             # geometry: one generation batch of N per rollout, split into num_minibatches optimizer
             # steps (steps_per_generation = num_minibatches), each rollout used once
-            num_generations=group_size, generation_batch_size=N,
-            per_device_train_batch_size=N // num_minibatches, gradient_accumulation_steps=1,
-            num_iterations=1, max_steps=steps * num_minibatches,
+            num_generations=group_size,
+            generation_batch_size=N,
+            per_device_train_batch_size=N // num_minibatches,
+            gradient_accumulation_steps=1,
+            num_iterations=1,
+            max_steps=steps * num_minibatches,
             # sampling: pure temperature 1 (top_k=0: a None top_k is filled with 50 by transformers)
-            max_completion_length=max_new_tokens, temperature=1.0, top_k=0, top_p=1.0, min_p=None,
-            repetition_penalty=1.0, use_vllm=False,
+            max_completion_length=max_new_tokens,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            min_p=None,
+            repetition_penalty=1.0,
+            use_vllm=False,
             # objective
-            beta=0.0, epsilon=0.2, loss_type="grpo", scale_rewards="group", mask_truncated_completions=False,
+            beta=0.0,
+            epsilon=0.2,
+            loss_type="grpo",
+            scale_rewards="group",
+            mask_truncated_completions=False,
             # optimizer
-            learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+            learning_rate=lr,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            weight_decay=0.0,
             # the fused AdamW kernel on both sides (ours uses it; it is TrainingArguments' default
             # with torch >= 2.8)
-            max_grad_norm=1.0, optim="adamw_torch_fused",
+            max_grad_norm=1.0,
+            optim="adamw_torch_fused",
             # CPU fp32, no activation checkpointing (GRPOConfig defaults to bf16 and checkpointing)
-            use_cpu=True, bf16=False, fp16=False, activation_checkpointing=False,
-            dataloader_num_workers=0, dataloader_pin_memory=False,
+            use_cpu=True,
+            bf16=False,
+            fp16=False,
+            activation_checkpointing=False,
+            dataloader_num_workers=0,
+            dataloader_pin_memory=False,
             # bookkeeping: log every step (as ours does), never save, report nowhere
-            logging_steps=1, save_strategy="no", report_to="none", log_completions=False, disable_tqdm=True,
-            seed=seed, data_seed=seed,
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            log_completions=False,
+            disable_tqdm=True,
+            seed=seed,
+            data_seed=seed,
         )
-        trainer = GRPOTrainer(model=model, reward_funcs=make_reward_func(tokenizer, rewards), args=config,
-                              train_dataset=dataset, processing_class=tokenizer)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=make_reward_func(tokenizer, rewards),
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
 
@@ -252,10 +320,10 @@ def run_trl(model, tokenizer, problems: Sequence, *, steps: int, prompts: int, g
         "wall_s": wall,
         "samples_per_s": samples / wall,
         "generation_s": gen_s - timers["old_logps_s"],  # tokenise + generate + decode + reward + advantages
-        "sample_s": timers["sample_s"],                  # tokenise + model.generate + decode only
-        "old_logps_s": timers["old_logps_s"],            # the no-grad π_old forward pass over N
+        "sample_s": timers["sample_s"],  # tokenise + model.generate + decode only
+        "old_logps_s": timers["old_logps_s"],  # the no-grad π_old forward pass over N
         "old_logps_calls": timers["old_logps_calls"],
-        "update_s": wall - gen_s,                         # loss passes, optimizer, Trainer/Accelerate bookkeeping
+        "update_s": wall - gen_s,  # loss passes, optimizer, Trainer/Accelerate bookkeeping
         "before_first_round_s": round_starts[0] - t0 if round_starts else float("nan"),
         "steps_only_samples_per_s": samples / sum(round_s),
         "steady_samples_per_s": sum(round_samples[1:]) / sum(round_s[1:]) if len(round_s) > 1 else float("nan"),
@@ -288,15 +356,25 @@ def cpu_info() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"model": name, "machine": platform.machine(), "logical_cpus": os.cpu_count(),
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "model": name,
+        "machine": platform.machine(),
+        "logical_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def git_commit(directory: Path | None = None) -> str:
     """The git commit of the checkout holding ``directory`` (default: this script's); '' if none."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=directory or Path(__file__).parent).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=directory or Path(__file__).parent,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
 
@@ -341,8 +419,14 @@ def main() -> None:
     base.eval()
     base_acc = heldout_accuracy(base, heldout, args.max_new_tokens)
 
-    common = dict(steps=args.steps, prompts=args.prompts, group_size=args.group_size,
-                  num_minibatches=args.num_minibatches, max_new_tokens=args.max_new_tokens, lr=args.lr)
+    common = dict(
+        steps=args.steps,
+        prompts=args.prompts,
+        group_size=args.group_size,
+        num_minibatches=args.num_minibatches,
+        max_new_tokens=args.max_new_tokens,
+        lr=args.lr,
+    )
 
     def ours(seed: int, steps: int | None = None) -> tuple[dict[str, Any], Any]:
         model = copy.deepcopy(base)
@@ -367,18 +451,22 @@ def main() -> None:
             res["seed"] = seed
             res["heldout_after"] = heldout_accuracy(model, heldout, args.max_new_tokens)
             runs[name].append(res)
-            print(f"  repeat {r + 1}/{args.repeats} {name:4s}: {res['samples']} samples in {res['wall_s']:.2f} s "
-                  f"= {res['samples_per_s']:.1f} samples/s (generation {res['generation_s']:.2f} s, "
-                  f"pi_old {res['old_logps_s']:.2f} s, update {res['update_s']:.2f} s); "
-                  f"mean reward {res['mean_reward']:.3f}, held-out sampled acc "
-                  f"{base_acc['sampled']:.3f} -> {res['heldout_after']['sampled']:.3f}", flush=True)
+            print(
+                f"  repeat {r + 1}/{args.repeats} {name:4s}: {res['samples']} samples in {res['wall_s']:.2f} s "
+                f"= {res['samples_per_s']:.1f} samples/s (generation {res['generation_s']:.2f} s, "
+                f"pi_old {res['old_logps_s']:.2f} s, update {res['update_s']:.2f} s); "
+                f"mean reward {res['mean_reward']:.3f}, held-out sampled acc "
+                f"{base_acc['sampled']:.3f} -> {res['heldout_after']['sampled']:.3f}",
+                flush=True,
+            )
 
     def med(name: str, key: str) -> float:
         return statistics.median(x[key] for x in runs[name])
 
     ratios = [o["samples_per_s"] / t["samples_per_s"] for o, t in zip(runs["ours"], runs["trl"])]
-    steps_only_ratios = [o["steps_only_samples_per_s"] / t["steps_only_samples_per_s"]
-                         for o, t in zip(runs["ours"], runs["trl"])]
+    steps_only_ratios = [
+        o["steps_only_samples_per_s"] / t["steps_only_samples_per_s"] for o, t in zip(runs["ours"], runs["trl"])
+    ]
     steady_ratios = [o["steady_samples_per_s"] / t["steady_samples_per_s"] for o, t in zip(runs["ours"], runs["trl"])]
     ratio = statistics.median(ratios)
     summary = {
@@ -389,9 +477,14 @@ def main() -> None:
             "generation_s_median": med(name, "generation_s"),
             "old_logps_s_median": med(name, "old_logps_s"),
             "update_s_median": med(name, "update_s"),
-            **({"checkpoint_s_median": med(name, "checkpoint_s"), "other_s_median": med(name, "other_s")}
-               if name == "ours" else {"sample_s_median": med(name, "sample_s"),
-                                       "before_first_round_s_median": med(name, "before_first_round_s")}),
+            **(
+                {"checkpoint_s_median": med(name, "checkpoint_s"), "other_s_median": med(name, "other_s")}
+                if name == "ours"
+                else {
+                    "sample_s_median": med(name, "sample_s"),
+                    "before_first_round_s_median": med(name, "before_first_round_s"),
+                }
+            ),
             "steps_only_samples_per_s_median": med(name, "steps_only_samples_per_s"),
             "steady_samples_per_s_median": med(name, "steady_samples_per_s"),
             "mean_reward_median": med(name, "mean_reward"),
@@ -402,42 +495,64 @@ def main() -> None:
         for name in runs
     }
     result = {
-        "benchmark": "GRPO trainer samples/s: stddial_book.train.train vs trl.GRPOTrainer",
+        "benchmark": "GRPO trainer samples/s: stddial_book.rl.trainer.train vs trl.GRPOTrainer",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
-                     "trl": trl.__version__, "accelerate": accelerate.__version__,
-                     "datasets": datasets.__version__, "numpy": np.__version__},
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__,
+            "trl": trl.__version__,
+            "accelerate": accelerate.__version__,
+            "datasets": datasets.__version__,
+            "numpy": np.__version__,
+        },
         "cpu": cpu_info(),
         "threads": {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
-        "settings": {**{k: v for k, v in vars(args).items() if k != "out"}, "task": {"digits": list(task.digits), "num_train": task.num_train,
-                                            "num_heldout": task.num_heldout},
-                     "samples_per_rollout_batch": args.prompts * args.group_size,
-                     "optimizer_steps_per_rollout_batch": args.num_minibatches,
-                     "recipe": {"std_correction": RECIPE.std_correction, "std_eps": RECIPE.std_eps,
-                                "kl_coef": RECIPE.kl_coef, "clip": [RECIPE.clip_low, RECIPE.clip_high],
-                                "loss_aggregation": RECIPE.loss_aggregation},
-                     "trl": {"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                             "generation_batch_size": args.prompts * args.group_size,
-                             "per_device_train_batch_size": args.prompts * args.group_size // args.num_minibatches,
-                             "gradient_accumulation_steps": 1, "top_k": 0, "scale_rewards": "group",
-                             "optim": "adamw_torch_fused"},
-                     "seeds": [r + 1 for r in range(args.repeats)]},
-        "warm_start": {"sft_steps": sft_res.steps, "sft_pass_rate": sft_res.pass_rate,
-                       "sft_reached": sft_res.reached, "sft_wall_s": sft_res.wall_time_s,
-                       "heldout_before": base_acc},
+        "settings": {
+            **{k: v for k, v in vars(args).items() if k != "out"},
+            "task": {"digits": list(task.digits), "num_train": task.num_train, "num_heldout": task.num_heldout},
+            "samples_per_rollout_batch": args.prompts * args.group_size,
+            "optimizer_steps_per_rollout_batch": args.num_minibatches,
+            "recipe": {
+                "std_correction": RECIPE.std_correction,
+                "std_eps": RECIPE.std_eps,
+                "kl_coef": RECIPE.kl_coef,
+                "clip": [RECIPE.clip_low, RECIPE.clip_high],
+                "loss_aggregation": RECIPE.loss_aggregation,
+            },
+            "trl": {
+                "loss_type": "grpo",
+                "beta": 0.0,
+                "num_iterations": 1,
+                "generation_batch_size": args.prompts * args.group_size,
+                "per_device_train_batch_size": args.prompts * args.group_size // args.num_minibatches,
+                "gradient_accumulation_steps": 1,
+                "top_k": 0,
+                "scale_rewards": "group",
+                "optim": "adamw_torch_fused",
+            },
+            "seeds": [r + 1 for r in range(args.repeats)],
+        },
+        "warm_start": {
+            "sft_steps": sft_res.steps,
+            "sft_pass_rate": sft_res.pass_rate,
+            "sft_reached": sft_res.reached,
+            "sft_wall_s": sft_res.wall_time_s,
+            "heldout_before": base_acc,
+        },
         "timed": {
             "ours": "wall time of the train() call: run-log setup and provenance, saving the initial "
-                    "weights, every step (sampling + verifying; advantages, metrics and the two "
-                    "optimizer steps), metrics.jsonl writes, and the end-of-run checkpoint "
-                    "(checkpoint_s). No pi_old pass: the sampler's recorded log-probs are pi_old.",
+            "weights, every step (sampling + verifying; advantages, metrics and the two "
+            "optimizer steps), metrics.jsonl writes, and the end-of-run checkpoint "
+            "(checkpoint_s). No pi_old pass: the sampler's recorded log-probs are pi_old.",
             "trl": "wall time of trainer.train() (GRPOTrainer construction excluded): optimizer, "
-                   "dataloader and Accelerate setup, generation (tokenise, model.generate, decode), "
-                   "reward, advantages, a no-grad pi_old forward pass over each rollout batch "
-                   "(old_logps_s; this geometry has gradient_accumulation_steps % "
-                   "(steps_per_generation * num_iterations) != 0), the loss passes and optimizer "
-                   "steps, and Trainer logging.",
+            "dataloader and Accelerate setup, generation (tokenise, model.generate, decode), "
+            "reward, advantages, a no-grad pi_old forward pass over each rollout batch "
+            "(old_logps_s; this geometry has gradient_accumulation_steps % "
+            "(steps_per_generation * num_iterations) != 0), the loss passes and optimizer "
+            "steps, and Trainer logging.",
         },
         "summary": summary,
         "ratio_ours_over_trl": ratio,
@@ -445,9 +560,9 @@ def main() -> None:
         "steps_only_ratio_median": statistics.median(steps_only_ratios),
         "steady_ratio_median": statistics.median(steady_ratios),
         "secondary_ratios_note": "steps_only: samples over the time of the rollout batches alone (ours: "
-                                 "sum of time/generation_s + time/update_s; TRL: first generation start to "
-                                 "the end of train()); steady: the same without the first rollout batch. "
-                                 "The goal applies to ratio_ours_over_trl (whole train() calls).",
+        "sum of time/generation_s + time/update_s; TRL: first generation start to "
+        "the end of train()); steady: the same without the first rollout batch. "
+        "The goal applies to ratio_ours_over_trl (whole train() calls).",
         "goal": GOAL,
         "pass": ratio >= GOAL,
         "runs": runs,
@@ -458,16 +573,22 @@ def main() -> None:
     print()
     for name in ("ours", "trl"):
         s = summary[name]
-        print(f"{name:4s}: {s['samples_per_s_median']:7.1f} samples/s (median of "
-              f"{', '.join(f'{v:.1f}' for v in s['samples_per_s_all'])}); per run: generation "
-              f"{s['generation_s_median']:.2f} s, pi_old {s['old_logps_s_median']:.2f} s, update "
-              f"{s['update_s_median']:.2f} s, wall {s['wall_s_median']:.2f} s; mean reward "
-              f"{s['mean_reward_median']:.3f}")
-    print(f"steady state (rollout batches 2..): ours {summary['ours']['steady_samples_per_s_median']:.1f}, "
-          f"TRL {summary['trl']['steady_samples_per_s_median']:.1f} samples/s, ratio "
-          f"{result['steady_ratio_median']:.2f}x")
-    print(f"ratio ours/TRL: {ratio:.2f}x (per repeat {', '.join(f'{x:.2f}' for x in ratios)}); "
-          f"goal {GOAL}x: {'PASS' if result['pass'] else 'FAIL'}  -> {args.out}")
+        print(
+            f"{name:4s}: {s['samples_per_s_median']:7.1f} samples/s (median of "
+            f"{', '.join(f'{v:.1f}' for v in s['samples_per_s_all'])}); per run: generation "
+            f"{s['generation_s_median']:.2f} s, pi_old {s['old_logps_s_median']:.2f} s, update "
+            f"{s['update_s_median']:.2f} s, wall {s['wall_s_median']:.2f} s; mean reward "
+            f"{s['mean_reward_median']:.3f}"
+        )
+    print(
+        f"steady state (rollout batches 2..): ours {summary['ours']['steady_samples_per_s_median']:.1f}, "
+        f"TRL {summary['trl']['steady_samples_per_s_median']:.1f} samples/s, ratio "
+        f"{result['steady_ratio_median']:.2f}x"
+    )
+    print(
+        f"ratio ours/TRL: {ratio:.2f}x (per repeat {', '.join(f'{x:.2f}' for x in ratios)}); "
+        f"goal {GOAL}x: {'PASS' if result['pass'] else 'FAIL'}  -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

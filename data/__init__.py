@@ -2,7 +2,7 @@
 
 In the repository these files sit in the top-level ``data/`` folder; ``pyproject.toml`` maps
 that folder onto the subpackage ``stddial_book.data`` of a wheel, so an installed package (what a
-Colab notebook installs) carries them. Read them with :func:`stddial_book.resources.data_path`,
+Colab notebook installs) carries them. Read them with :func:`stddial_book.core.resources.data_path`,
 which finds the same files in a checkout and in a wheel install:
 
 - ``solve_rates/``: small derived solve-count tables (chapter 7), each with a

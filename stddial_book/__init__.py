@@ -1,49 +1,64 @@
 """The Std Dial: GRPO, Dr. GRPO and DAPO as three settings of one dial.
 
-The helper package of the book. Modules, one topic each:
+The book's package, in layers. Each layer imports only from the layers above it in this list:
 
-* :mod:`stddial_book.identity`: closed forms (σ, update weights, silent probability, tries needed);
-* :mod:`stddial_book.recipes`: :class:`Recipe`, the presets and :func:`group_advantages`;
-* :mod:`stddial_book.derivation`: the SymPy derivation chapter 3 displays;
-* :mod:`stddial_book.losses`: the clipped surrogate, the three loss aggregations, the k3 KL;
-* :mod:`stddial_book.tasks`: the addition task with its difficulty dial and verifier;
-* :mod:`stddial_book.model`: the character tokenizer and the tiny Llama-style model;
-* :mod:`stddial_book.rollout`: KV-cache sampling and one-pass completion log-probs;
-* :mod:`stddial_book.gradcheck`: the identity on real autograd gradients (chapter 4);
-* :mod:`stddial_book.profiles`: the ``quick`` (CPU) and ``full`` (GPU) run profiles;
-* :mod:`stddial_book.plots`, :mod:`stddial_book.display`: the book's figures and notebook helpers.
-* :mod:`stddial_book.sampling`, :mod:`stddial_book.train`, :mod:`stddial_book.runs`,
-  :mod:`stddial_book.analysis`, :mod:`stddial_book.experiments`: the RL loop, its logs and their analysis;
-* :mod:`stddial_book.solve_rates`: per-prompt solve-count tables and the silent fraction of real data;
-* :mod:`stddial_book.resources`: where the shipped data (``stddial_book.data``) lives, checkout or wheel;
-* :mod:`stddial_book.trl_bridge`: the dial as TRL ``GRPOConfig`` settings, and what TRL cannot express;
-* :mod:`stddial_book.widgets`: the explorers (live with a kernel, self-contained HTML on the site);
-* :mod:`stddial_book.edition`: what a build of the book used (the appendix page "This edition").
+* ``core``: argument checks, the output-directory policy, the shipped data files;
+* ``theory``: the recipes' advantages, the identity's closed forms, silent groups, the group-size
+  law, the SymPy derivation;
+* ``teaching``: the short reference functions the chapters show, tied to the engine by tests;
+* ``corpora``: solve-rate data (Big-Math, DeepScaleR, DAPO's Figure 3b) and what the closed forms
+  make of it;
+* ``rl``: the RL engine (task, model, rollout, losses, sampling, SFT, trainer, checkpoints, logs);
+* ``experiments``: the controlled run, the cached testbed runs, recorded runs, statistics;
+* ``bridges``: TRL;
+* ``presentation``: figures, glue and tables, widgets.
 
-Build tooling, not lessons: ``_colab`` (the Colab notebooks from the chapters). The site's Sphinx
-extensions (``_ext/``) and the screenshot script (``tools/``) live outside the package.
+``from stddial_book import name`` works for every public name of every layer (each module's
+``__all__``): the module that defines it is imported on first use, so ``import stddial_book`` stays
+cheap. ``python -m stddial_book`` is the command line (:mod:`stddial_book.cli`).
 """
 
-from .identity import (
-    bessel_factor,
-    expected_group_std,
-    expected_group_variance,
-    expected_update_weight,
-    group_std,
-    mean_abs_advantage,
-    pass_rate,
-    silent_probability,
-    std_from_pass_rate,
-    tries_needed,
-    update_weight,
-)
-from .recipes import DAPO, DR_GRPO, GRPO, PRESETS, Recipe, get_recipe, group_advantages
+from __future__ import annotations
+
+import ast
+import importlib
+from functools import cache
+from pathlib import Path
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DAPO", "DR_GRPO", "GRPO", "PRESETS", "Recipe", "get_recipe", "group_advantages",
-    "bessel_factor", "expected_group_std", "expected_group_variance", "expected_update_weight", "group_std",
-    "mean_abs_advantage", "pass_rate", "silent_probability", "std_from_pass_rate",
-    "tries_needed", "update_weight", "__version__",
-]
+#: The layers, in import order: a module may import from its own layer and the layers before it.
+LAYERS = ("core", "theory", "teaching", "corpora", "rl", "experiments", "bridges", "presentation")
+
+
+@cache
+def _owners() -> dict[str, tuple[str, ...]]:
+    """Public name -> the modules whose ``__all__`` lists it, read from the sources (nothing imported)."""
+    owners: dict[str, list[str]] = {}
+    root = Path(__file__).parent
+    for layer in LAYERS:
+        for path in sorted((root / layer).glob("*.py")):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+                    for name in ast.literal_eval(node.value):
+                        owners.setdefault(name, []).append(f"{__name__}.{layer}.{path.stem}")
+    return {name: tuple(modules) for name, modules in owners.items()}
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    modules = _owners().get(name)
+    if not modules:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if len(modules) > 1:
+        raise AttributeError(
+            f"{name!r} is defined in several modules ({', '.join(modules)}); import it from one of them."
+        )
+    value = getattr(importlib.import_module(modules[0]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for n, m in _owners().items() if len(m) == 1})

@@ -2,7 +2,7 @@
 
 Each command reads its sizes from a profile (``quick`` and ``reference`` on a CPU, ``full`` on a
 GPU) and writes everything into one output directory, so a run can be plotted with
-:func:`stddial_book.runs.load_run` and resumed with ``--resume``.
+:func:`stddial_book.rl.runlog.load_run` and resumed with ``--resume``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ._arrays import MAX_SEED
-from .outdir import expand_path
+from stddial_book.core.checks import MAX_SEED
+from stddial_book.core.outdir import expand_path
 
 __all__ = ["main", "build_parser"]
 
@@ -39,9 +39,8 @@ examples:
 MAX_EVAL_SAMPLES = 4096
 
 
-
 def _seed(text: str) -> int:
-    """An argparse type: a seed, 0 to :data:`stddial_book._arrays.MAX_SEED`."""
+    """An argparse type: a seed, 0 to :data:`stddial_book.core.checks.MAX_SEED`."""
     return _count(0, MAX_SEED, "a seed")(text)
 
 
@@ -52,8 +51,9 @@ def _count(low: int, high: int, what: str = "a whole number"):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}; give a whole number from {low} to {high}.") \
-                from None
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {what}; give a whole number from {low} to {high}."
+            ) from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is out of range; give {what} from {low} to {high}.")
         return value
@@ -65,77 +65,120 @@ def _count(low: int, high: int, what: str = "a whole number"):
 class _Parser(argparse.ArgumentParser):
     """argparse, with a bad argument reported on one line (``error: ...``, exit code 2)."""
 
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        self.exit(2, f"error: {self.prog.removeprefix('python -m stddial_book ')}: {message} "
-                     f"(see {self.prog} --help)\n")
+    def error(self, message: str):
+        self.exit(
+            2, f"error: {self.prog.removeprefix('python -m stddial_book ')}: {message} (see {self.prog} --help)\n"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m stddial_book",
         description="Train the book's tiny model on the addition task with GRPO, Dr. GRPO or DAPO "
-                    "(three settings of one dial: the group's reward std).",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "(three settings of one dial: the group's reward std).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval}")
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--profile", default=None, metavar="NAME",
-                       help="quick (CPU, about half a minute a run), reference (CPU, a few minutes a run: the "
-                            "recorded runs) or full (GPU; not run by the authors); default: "
-                            "$STDDIAL_PROFILE, else full if a CUDA GPU is visible, else quick")
-        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                       help="show a progress bar (default: on)")
+        p.add_argument(
+            "--profile",
+            default=None,
+            metavar="NAME",
+            help="quick (CPU, about half a minute a run), reference (CPU, a few minutes a run: the "
+            "recorded runs) or full (GPU; not run by the authors); default: "
+            "$STDDIAL_PROFILE, else full if a CUDA GPU is visible, else quick",
+        )
+        p.add_argument(
+            "--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: on)"
+        )
 
-    p = sub.add_parser("sft", help="supervised warm start until a held-out pass rate is reached",
-                       description="Supervised warm start: train on correct answers until the measured "
-                                   "held-out pass rate reaches the profile's target.")
+    p = sub.add_parser(
+        "sft",
+        help="supervised warm start until a held-out pass rate is reached",
+        description="Supervised warm start: train on correct answers until the measured "
+        "held-out pass rate reaches the profile's target.",
+    )
     common(p)
     p.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation and batches")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/sft-PROFILE-seedS)")
 
-    p = sub.add_parser("train", help="RL with one recipe (runs SFT first unless --init is given)",
-                       description="RL from a warm-started model with one recipe; writes metrics.jsonl, "
-                                   "provenance.json and checkpoints into --out.")
+    p = sub.add_parser(
+        "train",
+        help="RL with one recipe (runs SFT first unless --init is given)",
+        description="RL from a warm-started model with one recipe; writes metrics.jsonl, "
+        "provenance.json and checkpoints into --out.",
+    )
     common(p)
     p.add_argument("--recipe", required=True, metavar="NAME", help="grpo, dr_grpo or dapo")
     p.add_argument("--seed", type=_seed, default=0, help="seed of prompt order, sampling and minibatches")
-    p.add_argument("--init", type=Path, default=None,
-                   help="an SFT directory written by the sft command (default: run SFT into OUT/sft)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output directory (default: runs/RECIPE-PROFILE-seedS)")
+    p.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="an SFT directory written by the sft command (default: run SFT into OUT/sft)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/RECIPE-PROFILE-seedS)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    p.add_argument("--sample-budget", type=_count(1, 10**9), default=None, metavar="N",
-                   help="stop after N generated samples (default: the profile's)")
-    p.add_argument("--micro-batch-size", type=_count(1, 10**6), default=None, metavar="N",
-                   help="samples per forward/backward pass (lower it if the GPU runs out of memory)")
+    p.add_argument(
+        "--sample-budget",
+        type=_count(1, 10**9),
+        default=None,
+        metavar="N",
+        help="stop after N generated samples (default: the profile's)",
+    )
+    p.add_argument(
+        "--micro-batch-size",
+        type=_count(1, 10**6),
+        default=None,
+        metavar="N",
+        help="samples per forward/backward pass (lower it if the GPU runs out of memory)",
+    )
 
-    p = sub.add_parser("record", help="the recorded reference runs: one SFT, every recipe over several seeds",
-                       description="Run (or resume) every recipe over the profile's seeds from one SFT model "
-                                   "and copy each run's metrics.jsonl and provenance.json to --out.")
+    p = sub.add_parser(
+        "record",
+        help="the recorded reference runs: one SFT, every recipe over several seeds",
+        description="Run (or resume) every recipe over the profile's seeds from one SFT model "
+        "and copy each run's metrics.jsonl and provenance.json to --out.",
+    )
     common(p)
     p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
-    p.add_argument("--seeds", nargs="+", type=_seed, default=None, metavar="S",
-                   help="RL seeds (default: the profile's)")
-    p.add_argument("--work", type=Path, default=None,
-                   help="where the runs and checkpoints live (default: runs/record-PROFILE)")
+    p.add_argument(
+        "--seeds", nargs="+", type=_seed, default=None, metavar="S", help="RL seeds (default: the profile's)"
+    )
+    p.add_argument(
+        "--work", type=Path, default=None, help="where the runs and checkpoints live (default: runs/record-PROFILE)"
+    )
     p.add_argument("--out", type=Path, default=None, help="where the logs go (default: data/runs/PROFILE)")
-    p.add_argument("--allow-dirty", action="store_true",
-                   help="record from a checkout with uncommitted changes (refused otherwise; the provenance says so)")
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="record from a checkout with uncommitted changes (refused otherwise; the provenance says so)",
+    )
 
-    p = sub.add_parser("eval", help="held-out accuracy of a checkpoint, per difficulty bucket",
-                       description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.")
+    p = sub.add_parser(
+        "eval",
+        help="held-out accuracy of a checkpoint, per difficulty bucket",
+        description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.",
+    )
     common(p)
-    p.add_argument("--checkpoint", type=Path, required=True,
-                   help="a run directory (uses its last checkpoint) or an SFT directory")
-    p.add_argument("--samples", type=_count(1, MAX_EVAL_SAMPLES), default=8,
-                   help=f"samples per prompt for the sampled accuracy (1 to {MAX_EVAL_SAMPLES})")
+    p.add_argument(
+        "--checkpoint", type=Path, required=True, help="a run directory (uses its last checkpoint) or an SFT directory"
+    )
+    p.add_argument(
+        "--samples",
+        type=_count(1, MAX_EVAL_SAMPLES),
+        default=8,
+        help=f"samples per prompt for the sampled accuracy (1 to {MAX_EVAL_SAMPLES})",
+    )
     p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation samples")
     return parser
 
 
 def run_train(args, profile, command: str) -> Path:
-    from .experiments import sft_to_dir, train_to_dir
-    from .recipes import get_recipe, recipe_key
+    from stddial_book.experiments.testbed import sft_to_dir, train_to_dir
+    from stddial_book.theory.recipes import get_recipe, recipe_key
 
     recipe = get_recipe(args.recipe)
     out = args.out or Path("runs") / f"{recipe_key(args.recipe)}-{profile.name}-seed{args.seed}"
@@ -148,8 +191,10 @@ def run_train(args, profile, command: str) -> Path:
     profile.train_config(recipe, args.seed, **changes)
     init = None if args.init is None else expand_path(args.init)
     if init is not None and not (init / "model.safetensors").is_file():
-        raise ValueError(f"--init {init} holds no SFT model (model.safetensors); pass a directory written by "
-                         "the sft command, or leave --init out to run SFT first.")
+        raise ValueError(
+            f"--init {init} holds no SFT model (model.safetensors); pass a directory written by "
+            "the sft command, or leave --init out to run SFT first."
+        )
     out = _check_out(out, args.resume)
     if init is None:
         init = out / "sft"
@@ -157,21 +202,32 @@ def run_train(args, profile, command: str) -> Path:
             if args.resume:
                 raise ValueError(f"cannot resume: {init} holds no SFT model; start the run without --resume.")
             sft_to_dir(profile, 0, init, args.progress, command)
-    result = train_to_dir(profile, recipe, args.seed, init, out, resume=args.resume, progress=args.progress,
-                          command=command, **changes)
+    result = train_to_dir(
+        profile, recipe, args.seed, init, out, resume=args.resume, progress=args.progress, command=command, **changes
+    )
     final = result.final_eval
-    print(json.dumps({"out": str(out), "steps": result.steps, "samples_generated": result.samples_generated,
-                      "samples_kept": result.samples_kept, "updates": result.updates,
-                      "accuracy_greedy": final.greedy if final else None,
-                      "accuracy_sampled": final.sampled if final else None}, indent=2))
+    print(
+        json.dumps(
+            {
+                "out": str(out),
+                "steps": result.steps,
+                "samples_generated": result.samples_generated,
+                "samples_kept": result.samples_kept,
+                "updates": result.updates,
+                "accuracy_greedy": final.greedy if final else None,
+                "accuracy_sampled": final.sampled if final else None,
+            },
+            indent=2,
+        )
+    )
     return out
 
 
 def _check_out(out: Path, resume: bool) -> Path:
     """The run directory, checked before anything is computed (and, for a new run, created and
-    marked as the tool's: :func:`stddial_book.outdir.claim_dir`)."""
-    from .outdir import check_claimable, claim_dir, owns, require_owned
-    from .train import checkpoint_dir
+    marked as the tool's: :func:`stddial_book.core.outdir.claim_dir`)."""
+    from stddial_book.core.outdir import check_claimable, claim_dir, owns, require_owned
+    from stddial_book.rl.checkpoints import checkpoint_dir
 
     if not resume:
         out = check_claimable(out)
@@ -187,8 +243,9 @@ def _check_out(out: Path, resume: bool) -> Path:
 def run_eval(args, profile) -> dict:
     import torch
 
-    from .experiments import load_model_from
-    from .train import evaluate, make_problems
+    from stddial_book.experiments.testbed import load_model_from
+    from stddial_book.rl.batches import make_problems
+    from stddial_book.rl.evaluate import evaluate
 
     model = load_model_from(profile, expand_path(args.checkpoint))
     _, heldout = make_problems(profile.task_config())
@@ -213,7 +270,7 @@ def _oom_advice(profile, args) -> str:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from .profiles import active_profile
+    from stddial_book.rl.profiles import active_profile
 
     parser = build_parser()
     try:
@@ -224,19 +281,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile = active_profile(args.profile)
         if args.command == "sft":
-            from .experiments import sft_to_dir
+            from stddial_book.experiments.testbed import sft_to_dir
 
-            sft_to_dir(profile, args.seed, args.out or Path("runs") / f"sft-{profile.name}-seed{args.seed}",
-                       args.progress, command)
+            sft_to_dir(
+                profile,
+                args.seed,
+                args.out or Path("runs") / f"sft-{profile.name}-seed{args.seed}",
+                args.progress,
+                command,
+            )
         elif args.command == "train":
             run_train(args, profile, command)
         elif args.command == "record":
-            from .record import record_runs
+            from stddial_book.experiments.record import record_runs
 
-            for path in record_runs(profile, args.recipes, args.seeds or list(profile.seeds),
-                                    args.work or Path("runs") / f"record-{profile.name}",
-                                    args.out or Path("data") / "runs" / profile.name,
-                                    progress=args.progress, command=command, allow_dirty=args.allow_dirty):
+            for path in record_runs(
+                profile,
+                args.recipes,
+                args.seeds or list(profile.seeds),
+                args.work or Path("runs") / f"record-{profile.name}",
+                args.out or Path("data") / "runs" / profile.name,
+                progress=args.progress,
+                command=command,
+                allow_dirty=args.allow_dirty,
+            ):
                 print(f"recorded {path}")
         else:
             run_eval(args, profile)

@@ -12,11 +12,18 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from stddial_book.analysis import (clipping_numbers, comparison_screen, comparison_verdicts,
-                                   hard_quartile_screen, live_comparison_numbers, max_rounds_study,
-                                   minibatch_clipping, refill_band_shares, replay_refill,
-                                   sample_coefficients, screen_values, seed_projection, study_numbers)
-from stddial_book.recipes import DAPO, DR_GRPO, GRPO
+from stddial_book.experiments.logs import clipping_numbers, minibatch_clipping
+from stddial_book.experiments.refill import max_rounds_study, refill_band_shares, replay_refill, sample_coefficients
+from stddial_book.experiments.statistics import (
+    comparison_screen,
+    comparison_verdicts,
+    hard_quartile_screen,
+    live_comparison_numbers,
+    screen_values,
+    seed_projection,
+    study_numbers,
+)
+from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO
 
 # --- DAPO's refill replayed (chapter 12) ------------------------------------------------------
 
@@ -24,11 +31,23 @@ from stddial_book.recipes import DAPO, DR_GRPO, GRPO
 def refill_log() -> list[dict]:
     """G = 4, two groups per step. Step 1 drew [0, 2] (one mixed), then [4] (silent), then [1]:
     full after 3 rounds. Step 2 drew [2, 3]: full after one round."""
-    return [{"step": 0},
-            {"step": 1, "groups_generated/k": [0, 2, 4, 1], "dynamic_sampling/rounds": 3,
-             "dynamic_sampling/hit_cap": False, "updates": 2},
-            {"step": 2, "groups_generated/k": [2, 3], "dynamic_sampling/rounds": 1,
-             "dynamic_sampling/hit_cap": False, "updates": 4}]
+    return [
+        {"step": 0},
+        {
+            "step": 1,
+            "groups_generated/k": [0, 2, 4, 1],
+            "dynamic_sampling/rounds": 3,
+            "dynamic_sampling/hit_cap": False,
+            "updates": 2,
+        },
+        {
+            "step": 2,
+            "groups_generated/k": [2, 3],
+            "dynamic_sampling/rounds": 1,
+            "dynamic_sampling/hit_cap": False,
+            "updates": 4,
+        },
+    ]
 
 
 TRAIN = {"group_size": 4, "prompts_per_step": 2, "num_minibatches": 2, "sample_budget": 40, "max_rounds": 8}
@@ -63,12 +82,24 @@ def test_max_rounds_study_by_hand() -> None:
 
 
 def test_clipping_numbers_by_hand() -> None:
-    records = [{"step": 0},
-               {"step": 1, "groups_generated/k": [1], "clip_ratio/high_mean": 0.0, "clip_ratio/low_mean": 0.01,
-                "completions/clipped_ratio": 0.0},
-               {"step": 2, "groups_generated/k": [1], "clip_ratio/high_mean": 0.02, "clip_ratio/low_mean": 0.03,
-                "completions/clipped_ratio": 0.5},
-               {"step": 3, "groups_generated/k": [0], "completions/clipped_ratio": 0.25}]  # no update
+    records = [
+        {"step": 0},
+        {
+            "step": 1,
+            "groups_generated/k": [1],
+            "clip_ratio/high_mean": 0.0,
+            "clip_ratio/low_mean": 0.01,
+            "completions/clipped_ratio": 0.0,
+        },
+        {
+            "step": 2,
+            "groups_generated/k": [1],
+            "clip_ratio/high_mean": 0.02,
+            "clip_ratio/low_mean": 0.03,
+            "completions/clipped_ratio": 0.5,
+        },
+        {"step": 3, "groups_generated/k": [0], "completions/clipped_ratio": 0.25},
+    ]  # no update
     out = clipping_numbers(records)
     assert out["clip_high"] == pytest.approx(0.01) and out["clip_low"] == pytest.approx(0.02)
     assert out["clip_high_steps"] == 0.5
@@ -104,17 +135,17 @@ def test_refill_band_shares_by_hand() -> None:
 def test_sample_coefficients_follow_each_aggregation() -> None:
     correct, lengths = np.array([1, 1, 0, 0]), np.array([2, 4, 1, 3])
     # GRPO: A = ±1 (std 1/2 divides ±1/2), divided by B ℓᵢ = 4 ℓᵢ
-    np.testing.assert_allclose(sample_coefficients(GRPO, correct, lengths, 4, 4),
-                               [1 / 8, 1 / 16, -1 / 4, -1 / 12], atol=1e-15)
+    np.testing.assert_allclose(
+        sample_coefficients(GRPO, correct, lengths, 4, 4), [1 / 8, 1 / 16, -1 / 4, -1 / 12], atol=1e-15
+    )
     # Dr. GRPO: A = ±1/2, divided by B L_max = 16
-    np.testing.assert_allclose(sample_coefficients(DR_GRPO, correct, lengths, 4, 4),
-                               [1 / 32, 1 / 32, -1 / 32, -1 / 32], atol=1e-15)
+    np.testing.assert_allclose(
+        sample_coefficients(DR_GRPO, correct, lengths, 4, 4), [1 / 32, 1 / 32, -1 / 32, -1 / 32], atol=1e-15
+    )
     # DAPO: ±1 rewards, A = ±1, divided by all tokens of the step, Σℓ = 10
-    np.testing.assert_allclose(sample_coefficients(DAPO, correct, lengths, 4, 4),
-                               [0.1, 0.1, -0.1, -0.1], atol=1e-15)
+    np.testing.assert_allclose(sample_coefficients(DAPO, correct, lengths, 4, 4), [0.1, 0.1, -0.1, -0.1], atol=1e-15)
     variant = GRPO.replace(scale_std=False, kl_coef=0.0)
-    ratio = (sample_coefficients(variant, correct, lengths, 4, 4)
-             / sample_coefficients(DR_GRPO, correct, lengths, 4, 4))
+    ratio = sample_coefficients(variant, correct, lengths, 4, 4) / sample_coefficients(DR_GRPO, correct, lengths, 4, 4)
     np.testing.assert_allclose(ratio, 4 / lengths)  # L_max / ℓ
     with pytest.raises(ValueError, match="whole token counts"):
         sample_coefficients(GRPO, correct, [2, 5, 1, 3], 4, 4)  # 5 > L_max
@@ -128,10 +159,14 @@ def eval_record(sampled: float, greedy: float) -> dict:
 
 
 def test_screen_values_by_hand() -> None:
-    study = {"grpo": {"final": [np.array([0.1, 0.5]), np.array([0.3, 0.7])]},
-             "dapo": {"final": [np.array([0.2, 0.2]), np.array([0.0, 0.4])]}}
-    runs = {"grpo": [[eval_record(0.4, 0.5)], [eval_record(0.6, 0.7)]],
-            "dapo": [[eval_record(0.1, 0.2)], [eval_record(0.3, 0.4)]]}
+    study = {
+        "grpo": {"final": [np.array([0.1, 0.5]), np.array([0.3, 0.7])]},
+        "dapo": {"final": [np.array([0.2, 0.2]), np.array([0.0, 0.4])]},
+    }
+    runs = {
+        "grpo": [[eval_record(0.4, 0.5)], [eval_record(0.6, 0.7)]],
+        "dapo": [[eval_record(0.1, 0.2)], [eval_record(0.3, 0.4)]],
+    }
     values = screen_values(study, runs)
     assert values["pool solve rate"] == {"GRPO": [0.3, 0.5], "DAPO": [0.2, 0.2]}
     assert values["hardest quartile"] == {"GRPO": [0.1, 0.3], "DAPO": [0.2, 0.0]}
@@ -145,30 +180,43 @@ def test_live_comparison_numbers_by_hand() -> None:
     edge = math.sqrt(3) / 4  # σ of k = 1 of G = 4
 
     def run(updates: int) -> list[dict]:
-        return [{"step": 1, "groups_generated/k": [1, 2], "groups/sigma": [round(edge, 6), 0.5],
-                 "groups/weight": [round(edge, 6), 0.5], "updates": updates}]
+        return [
+            {
+                "step": 1,
+                "groups_generated/k": [1, 2],
+                "groups/sigma": [round(edge, 6), 0.5],
+                "groups/weight": [round(edge, 6), 0.5],
+                "updates": updates,
+            }
+        ]
 
     out = live_comparison_numbers({"grpo": [run(2), run(4)]}, 4)
     assert out["share_grpo"] == pytest.approx(round(edge, 6) / (round(edge, 6) + 0.5))
     assert out["updates_grpo"] == 3.0
 
 
-def fake_entry(q1_final: list[float], r2_points: tuple[list[float], list[float]], mass: list[float],
-               expected: list[float]) -> dict:
+def fake_entry(
+    q1_final: list[float], r2_points: tuple[list[float], list[float]], mass: list[float], expected: list[float]
+) -> dict:
     """A pool_study entry with two bands, measured at the start (0.1, 0.6) and at the end."""
     measured, predicted = (np.array(x) for x in r2_points)
-    return {"samples": [np.array([0.0, 100.0])] * len(q1_final),
-            "bands": [np.array([[0.1, q], [0.6, 0.8]]) for q in q1_final],
-            "final": [np.array([q, 0.8]) for q in q1_final],
-            "silent": [{"interval_measured": measured, "interval_predicted": predicted,
-                        "interval_se": np.full(measured.size, 0.1)}],
-            "mass": [{"realised": np.array(mass), "expected": np.array(expected)}] * len(q1_final)}
+    return {
+        "samples": [np.array([0.0, 100.0])] * len(q1_final),
+        "bands": [np.array([[0.1, q], [0.6, 0.8]]) for q in q1_final],
+        "final": [np.array([q, 0.8]) for q in q1_final],
+        "silent": [
+            {"interval_measured": measured, "interval_predicted": predicted, "interval_se": np.full(measured.size, 0.1)}
+        ],
+        "mass": [{"realised": np.array(mass), "expected": np.array(expected)}] * len(q1_final),
+    }
 
 
 def test_study_numbers_and_hard_quartile_screen_by_hand() -> None:
-    study = {"grpo": fake_entry([0.5, 0.6, 0.7], ([0.1, 0.3], [0.1, 0.3]), [0.3, 0.7], [0.25, 0.75]),
-             "dr_grpo": fake_entry([0.1, 0.2, 0.3], ([0.1, 0.3], [0.2, 0.3]), [0.2, 0.8], [0.2, 0.8]),
-             "dapo": fake_entry([0.5, 0.6, 0.7], ([0.1, 0.3], [0.1, 0.3]), [0.3, 0.7], [0.3, 0.7])}
+    study = {
+        "grpo": fake_entry([0.5, 0.6, 0.7], ([0.1, 0.3], [0.1, 0.3]), [0.3, 0.7], [0.25, 0.75]),
+        "dr_grpo": fake_entry([0.1, 0.2, 0.3], ([0.1, 0.3], [0.2, 0.3]), [0.2, 0.8], [0.2, 0.8]),
+        "dapo": fake_entry([0.5, 0.6, 0.7], ([0.1, 0.3], [0.1, 0.3]), [0.3, 0.7], [0.3, 0.7]),
+    }
     out = study_numbers(study)
     # dr_grpo's silent fit: gaps (−0.1, 0) around a spread of 0.02: R² = 1 − 0.01/0.02
     assert out["r2_min"] == pytest.approx(0.5) and out["r2_max"] == pytest.approx(1.0)
@@ -227,10 +275,18 @@ def test_seed_projection_by_hand() -> None:
 
 
 def test_sampling_cost_figure_counts_full_and_short_steps() -> None:
-    from stddial_book.plots import sampling_cost_figure
+    from stddial_book.presentation.plots import sampling_cost_figure
 
-    records = [{"step": s, "samples/generated": 16 * s, "samples/kept": 8 * s, "dynamic_sampling/rounds": r,
-                "dynamic_sampling/hit_cap": c} for s, r, c in ((1, 2, False), (2, 3, True), (3, 2, False))]
+    records = [
+        {
+            "step": s,
+            "samples/generated": 16 * s,
+            "samples/kept": 8 * s,
+            "dynamic_sampling/rounds": r,
+            "dynamic_sampling/hit_cap": c,
+        }
+        for s, r, c in ((1, 2, False), (2, 3, True), (3, 2, False))
+    ]
     fig = sampling_cost_figure(records, "t")
     assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= 10
     bars = [p.get_height() for p in fig.axes[1].patches]
@@ -238,15 +294,22 @@ def test_sampling_cost_figure_counts_full_and_short_steps() -> None:
 
 
 def test_comparison_and_spread_figures_show_the_numbers() -> None:
-    from stddial_book.analysis import mass_by_sigma
-    from stddial_book.plots import comparison_figure, seed_spread_figure
+    from stddial_book.experiments.logs import mass_by_sigma
+    from stddial_book.presentation.plots import comparison_figure, seed_spread_figure
 
     edge = round(math.sqrt(3) / 4, 6)
 
     def run(acc: float) -> list[dict]:
-        return [{"step": 0, "samples/generated": 0, "eval/accuracy_sampled": 0.2},
-                {"step": 1, "samples/generated": 100, "groups/sigma": [edge, 0.5], "groups/weight": [edge, 0.5],
-                 "eval/accuracy_sampled": acc}]
+        return [
+            {"step": 0, "samples/generated": 0, "eval/accuracy_sampled": 0.2},
+            {
+                "step": 1,
+                "samples/generated": 100,
+                "groups/sigma": [edge, 0.5],
+                "groups/weight": [edge, 0.5],
+                "eval/accuracy_sampled": acc,
+            },
+        ]
 
     runs = {"GRPO": [run(0.4), run(0.6)], "DAPO": [run(0.3), run(0.5)]}
     fig = comparison_figure(runs, 4)
@@ -266,8 +329,12 @@ def test_comparison_and_spread_figures_show_the_numbers() -> None:
 
 def test_screen_cells_show_no_negative_zero() -> None:
     """A difference that rounds to zero is shown as 0.000, not -0.000; others keep their sign."""
-    screen = comparison_screen({"tiny": {"a": [1.0, 2.0, 3.0], "b": [1.0002, 2.0002, 3.0002]},
-                                "large": {"a": [1.0, 2.0, 3.0], "b": [0.5, 1.5, 2.5]}})
+    screen = comparison_screen(
+        {
+            "tiny": {"a": [1.0, 2.0, 3.0], "b": [1.0002, 2.0002, 3.0002]},
+            "large": {"a": [1.0, 2.0, 3.0], "b": [0.5, 1.5, 2.5]},
+        }
+    )
     cells = {row[0]: row[1] for row in screen["rows"]}
     assert cells["tiny"].startswith("0.000 ± ")
     assert cells["large"].startswith("+0.500 ± ")

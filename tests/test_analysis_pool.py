@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 
 from stddial_book import DR_GRPO, GRPO
-from stddial_book.analysis import (band_trajectories, hypergeometric_expectation, initial_bands, mass_by_band,
-                                   pool_history, silent_check)
-from stddial_book.identity import expected_update_weight, silent_probability
+from stddial_book.experiments.predictions import (
+    band_trajectories,
+    hypergeometric_expectation,
+    initial_bands,
+    mass_by_band,
+    pool_history,
+    silent_check,
+)
+from stddial_book.theory.silent import expected_update_weight, silent_probability
 
 
 @pytest.mark.parametrize("n, G, p", [(16, 8, 0.3), (32, 8, 0.05), (8, 8, 0.6), (12, 4, 0.9)])
@@ -21,11 +27,12 @@ def test_hypergeometric_estimate_is_unbiased(n, G, p) -> None:
     k = np.arange(n + 1)
     weight_k = np.array([math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in k])
     assert weight_k @ hypergeometric_expectation(k, n, G, silent) == pytest.approx(silent_probability(p, G), abs=1e-12)
-    from stddial_book.identity import update_weight
+    from stddial_book.theory.identity import update_weight
 
     w = np.asarray(update_weight(np.arange(G + 1) / G, GRPO, G))
-    assert weight_k @ hypergeometric_expectation(k, n, G, w) == pytest.approx(expected_update_weight(p, G, GRPO),
-                                                                               abs=1e-12)
+    assert weight_k @ hypergeometric_expectation(k, n, G, w) == pytest.approx(
+        expected_update_weight(p, G, GRPO), abs=1e-12
+    )
     with pytest.raises(ValueError, match="at least G"):
         hypergeometric_expectation(k, G - 1, G, silent)
 
@@ -34,12 +41,29 @@ def fake_run() -> list[dict]:
     """Three pool prompts measured at steps 0 and 2; two training steps of two groups each (G = 4)."""
     return [
         {"step": 0, "pool/k": [0, 8, 4], "pool/n": 8},
-        {"step": 1, "groups_generated/prompt": [0, 2], "groups_generated/k": [0, 2],
-         "groups/prompt": [2], "groups/weight": [0.5]},
-        {"step": 2, "groups_generated/prompt": [1, 2], "groups_generated/k": [4, 1],
-         "groups/prompt": [2], "groups/weight": [0.433013], "pool/k": [2, 8, 6], "pool/n": 8},
-        {"step": 3, "groups_generated/prompt": [0, 1], "groups_generated/k": [1, 4],
-         "groups/prompt": [0], "groups/weight": [0.433013]},
+        {
+            "step": 1,
+            "groups_generated/prompt": [0, 2],
+            "groups_generated/k": [0, 2],
+            "groups/prompt": [2],
+            "groups/weight": [0.5],
+        },
+        {
+            "step": 2,
+            "groups_generated/prompt": [1, 2],
+            "groups_generated/k": [4, 1],
+            "groups/prompt": [2],
+            "groups/weight": [0.433013],
+            "pool/k": [2, 8, 6],
+            "pool/n": 8,
+        },
+        {
+            "step": 3,
+            "groups_generated/prompt": [0, 1],
+            "groups_generated/k": [1, 4],
+            "groups/prompt": [0],
+            "groups/weight": [0.433013],
+        },
     ]
 
 
@@ -93,7 +117,7 @@ def test_mass_by_band_shares() -> None:
 
 
 def test_welch_by_hand() -> None:
-    from stddial_book.analysis import welch
+    from stddial_book.experiments.statistics import welch
 
     out = welch([1.0, 2.0, 3.0], [0.0, 0.0, 2.0])
     se = math.sqrt(1.0 / 3 + (4.0 / 3) / 3)  # sample variances 1 and 4/3, three seeds each
@@ -102,7 +126,7 @@ def test_welch_by_hand() -> None:
 
 
 def test_pool_study_over_fake_seeds() -> None:
-    from stddial_book.analysis import pool_study
+    from stddial_book.experiments.predictions import pool_study
 
     records = fake_run()
     for r in records:

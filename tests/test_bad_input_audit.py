@@ -22,8 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stddial_book import costs, identity, trl_bridge
-from stddial_book.profiles import PROFILES
+from stddial_book.bridges import trl_rewards, trl_settings
+from stddial_book.rl import costs
+from stddial_book.rl.profiles import PROFILES
+from stddial_book.theory import group_size as size_law
+from stddial_book.theory import identity, silent
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +49,7 @@ def refused(call, match: str, kind: type[Exception] | tuple[type[Exception], ...
 
 
 def test_trl_reward_function_refuses_rows_of_different_lengths() -> None:
-    reward = trl_bridge.trl_reward_funcs("grpo", max_new_tokens=8)[0]
+    reward = trl_rewards.trl_reward_funcs("grpo", max_new_tokens=8)[0]
     ids = [[1, 2], [3], [4]]
     # zip dropped the third completion: two rewards came back for three completions
     refused(lambda: reward(completion_ids=ids, answer=["1", "2"]), r"3 completions but 2 values of 'answer'")
@@ -55,41 +58,71 @@ def test_trl_reward_function_refuses_rows_of_different_lengths() -> None:
     refused(lambda: reward(completion_ids=ids, answer=[1, 2, 3]), r"answer column must hold strings", TypeError)
     refused(lambda: reward(completion_ids=ids, answer="123"), r"answer must be a list", TypeError)
     # what TRL passes besides the columns is not per row
-    assert reward(completion_ids=ids, answer=["1", "2", "3"], prompts=["a"] * 3, trainer_state=object(),
-                  log_extra=print, log_metric=print) == [0.0, 0.0, 0.0]
+    assert reward(
+        completion_ids=ids,
+        answer=["1", "2", "3"],
+        prompts=["a"] * 3,
+        trainer_state=object(),
+        log_extra=print,
+        log_metric=print,
+    ) == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("value, kind", [("1e-5", TypeError), (None, TypeError), (math.nan, ValueError),
-                                         (-1e-5, ValueError), (0.0, ValueError), (math.inf, ValueError),
-                                         (True, TypeError)])
+@pytest.mark.parametrize(
+    "value, kind",
+    [
+        ("1e-5", TypeError),
+        (None, TypeError),
+        (math.nan, ValueError),
+        (-1e-5, ValueError),
+        (0.0, ValueError),
+        (math.inf, ValueError),
+        (True, TypeError),
+    ],
+)
 def test_trl_config_mapping_refuses_a_bad_learning_rate(value, kind) -> None:
-    from stddial_book.train import TrainConfig
+    from stddial_book.rl.configs import TrainConfig
 
     config = TrainConfig("grpo")
     object.__setattr__(config, "lr", value)  # a config that skipped its own checks: the mapping passed it on
-    refused(lambda: trl_bridge.trl_settings_for(config), r"learning_rate.*learning_rate=1e-5", kind)
+    refused(lambda: trl_settings.trl_settings_for(config), r"learning_rate.*learning_rate=1e-5", kind)
     # an override goes the same way (TRL would store the string "1e-5" and fail deep in the optimizer)
-    refused(lambda: trl_bridge.grpo_config(TrainConfig("grpo"), "out", learning_rate=value), r"learning_rate", kind)
+    refused(lambda: trl_settings.grpo_config(TrainConfig("grpo"), "out", learning_rate=value), r"learning_rate", kind)
 
 
-@pytest.mark.parametrize("field, value", [("max_grad_norm", math.nan), ("max_grad_norm", -1.0), ("seed", -1),
-                                          ("seed", 1.5), ("max_steps", 0), ("temperature", "1"), ("beta", -0.1),
-                                          ("epsilon", 1.5), ("top_p", 0.0), ("num_generations", 1),
-                                          ("per_device_train_batch_size", 0), ("bf16", "no")])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_grad_norm", math.nan),
+        ("max_grad_norm", -1.0),
+        ("seed", -1),
+        ("seed", 1.5),
+        ("max_steps", 0),
+        ("temperature", "1"),
+        ("beta", -0.1),
+        ("epsilon", 1.5),
+        ("top_p", 0.0),
+        ("num_generations", 1),
+        ("per_device_train_batch_size", 0),
+        ("bf16", "no"),
+    ],
+)
 def test_trl_config_mapping_checks_every_numeric_setting(field, value) -> None:
-    from stddial_book.train import TrainConfig
+    from stddial_book.rl.configs import TrainConfig
 
-    refused(lambda: trl_bridge.grpo_config(TrainConfig("grpo"), "out", **{field: value}), field, (TypeError, ValueError))
+    refused(
+        lambda: trl_settings.grpo_config(TrainConfig("grpo"), "out", **{field: value}), field, (TypeError, ValueError)
+    )
     if field in ("max_grad_norm", "seed", "temperature"):  # fields of a TrainConfig that skipped its checks
         config = TrainConfig("grpo")
         object.__setattr__(config, field, value)
-        refused(lambda: trl_bridge.trl_settings_for(config), field, (TypeError, ValueError))
+        refused(lambda: trl_settings.trl_settings_for(config), field, (TypeError, ValueError))
 
 
 def test_trl_config_mapping_keeps_valid_settings() -> None:
-    from stddial_book.train import TrainConfig
+    from stddial_book.rl.configs import TrainConfig
 
-    settings = trl_bridge.trl_settings_for(TrainConfig("dapo"))
+    settings = trl_settings.trl_settings_for(TrainConfig("dapo"))
     assert settings["learning_rate"] == 1e-4 and settings["min_p"] is None and settings["max_steps"] > 0
 
 
@@ -112,20 +145,27 @@ def test_cost_functions_check_every_input() -> None:
     refused(lambda: costs.estimate_seconds("work", 5, OVERHEADS, 1e9), r"work must be a RunWork", TypeError)
     refused(lambda: costs.estimate_seconds(work, 0, OVERHEADS, 1e9), r"num_params must be at least 1")
     refused(lambda: costs.estimate_seconds(work, 5.5, OVERHEADS, 1e9), r"num_params")
-    refused(lambda: costs.estimate_seconds(work, 5, {"generate_s": -1.0, "train_s": 1.0}, 1e9), r"overheads\['generate_s'\]")
+    refused(
+        lambda: costs.estimate_seconds(work, 5, {"generate_s": -1.0, "train_s": 1.0}, 1e9), r"overheads\['generate_s'\]"
+    )
     refused(lambda: costs.estimate_seconds(work, 5, {"train_s": 1.0}, 1e9), r"overheads lacks 'generate_s'")
     refused(lambda: costs.estimate_seconds(work, 5, [0.5, 7.0], 1e9), r"overheads must be", TypeError)
     refused(lambda: costs.estimate_seconds(work, 5, {"generate_s": math.nan, "train_s": 1.0}, 1e9), r"generate_s")
     refused(lambda: costs.RunWork(-1, 0, 0, 0), r"RunWork.generate_passes must be at least 0")
     refused(lambda: costs.RunWork(1.5, 0, 0, 0), r"RunWork.generate_passes must be a whole number")
     refused(lambda: work.flops(-3), r"num_params")
-    refused(lambda: costs.run_work("quick", "grpo"), r"profile must be a stddial_book.profiles.Profile", TypeError)
+    refused(lambda: costs.run_work("quick", "grpo"), r"profile must be a stddial_book.rl.profiles.Profile", TypeError)
     refused(lambda: costs.run_work(quick, "ppo"), r"recipe")
-    refused(lambda: costs.run_work(dataclasses.replace(quick, train=dict(quick.train, group_size=1)), "grpo"),
-            r"group_size")
-    refused(lambda: costs.run_work(dataclasses.replace(quick, train=dict(quick.train, sample_budget=-8)), "grpo"),
-            r"sample_budget")
-    refused(lambda: costs.run_work(dataclasses.replace(quick, train={"group_size": 8}), "grpo"), r"profile.train.*lacks")
+    refused(
+        lambda: costs.run_work(dataclasses.replace(quick, train=dict(quick.train, group_size=1)), "grpo"), r"group_size"
+    )
+    refused(
+        lambda: costs.run_work(dataclasses.replace(quick, train=dict(quick.train, sample_budget=-8)), "grpo"),
+        r"sample_budget",
+    )
+    refused(
+        lambda: costs.run_work(dataclasses.replace(quick, train={"group_size": 8}), "grpo"), r"profile.train.*lacks"
+    )
     refused(lambda: costs.sft_work(dataclasses.replace(quick, sft=dict(quick.sft, max_steps=0))), r"max_steps")
     refused(lambda: costs.measure_overheads(quick, repeats=0), r"repeats must be at least 1")
     refused(lambda: costs.measure_overheads(quick, repeats=10**30), r"repeats")  # was a loop of 10**30 passes
@@ -148,13 +188,21 @@ def write_big_math(path: Path, rates, kind=None) -> Path:
     import pyarrow.parquet as pq
 
     n = len(rates)
-    pq.write_table(pa.table({"prompt": [f"p{i}" for i in range(n)], "source": ["s"] * n,
-                             "llama8b_solve_rate": pa.array(rates, type=kind)}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [f"p{i}" for i in range(n)],
+                "source": ["s"] * n,
+                "llama8b_solve_rate": pa.array(rates, type=kind),
+            }
+        ),
+        path,
+    )
     return path
 
 
 def test_big_math_refuses_solve_rates_off_the_grid_of_64(tmp_path: Path) -> None:
-    from stddial_book.solve_rates import load_big_math
+    from stddial_book.corpora.solve_tables import load_big_math
 
     # 0.3 · 64 = 19.2 was rounded to k = 19 without a word
     path = write_big_math(tmp_path / "bm.parquet", [0.5, None, 0.3, 0.7])
@@ -168,7 +216,7 @@ def test_big_math_refuses_solve_rates_off_the_grid_of_64(tmp_path: Path) -> None
 def test_big_math_refuses_columns_that_are_not_rates(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from stddial_book.solve_rates import load_big_math
+    from stddial_book.corpora.solve_tables import load_big_math
 
     # a boolean column was read as rates 0 and 1 (k = 0 or 64)
     path = write_big_math(tmp_path / "bool.parquet", [True, False, True], pa.bool_())
@@ -192,7 +240,7 @@ def test_big_math_refuses_columns_that_are_not_rates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shared", ["no-such-folder", "a-file.txt", "empty-folder"])
 def test_build_tables_command_says_what_is_wrong_in_one_line(tmp_path: Path, shared: str, capsys) -> None:
-    from stddial_book.solve_rates import _main
+    from stddial_book.corpora.solve_tables import _main
 
     (tmp_path / "a-file.txt").write_text("x")
     (tmp_path / "empty-folder").mkdir()
@@ -202,9 +250,22 @@ def test_build_tables_command_says_what_is_wrong_in_one_line(tmp_path: Path, sha
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and shared in err[0]
     # the same through the module's command line
-    run = subprocess.run([sys.executable, "-m", "stddial_book.solve_rates", "build-tables", "--shared",
-                          str(tmp_path / shared), "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stddial_book.corpora.solve_tables",
+            "build-tables",
+            "--shared",
+            str(tmp_path / shared),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert run.returncode == 2 and run.stdout == ""
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and shared in lines[0], run.stderr
@@ -215,24 +276,30 @@ def test_build_tables_command_says_what_is_wrong_in_one_line(tmp_path: Path, sha
 
 
 def test_figure_reader_names_a_missing_truncated_or_foreign_file(tmp_path: Path) -> None:
-    from stddial_book import bigmath_figure as bf
-    from stddial_book.resources import data_path
+    from stddial_book.core.resources import data_path
+    from stddial_book.corpora import bigmath_figure as bf
 
     real = data_path(*bf.FIGURE_FILE).read_bytes()
     truncated = tmp_path / "truncated.pdf"
     truncated.write_bytes(real[:200])  # the header, no page yet
     cut_stream = tmp_path / "cut.pdf"
     start = real.index(b"stream", real.index(b"/FlateDecode")) + 7
-    cut_stream.write_bytes(real[:start + 200])
+    cut_stream.write_bytes(real[: start + 200])
     damaged = tmp_path / "damaged.pdf"
-    damaged.write_bytes(real[:start] + bytes(200) + real[start + 200:])
+    damaged.write_bytes(real[:start] + bytes(200) + real[start + 200 :])
     text = tmp_path / "notes.pdf"
     text.write_text("just some text")
     empty = tmp_path / "empty.pdf"
     empty.write_bytes(b"")
-    for path, why in ((tmp_path / "missing.pdf", "does not exist"), (truncated, "could not be read as the paper's"),
-                      (cut_stream, "truncated"), (damaged, "does not inflate"), (text, "not a PDF"),
-                      (empty, "not a PDF"), (tmp_path, "cannot be read")):
+    for path, why in (
+        (tmp_path / "missing.pdf", "does not exist"),
+        (truncated, "could not be read as the paper's"),
+        (cut_stream, "truncated"),
+        (damaged, "does not inflate"),
+        (text, "not a PDF"),
+        (empty, "not a PDF"),
+        (tmp_path, "cannot be read"),
+    ):
         message = refused(lambda: bf.read_figure(path), why)
         assert str(path) in message and "fig_realdata.pdf" in message
     refused(lambda: bf.read_figure(None), r"path must be", TypeError)
@@ -242,24 +309,27 @@ def test_figure_reader_names_a_missing_truncated_or_foreign_file(tmp_path: Path)
 
 
 def committed_big_math() -> str:
-    from stddial_book.resources import data_path
+    from stddial_book.core.resources import data_path
 
     return data_path("solve_rates", "big_math_k_histogram.csv").read_text()
 
 
-@pytest.mark.parametrize("edit, why", [
-    (lambda t: None, r"is missing"),
-    (lambda t: "", r"must start with the header k,count"),
-    (lambda t: "k,count\n", r"holds no rows"),
-    (lambda t: t.replace("k,count", "k,n"), r"header k,count"),
-    (lambda t: t.replace("\n1,14611", "\n1,x"), r"line 3: count must be a whole number"),
-    (lambda t: t.replace("\n1,14611", "\n1,nan"), r"count must be a whole number"),
-    (lambda t: t.replace("\n1,14611", "\n1,-5"), r"count must be >= 0"),
-    (lambda t: t.replace("\n1,14611", "\n1,14611,3"), r"expected 2 values"),
-    (lambda t: t.replace("\n1,14611", ""), r"k = 0..64 once each"),
-])
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda t: None, r"is missing"),
+        (lambda t: "", r"must start with the header k,count"),
+        (lambda t: "k,count\n", r"holds no rows"),
+        (lambda t: t.replace("k,count", "k,n"), r"header k,count"),
+        (lambda t: t.replace("\n1,14611", "\n1,x"), r"line 3: count must be a whole number"),
+        (lambda t: t.replace("\n1,14611", "\n1,nan"), r"count must be a whole number"),
+        (lambda t: t.replace("\n1,14611", "\n1,-5"), r"count must be >= 0"),
+        (lambda t: t.replace("\n1,14611", "\n1,14611,3"), r"expected 2 values"),
+        (lambda t: t.replace("\n1,14611", ""), r"k = 0..64 once each"),
+    ],
+)
 def test_big_math_table_loader_names_the_file_and_line(tmp_path: Path, edit, why) -> None:
-    from stddial_book.bigmath_figure import load_big_math_histogram
+    from stddial_book.corpora.bigmath_figure import load_big_math_histogram
 
     text = edit(committed_big_math())
     if text is not None:
@@ -268,19 +338,22 @@ def test_big_math_table_loader_names_the_file_and_line(tmp_path: Path, edit, why
     assert "big_math_k_histogram.csv" in message and "rebuild it" in message
 
 
-@pytest.mark.parametrize("edit, why", [
-    (lambda t: None, r"is missing"),
-    (lambda t: "table,k,count\n", r"holds no rows"),  # was an empty dict of tables, silently
-    (lambda t: t.replace("table,k,count", "table,count"), r"header table,k,count"),
-    (lambda t: t + "deepscaler_x_train,129,4\n", r"k in 0..128"),  # was an IndexError
-    (lambda t: t + "deepscaler_x_train,-1,4\n", r"k must be >= 0"),  # was the last entry, silently
-    (lambda t: t + "deepscaler_x_train,3,nan\n", r"count must be a whole number"),
-    (lambda t: t + "deepscaler_x_train,3\n", r"expected 3 values"),  # was a ValueError about unpacking
-    (lambda t: t + "deepscaler_x_train,3,1\ndeepscaler_x_train,3,2\n", r"once per table"),
-])
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda t: None, r"is missing"),
+        (lambda t: "table,k,count\n", r"holds no rows"),  # was an empty dict of tables, silently
+        (lambda t: t.replace("table,k,count", "table,count"), r"header table,k,count"),
+        (lambda t: t + "deepscaler_x_train,129,4\n", r"k in 0..128"),  # was an IndexError
+        (lambda t: t + "deepscaler_x_train,-1,4\n", r"k must be >= 0"),  # was the last entry, silently
+        (lambda t: t + "deepscaler_x_train,3,nan\n", r"count must be a whole number"),
+        (lambda t: t + "deepscaler_x_train,3\n", r"expected 3 values"),  # was a ValueError about unpacking
+        (lambda t: t + "deepscaler_x_train,3,1\ndeepscaler_x_train,3,2\n", r"once per table"),
+    ],
+)
 def test_committed_deepscaler_tables_loader_names_the_file(tmp_path: Path, edit, why) -> None:
-    from stddial_book.resources import data_path
-    from stddial_book.solve_rates import load_committed_histograms
+    from stddial_book.core.resources import data_path
+    from stddial_book.corpora.solve_tables import load_committed_histograms
 
     text = edit(data_path("solve_rates", "deepscaler_k_histograms.csv").read_text())
     if text is not None:
@@ -293,10 +366,15 @@ def write_deepscaler(path: Path, texts, difficulties) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({
-        "prompt": [[{"content": t, "role": "user"}] for t in texts],
-        "extra_info": [{"difficulty": d, "index": i, "split": "train"} for i, d in enumerate(difficulties)],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [[{"content": t, "role": "user"}] for t in texts],
+                "extra_info": [{"difficulty": d, "index": i, "split": "train"} for i, d in enumerate(difficulties)],
+            }
+        ),
+        path,
+    )
     return path
 
 
@@ -304,7 +382,7 @@ def test_deepscaler_loader_refuses_missing_empty_and_nan(tmp_path: Path) -> None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from stddial_book.solve_rates import union_of_deepscaler
+    from stddial_book.corpora.solve_tables import union_of_deepscaler
 
     good = write_deepscaler(tmp_path / "deepscaler_a_train.parquet", ["x", "y"], [0.0, 50.0])
     assert union_of_deepscaler([good])[0].num_correct.tolist() == [128, 64]
@@ -314,8 +392,15 @@ def test_deepscaler_loader_refuses_missing_empty_and_nan(tmp_path: Path) -> None
     null = write_deepscaler(tmp_path / "null.parquet", ["x", "y"], [0.0, None])
     refused(lambda: union_of_deepscaler([null]), r"null.parquet.*row 1 has difficulty None")
     empty = tmp_path / "empty.parquet"
-    pq.write_table(pa.table({"prompt": pa.array([], pa.list_(pa.struct([("content", pa.string())]))),
-                             "extra_info": pa.array([], pa.struct([("difficulty", pa.float64())]))}), empty)
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": pa.array([], pa.list_(pa.struct([("content", pa.string())]))),
+                "extra_info": pa.array([], pa.struct([("difficulty", pa.float64())])),
+            }
+        ),
+        empty,
+    )
     refused(lambda: union_of_deepscaler([empty]), r"empty.parquet holds no rows")
     refused(lambda: union_of_deepscaler([tmp_path / "missing.parquet"]), r"missing.parquet does not exist")
     broken = tmp_path / "broken.parquet"
@@ -326,7 +411,9 @@ def test_deepscaler_loader_refuses_missing_empty_and_nan(tmp_path: Path) -> None
 
 
 def test_resources_and_other_loaders_name_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stddial_book import dapo_curve, pools, resources
+    from stddial_book.core import resources
+    from stddial_book.corpora import dapo_fig3b as dapo_curve
+    from stddial_book.corpora import pools
 
     refused(lambda: resources.sha256(tmp_path / "missing.bin"), r"missing.bin does not exist")
     refused(lambda: resources.sha256(tmp_path), r"cannot be read")
@@ -342,9 +429,13 @@ def test_resources_and_other_loaders_name_the_file(tmp_path: Path, monkeypatch: 
     good = dapo_curve.load_dapo_fig3b()
     assert good[0].size == 60
     lines = (REPO / "data" / "dapo" / "dapo_fig3b_allcorrect.csv").read_text().splitlines()
-    for change, why in ((None, "is missing"), ((3, "223,x"), "line 4: expected a step and a fraction"),
-                        ((3, "223,nan"), "line 4: the step and fraction must be finite"),
-                        ((3, "223"), "line 4: expected a step"), ((3, "-5,0.1"), "steps must increase")):
+    for change, why in (
+        (None, "is missing"),
+        ((3, "223,x"), "line 4: expected a step and a fraction"),
+        ((3, "223,nan"), "line 4: the step and fraction must be finite"),
+        ((3, "223"), "line 4: expected a step"),
+        ((3, "-5,0.1"), "steps must increase"),
+    ):
         path = tmp_path / "points.csv"
         if change is None:
             path.unlink(missing_ok=True)
@@ -370,7 +461,7 @@ def brute_force_minimal_group_size(eps: float, p: float, limit: int = 4096) -> i
     """The first G = 2, 3, ... with gradient_fidelity ≥ 1 − ε, scanned in blocks (what minimal_group_size did)."""
     for start in range(2, limit + 1, 64):
         sizes = np.arange(start, min(start + 64, limit + 1))
-        hit = np.nonzero(np.asarray(identity.gradient_fidelity(np.full(sizes.shape, p), sizes)) >= 1.0 - eps)[0]
+        hit = np.nonzero(np.asarray(size_law.gradient_fidelity(np.full(sizes.shape, p), sizes)) >= 1.0 - eps)[0]
         if hit.size:
             return int(sizes[hit[0]])
     raise AssertionError(f"the scan to {limit} is too short for eps={eps}, p={p}")
@@ -379,31 +470,36 @@ def brute_force_minimal_group_size(eps: float, p: float, limit: int = 4096) -> i
 @pytest.mark.parametrize("eps", [0.3, 0.1, 0.05, 0.02, 0.01])
 def test_minimal_group_size_equals_the_scan(eps: float) -> None:
     for p in (0.02, 0.05, 0.1, 0.17, 0.3, 0.5, 0.62, 0.9, 0.95, 0.98, 1e-3, 0.999):
-        if identity.group_size_law(eps, p) > 600:
+        if size_law.group_size_law(eps, p) > 600:
             continue
-        assert identity.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p), (eps, p)
+        assert size_law.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p), (eps, p)
 
 
 def test_minimal_group_size_is_fast_and_bounded_for_extreme_inputs() -> None:
     start = time.perf_counter()
     # p = ε = 1e-6 needs G ≈ 1.25e11: the scan of every G would never end; the old code refused any
     # max_group_size above 1e7 and took about 10 s to refuse at 1e7
-    found = identity.minimal_group_size(1e-6, 1e-6, max_group_size=10**12)
+    found = size_law.minimal_group_size(1e-6, 1e-6, max_group_size=10**12)
     assert time.perf_counter() - start < 1.0
-    law = float(identity.group_size_law(1e-6, 1e-6))
+    law = float(size_law.group_size_law(1e-6, 1e-6))
     assert law <= found <= 1.001 * law
-    assert identity.gradient_fidelity(1e-6, found) >= 1 - 1e-6 > identity.gradient_fidelity(1e-6, found - 1)
+    assert size_law.gradient_fidelity(1e-6, found) >= 1 - 1e-6 > size_law.gradient_fidelity(1e-6, found - 1)
     start = time.perf_counter()
-    refused(lambda: identity.minimal_group_size(1e-6, 1e-6, max_group_size=10**7), r"no G ≤ 10000000 reaches")
-    refused(lambda: identity.minimal_group_size(1e-6, 1e-9, max_group_size=10**12), r"raise max_group_size \(up to 1e\+12")
-    refused(lambda: identity.minimal_group_size(0.05, 0.5, max_group_size=10**13), r"max_group_size=10000000000000 is above")
+    refused(lambda: size_law.minimal_group_size(1e-6, 1e-6, max_group_size=10**7), r"no G ≤ 10000000 reaches")
+    refused(
+        lambda: size_law.minimal_group_size(1e-6, 1e-9, max_group_size=10**12), r"raise max_group_size \(up to 1e\+12"
+    )
+    refused(
+        lambda: size_law.minimal_group_size(0.05, 0.5, max_group_size=10**13),
+        r"max_group_size=10000000000000 is above",
+    )
     assert time.perf_counter() - start < 1.0
     # answers between the old scan's reach and the bound, quickly and minimal
     for eps, p in ((1e-3, 0.01), (1e-4, 0.5), (1e-5, 0.3), (1e-8, 0.5)):
         start = time.perf_counter()
-        found = identity.minimal_group_size(eps, p, max_group_size=10**12)
+        found = size_law.minimal_group_size(eps, p, max_group_size=10**12)
         assert time.perf_counter() - start < 1.0, (eps, p)
-        assert identity.gradient_fidelity(p, found) >= 1 - eps > identity.gradient_fidelity(p, found - 1), (eps, p)
+        assert size_law.gradient_fidelity(p, found) >= 1 - eps > size_law.gradient_fidelity(p, found - 1), (eps, p)
 
 
 def test_large_group_sums_are_accurate() -> None:
@@ -416,12 +512,13 @@ def test_large_group_sums_are_accurate() -> None:
         for k in range(G):  # exact terms by recurrence: pmf(k + 1) = pmf(k) (G − k)/(k + 1) p/(1 − p)
             pmf = pmf * (G - k) / (k + 1) * P / (1 - P)
             total += pmf * mpmath.sqrt(mpmath.mpf(k + 1) / G * (1 - mpmath.mpf(k + 1) / G))
-        assert float(identity.expected_group_std(p, G)) == pytest.approx(float(total), rel=1e-14)
+        assert float(silent.expected_group_std(p, G)) == pytest.approx(float(total), rel=1e-14)
     # G up to 1e12 agrees with the expansion 1 − 1/(8Gp(1 − p)), whose next term is O(1/G²)
     for G in (10**8, 10**10, 10**12):
-        assert float(identity.gradient_fidelity(0.3, G)) == pytest.approx(float(identity.attenuated_fidelity(0.3, G)),
-                                                                          abs=1e-15)
-    refused(lambda: identity.expected_group_std(0.5, 10**12 + 1), r"above 1e\+12")
+        assert float(size_law.gradient_fidelity(0.3, G)) == pytest.approx(
+            float(size_law.attenuated_fidelity(0.3, G)), abs=1e-15
+        )
+    refused(lambda: silent.expected_group_std(0.5, 10**12 + 1), r"above 1e\+12")
 
 
 # --------------------------------------------------------------------------- 4. a group size the run log contradicts
@@ -429,28 +526,30 @@ def test_large_group_sums_are_accurate() -> None:
 
 @pytest.fixture(scope="module")
 def recorded_grpo_run() -> list[dict]:
-    from stddial_book.runs import load_run, recorded_runs
+    from stddial_book.rl.runlog import load_run, recorded_runs
 
     return load_run(recorded_runs("reference")["grpo"][0])[1]
 
 
 @pytest.mark.parametrize("G", [4, 7, 9, 16])
 def test_a_group_size_the_log_contradicts_is_named(recorded_grpo_run, G: int) -> None:
-    from stddial_book import analysis
+    from stddial_book.experiments import logs, predictions, refill
 
     # G = 16 gave a silent-fraction R² of −9.4 (−221 at G = 4), an extreme-mass share of 0, and
     # mass_by_band, dapo_cost, run_summary computed with the wrong G without a word
-    for call in (lambda: analysis.silent_check(recorded_grpo_run, G),
-                 lambda: analysis.extreme_mass_share(recorded_grpo_run, G),
-                 lambda: analysis.mass_by_band(recorded_grpo_run, "grpo", G),
-                 lambda: analysis.mass_by_sigma(recorded_grpo_run, G),
-                 lambda: analysis.dapo_cost(recorded_grpo_run, G),
-                 lambda: analysis.pool_study({"grpo": [recorded_grpo_run]}, G)):
+    for call in (
+        lambda: predictions.silent_check(recorded_grpo_run, G),
+        lambda: logs.extreme_mass_share(recorded_grpo_run, G),
+        lambda: predictions.mass_by_band(recorded_grpo_run, "grpo", G),
+        lambda: logs.mass_by_sigma(recorded_grpo_run, G),
+        lambda: refill.dapo_cost(recorded_grpo_run, G),
+        lambda: predictions.pool_study({"grpo": [recorded_grpo_run]}, G),
+    ):
         message = refused(call, rf"group_size={G} does not match the run")
         assert "group_size" in message and ("per group" in message or "outside" in message or "σ" in message)
-    message = refused(lambda: analysis.silent_check(recorded_grpo_run, 16), r"8 per group")
+    message = refused(lambda: predictions.silent_check(recorded_grpo_run, 16), r"8 per group")
     assert "(here 8)" in message
-    check = analysis.silent_check(recorded_grpo_run, 8)  # the run's own G: as before
+    check = predictions.silent_check(recorded_grpo_run, 8)  # the run's own G: as before
     assert 0 < float(check["r2"]) <= 1
 
 
@@ -458,23 +557,23 @@ def test_a_group_size_the_log_contradicts_is_named(recorded_grpo_run, G: int) ->
 
 
 def test_one_seed_per_recipe_is_not_testable() -> None:
-    from stddial_book import analysis
+    from stddial_book.experiments import statistics
 
     # one seed each: the standard error was 0, z infinite, and the difference "significant"
-    screen = analysis.comparison_screen({"m": {"a": [1.0], "b": [2.0]}, "n": {"a": [0.3], "b": [0.3]}})
+    screen = statistics.comparison_screen({"m": {"a": [1.0], "b": [2.0]}, "n": {"a": [0.3], "b": [0.3]}})
     assert screen["passed"] == [] and screen["summary"]["passed"] == 0 and screen["summary"]["not_testable"] == 2
     assert screen["rows"][0][1] == "-1.000 (not testable with one seed)"
-    mixed = analysis.comparison_screen({"m": {"a": [1.0], "b": [2.0, 2.1, 1.9]}})  # one side of one seed
+    mixed = statistics.comparison_screen({"m": {"a": [1.0], "b": [2.0, 2.1, 1.9]}})  # one side of one seed
     assert mixed["passed"] == [] and "not testable with one seed" in mixed["rows"][0][1]
-    refused(lambda: analysis.welch([1.0], [5.0]), r"not testable with one seed.*got 1 and 1")
-    refused(lambda: analysis.welch([1.0, 2.0], [5.0]), r"got 2 and 1")
+    refused(lambda: statistics.welch([1.0], [5.0]), r"not testable with one seed.*got 1 and 1")
+    refused(lambda: statistics.welch([1.0, 2.0], [5.0]), r"got 2 and 1")
     # two seeds or more: tested as before
-    tested = analysis.comparison_screen({"m": {"a": [1.0, 1.01, 0.99], "b": [2.0, 2.01, 1.99]}})
+    tested = statistics.comparison_screen({"m": {"a": [1.0, 1.01, 0.99], "b": [2.0, 2.01, 1.99]}})
     assert tested["passed"] == ["m, a − b"] and tested["summary"]["not_testable"] == 0
     study = {"grpo": {"final": [np.array([0.1, 0.5])]}, "dapo": {"final": [np.array([0.9, 0.5])]}}
-    hard = analysis.hard_quartile_screen(study, "grpo", threshold=3.0)
+    hard = statistics.hard_quartile_screen(study, "grpo", threshold=3.0)
     assert hard["passed"] == [] and hard["summary"]["not_testable"] == 1
-    refused(lambda: analysis.seed_projection({"m": {"a": [1.0], "b": [2.0]}}, seeds=6), r"at least two seeds")
+    refused(lambda: statistics.seed_projection({"m": {"a": [1.0], "b": [2.0]}}, seeds=6), r"at least two seeds")
 
 
 # --------------------------------------------------------------------------- 9. the audit: every public function, bad input
@@ -484,7 +583,7 @@ def test_one_seed_per_recipe_is_not_testable() -> None:
 
 
 def _controlled_study():
-    from stddial_book import bernoulli
+    from stddial_book.experiments import controlled as bernoulli
 
     hist = np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])
     config = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
@@ -492,13 +591,18 @@ def _controlled_study():
 
 
 def _audit_cases():
-    from stddial_book import (analysis, bernoulli, bigmath_figure, dapo_curve, derivation, paper_figures, pools,
-                              reproduction, resources, sampling, solve_rates)
-    from stddial_book.recipes import DAPO, GRPO
+    from stddial_book.core import resources
+    from stddial_book.corpora import bigmath_figure, histograms, pools, solve_tables
+    from stddial_book.corpora import dapo_fig3b as dapo_curve
+    from stddial_book.experiments import controlled as bernoulli
+    from stddial_book.experiments import logs, predictions, refill, reproduction, statistics, testbed_numbers
+    from stddial_book.presentation import paper_figures
+    from stddial_book.rl import sampling
+    from stddial_book.theory import derivation
+    from stddial_book.theory.recipes import DAPO, GRPO
 
-    hist = solve_rates.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
+    hist = histograms.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
     p0 = np.array([0.1, 0.3, 0.5, 0.8])
-    rng = np.random.default_rng(0)
     small = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
     result = bernoulli.controlled_run(np.linspace(0.05, 0.95, 40), GRPO, small)
     steps, logged = dapo_curve.load_dapo_fig3b()
@@ -507,14 +611,24 @@ def _audit_cases():
         # hangs (each ran past the audit's time limit of 10-30 s; most would run for hours)
         ("hang", lambda: bernoulli.monte_carlo_gradient(p0, 4, GRPO, 10**30), r"samples, above 1e\+09"),
         ("hang", lambda: bernoulli.monte_carlo_z(p0, 4, GRPO, 10**30), r"lower num_groups"),
-        ("hang", lambda: bernoulli.controlled_run_study(hist.solve_rates, hist.counts, seeds=10**30, config=small),
-         r"at most 1000"),
-        ("hang", lambda: bernoulli.matched_gap(hist.solve_rates, hist.counts, seeds=10**30, config=small), r"at most 1000"),
+        (
+            "hang",
+            lambda: bernoulli.controlled_run_study(hist.solve_rates, hist.counts, seeds=10**30, config=small),
+            r"at most 1000",
+        ),
+        (
+            "hang",
+            lambda: bernoulli.matched_gap(hist.solve_rates, hist.counts, seeds=10**30, config=small),
+            r"at most 1000",
+        ),
         ("hang", lambda: bernoulli.ControlledRun(num_prompts=10**30), r"num_prompts × \(steps \+ 1\)"),
         ("hang", lambda: bernoulli.ControlledRun(steps=10**30), r"num_prompts × \(steps \+ 1\)"),
         ("hang", lambda: bernoulli.ControlledRun(redraw_tries=10**30), r"redraw_tries=.* at most 1000"),
-        ("hang", lambda: dapo_curve.fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=10**30),
-         r"bootstrap=.* at most 10000"),
+        (
+            "hang",
+            lambda: dapo_curve.fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=10**30),
+            r"bootstrap=.* at most 10000",
+        ),
         ("hang", lambda: reproduction.identity_max_error(max_group_size=10**30), r"at most 512"),
         ("hang", lambda: reproduction.rloo_max_error(max_group_size=10**30), r"at most 10000"),
         ("hang", lambda: paper_figures.objective_figure(num_groups=10**30), r"at most 100000"),
@@ -527,12 +641,16 @@ def _audit_cases():
         ("wrong", lambda: bernoulli.extreme_share(result, step=-1), r"step must index one of the run's 5 steps"),
         ("wrong", lambda: bernoulli.decile_share(result, step=-2), r"0\.\.4"),
         ("wrong", lambda: bernoulli.hardest_quartile(np.array([-0.5, 0.5, 0.2, 0.1])), r"\[0, 1\]"),
-        ("wrong", lambda: analysis.hard_quartile_screen({"grpo": {"final": [np.array([0.1])] * 2},
-                                                         "dapo": {"final": [np.array([0.1])] * 2}}, threshold=-1),
-         r"threshold .* must be positive"),  # every |z| > −1: every comparison "passed"
-        ("wrong", lambda: analysis.gradient_scale([], [], 2.5), r"max_new_tokens must be a whole number"),
+        (
+            "wrong",
+            lambda: statistics.hard_quartile_screen(
+                {"grpo": {"final": [np.array([0.1])] * 2}, "dapo": {"final": [np.array([0.1])] * 2}}, threshold=-1
+            ),
+            r"threshold .* must be positive",
+        ),  # every |z| > −1: every comparison "passed"
+        ("wrong", lambda: logs.gradient_scale([], [], 2.5), r"max_new_tokens must be a whole number"),
         ("wrong", lambda: pools.budget_bands(hist, group_sizes=[]), r"non-empty list"),  # was {} silently
-        ("wrong", lambda: solve_rates.big_math_histogram(use_hub="no"), r"use_hub must be True or False"),
+        ("wrong", lambda: solve_tables.big_math_histogram(use_hub="no"), r"use_hub must be True or False"),
         ("wrong", lambda: identity.update_weight(0.25, DAPO, group_size="x"), r"group_size"),  # junk was ignored
         ("wrong", lambda: identity.update_weight(0.25, DAPO, group_size=-1), r"group_size"),
         ("wrong", lambda: sampling.SamplingCost(rounds=math.nan), r"SamplingCost.rounds"),
@@ -547,43 +665,66 @@ def _audit_cases():
         ("wrong", lambda: derivation.latex_lines(None), r"expr must be a SymPy expression"),  # drew 'None'
         ("wrong", lambda: resources.write_table(REPO / "nowhere", "t", "k", [[1]], {}), r"header must be"),
         ("wrong", lambda: paper_figures.silent_probability_figure(group_sizes=[]), r"non-empty list of group sizes"),
-        ("wrong", lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), None),
-         r"title must be a string"),
-        ("wrong", lambda: paper_figures.controlled_quartile_figure(_controlled_study()[0], 6000),
-         r"num_prompts=6000 is not the study's \(40\)"),  # DAPO's groups per prompt were misread
+        (
+            "wrong",
+            lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), None),
+            r"title must be a string",
+        ),
+        (
+            "wrong",
+            lambda: paper_figures.controlled_quartile_figure(_controlled_study()[0], 6000),
+            r"num_prompts=6000 is not the study's \(40\)",
+        ),  # DAPO's groups per prompt were misread
         ("wrong", lambda: paper_figures.pool_silent_figure({}), r"non-empty pool_study result"),
-        ("wrong", lambda: analysis.pool_study({}, 8), r"non-empty dict"),
+        ("wrong", lambda: predictions.pool_study({}, 8), r"non-empty dict"),
         # raw exceptions (the old error in the comment)
         ("raw", lambda: bigmath_figure.check_against_paper([math.inf] * 65), r"NaN or infinite"),  # OverflowError
         ("raw", lambda: bigmath_figure.check_against_paper([10**30] * 65), r"65 whole numbers"),  # OverflowError
-        ("raw", lambda: bigmath_figure.counts_from_figure(bigmath_figure.FigureData(np.zeros(64), {})),
-         r"decile_shares must map"),  # AttributeError
+        (
+            "raw",
+            lambda: bigmath_figure.counts_from_figure(bigmath_figure.FigureData(np.zeros(64), {})),
+            r"decile_shares must map",
+        ),  # AttributeError
         ("raw", lambda: bigmath_figure.FigureData(0.0, {}), r"bar_counts must hold the 64 bar heights"),  # IndexError
         ("raw", lambda: reproduction.rows_table(["row"]), r"rows must hold Row objects"),  # AttributeError
         ("raw", lambda: reproduction.rows_table([row, 3]), r"found int"),
         ("raw", lambda: derivation.reward_moments(np.array([1.0, 2.0]), 0), r"reward_correct must be a SymPy"),
         ("raw", lambda: derivation.latex_lines(np.array([])), r"expr must be"),  # IndexError
-        ("raw", lambda: resources.write_table(REPO / "nowhere", "t", ["k"], [1, 2], {}), r"row 0 of the table"),  # csv.Error
-        ("raw", lambda: analysis.identity_during_training("run"), r"runs must be a list of run logs", TypeError),
-        ("raw", lambda: analysis.pool_study([[{}]], 8), r"non-empty dict"),  # AttributeError: items
-        ("raw", lambda: analysis.pass_rate_by_carries(None, []), r"evaluation must be an EvalResult", TypeError),
-        ("raw", lambda: analysis.heldout_start([1, 2], []), r"evaluation must be an EvalResult", TypeError),
-        ("raw", lambda: analysis.profile_table([1, 2], {}), r"profiles must be a non-empty dict", TypeError),
-        ("raw", lambda: analysis.resource_table(np.array([1.0])), r"resources must be a non-empty dict"),
-        ("raw", lambda: analysis.run_resources({}, {}), r"run_provenance lacks config.train.sample_budget"),  # KeyError
-        ("raw", lambda: analysis.max_rounds_study([], {}), r"train lacks group_size"),  # KeyError
-        ("raw", lambda: analysis.hard_quartile_screen({"grpo": {}}, reference=np.array([1])), r"study must hold"),
-        ("raw", lambda: trl_bridge.trl_gaps("dapo", group_size=10**30), None),  # OverflowError: now answered
+        (
+            "raw",
+            lambda: resources.write_table(REPO / "nowhere", "t", ["k"], [1, 2], {}),
+            r"row 0 of the table",
+        ),  # csv.Error
+        ("raw", lambda: logs.identity_during_training("run"), r"runs must be a list of run logs", TypeError),
+        ("raw", lambda: predictions.pool_study([[{}]], 8), r"non-empty dict"),  # AttributeError: items
+        ("raw", lambda: testbed_numbers.pass_rate_by_carries(None, []), r"evaluation must be an EvalResult", TypeError),
+        ("raw", lambda: testbed_numbers.heldout_start([1, 2], []), r"evaluation must be an EvalResult", TypeError),
+        ("raw", lambda: testbed_numbers.profile_table([1, 2], {}), r"profiles must be a non-empty dict", TypeError),
+        ("raw", lambda: testbed_numbers.resource_table(np.array([1.0])), r"resources must be a non-empty dict"),
+        (
+            "raw",
+            lambda: testbed_numbers.run_resources({}, {}),
+            r"run_provenance lacks config.train.sample_budget",
+        ),  # KeyError
+        ("raw", lambda: refill.max_rounds_study([], {}), r"train lacks group_size"),  # KeyError
+        ("raw", lambda: statistics.hard_quartile_screen({"grpo": {}}, reference=np.array([1])), r"study must hold"),
+        ("raw", lambda: trl_settings.trl_gaps("dapo", group_size=10**30), None),  # OverflowError: now answered
         ("raw", lambda: paper_figures.big_math_histogram_figure(np.zeros(65)), r"hist must be a KHistogram", TypeError),
         ("raw", lambda: paper_figures.dapo_allcorrect_figure({}), r"fit must be what", TypeError),
         ("raw", lambda: paper_figures.controlled_silent_figure({}), r"controlled_run_study returns"),  # KeyError
         ("raw", lambda: paper_figures.pool_bands_figure({"grpo": {}}), r"pool_study returns"),  # KeyError
-        ("raw", lambda: paper_figures.silent_by_group_size_figure({"a": np.ones(3)}, np.array([1, 2, 4]),
-                                                                   markers={"m": 3}), r"markers\['m'\] must be a pair"),
-        ("raw", lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, 10**30, "t"),
-         r"prompt_share must be 1-D with 10 entries"),  # OverflowError
+        (
+            "raw",
+            lambda: paper_figures.silent_by_group_size_figure({"a": np.ones(3)}, np.array([1, 2, 4]), markers={"m": 3}),
+            r"markers\['m'\] must be a pair",
+        ),
+        (
+            "raw",
+            lambda: paper_figures.budget_by_decile_figure({"GRPO": np.full(10, 0.1)}, 10**30, "t"),
+            r"prompt_share must be 1-D with 10 entries",
+        ),  # OverflowError
         ("raw", lambda: identity.group_std([1.0, 0.0], correction=np.ones((2, 2))), r"correction must be 0"),
-        ("raw", lambda: solve_rates.silent_fraction(hist, 4, model=np.array(["a", "b"])), r"model must be"),
+        ("raw", lambda: histograms.silent_fraction(hist, 4, model=np.array(["a", "b"])), r"model must be"),
         ("raw", lambda: sampling.SamplingCost(hit_cap="no"), r"hit_cap must be True or False", TypeError),
     ]
 
@@ -596,8 +737,12 @@ def test_audit_cases_are_refused_quickly_in_one_line() -> None:
             call()
         except (ValueError, TypeError) as err:
             text = str(err)
-            if "\n" in text or not text.strip() or (match is not None and not re.search(match, text)) \
-                    or (exc and not isinstance(err, exc[0])):
+            if (
+                "\n" in text
+                or not text.strip()
+                or (match is not None and not re.search(match, text))
+                or (exc and not isinstance(err, exc[0]))
+            ):
                 failures.append(f"{kind}: {type(err).__name__}: {text[:160]} (expected {match!r})")
         else:
             if match is not None:
@@ -617,10 +762,25 @@ def test_audit_cases_are_refused_quickly_in_one_line() -> None:
 # report) or an answer whose numbers are finite (documented infinities excepted), within 10 s.
 
 BAD_VALUES = {
-    "None": None, "text": "x", "numeric text": "8", "True": True, "empty list": [], "list": [1, 2],
-    "empty array": np.array([]), "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-1": -1, "0": 0,
-    "huge": 10**30, "2.5": 2.5, "object": object(), "dict": {}, "complex": 1j,
-    "2-D array": np.array([[1.0, 2.0], [3.0, 4.0]]), "array with nan": np.array([0.5, math.nan]),
+    "None": None,
+    "text": "x",
+    "numeric text": "8",
+    "True": True,
+    "empty list": [],
+    "list": [1, 2],
+    "empty array": np.array([]),
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "-1": -1,
+    "0": 0,
+    "huge": 10**30,
+    "2.5": 2.5,
+    "object": object(),
+    "dict": {},
+    "complex": 1j,
+    "2-D array": np.array([[1.0, 2.0], [3.0, 4.0]]),
+    "array with nan": np.array([0.5, math.nan]),
     "negative array": np.array([-0.5, 0.5]),
 }
 #: Answers documented to hold infinities or NaN: tries_needed and dapo_oversampling are inf where every
@@ -646,14 +806,20 @@ def _numbers(x):
 
 def _sweep_calls():
     """name -> (function, args, kwargs, slots to leave out)."""
-    from stddial_book import (analysis, bernoulli, bigmath_figure, dapo_curve, derivation, paper_figures, pools,
-                              reproduction, resources, sampling, solve_rates)
-    from stddial_book.recipes import DAPO, GRPO
-    from stddial_book.runs import load_run, recorded_runs
-    from stddial_book.train import TrainConfig
+    from stddial_book.core import resources
+    from stddial_book.corpora import bigmath_figure, histograms, pools, solve_tables
+    from stddial_book.corpora import dapo_fig3b as dapo_curve
+    from stddial_book.experiments import controlled as bernoulli
+    from stddial_book.experiments import logs, predictions, refill, reproduction, statistics
+    from stddial_book.presentation import paper_figures
+    from stddial_book.rl import sampling
+    from stddial_book.rl.configs import TrainConfig
+    from stddial_book.rl.runlog import load_run, recorded_runs
+    from stddial_book.theory import derivation
+    from stddial_book.theory.recipes import DAPO, GRPO
 
-    hist = solve_rates.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
-    budget = solve_rates.gradient_budget(hist, GRPO)
+    hist = histograms.KHistogram(8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5]))
+    budget = histograms.gradient_budget(hist, GRPO)
     p0 = np.array([0.1, 0.3, 0.5, 0.8])
     small = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
     result = bernoulli.controlled_run(np.linspace(0.05, 0.95, 40), GRPO, small)
@@ -666,39 +832,47 @@ def _sweep_calls():
     dapo_records = [r for r in dapo_records if r["step"] <= 6]
     work = costs.RunWork(10, 1000, 4, 400)
     overheads = {"generate_s": 1e-3, "train_s": 2e-3}
-    reward = trl_bridge.trl_reward_funcs("grpo", max_new_tokens=8)[0]
+    reward = trl_rewards.trl_reward_funcs("grpo", max_new_tokens=8)[0]
     return {
         "pass_rate": (identity.pass_rate, ([1.0, 0.0, 1.0, 1.0],), {}, ()),
         "group_std": (identity.group_std, ([1.0, 0.0, 1.0, 1.0],), {"correction": 0}, ()),
         "std_from_pass_rate": (identity.std_from_pass_rate, (0.25,), {"group_size": 8, "correction": 1}, ()),
         "update_weight": (identity.update_weight, (0.25, DAPO), {"group_size": 8, "nonsilent_fraction": 0.5}, ()),
-        "silent_probability": (identity.silent_probability, (0.3, 8), {}, ()),
-        "expected_group_std": (identity.expected_group_std, (0.3, 8), {"correction": 0}, ()),
-        "tries_needed": (identity.tries_needed, (0.3, 0.05), {}, ()),
-        "refill_weight": (identity.refill_weight, (0.3, 8, DAPO), {"redraw_tries": 4}, ()),
-        "gradient_fidelity": (identity.gradient_fidelity, (0.3, 8), {}, ()),
-        "minimal_group_size": (identity.minimal_group_size, (0.05, 0.3), {"max_group_size": 1000}, ()),
-        "hypergeometric_pmf": (identity.hypergeometric_pmf, ([3, 5], 16, 4), {}, ()),
+        "silent_probability": (silent.silent_probability, (0.3, 8), {}, ()),
+        "expected_group_std": (silent.expected_group_std, (0.3, 8), {"correction": 0}, ()),
+        "tries_needed": (silent.tries_needed, (0.3, 0.05), {}, ()),
+        "refill_weight": (silent.refill_weight, (0.3, 8, DAPO), {"redraw_tries": 4}, ()),
+        "gradient_fidelity": (size_law.gradient_fidelity, (0.3, 8), {}, ()),
+        "minimal_group_size": (size_law.minimal_group_size, (0.05, 0.3), {"max_group_size": 1000}, ()),
+        "hypergeometric_pmf": (silent.hypergeometric_pmf, ([3, 5], 16, 4), {}, ()),
         "nonsilent_groups": (sampling.nonsilent_groups, ([1, 0, 1, 1], 2), {}, ()),
         "overlong_penalty": (sampling.overlong_penalty, ([3, 8], 8, 2), {}, ()),
         "SamplingCost": (sampling.SamplingCost, (), {"rounds": 1, "groups_generated": 2, "groups_kept": 1}, ()),
         "DynamicSampler": (sampling.DynamicSampler, (4, 2), {"max_rounds": 3}, ()),
-        "KHistogram": (solve_rates.KHistogram, (8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])), {}, ()),
-        "silent_fraction": (solve_rates.silent_fraction, (hist, [2, 4, 8]), {"model": "hypergeometric"}, ()),
-        "dapo_oversampling": (solve_rates.dapo_oversampling, (hist, [2, 4, 8]), {}, ()),
-        "expected_update_mass": (solve_rates.expected_update_mass, (hist, 8, DAPO), {}, ()),
-        "band_shares": (solve_rates.band_shares, (hist, budget), {}, ()),
-        "decile_shares": (solve_rates.decile_shares, (hist, budget), {}, ()),
-        "load_committed_histograms": (solve_rates.load_committed_histograms, (solve_rates.DEFAULT_DATA_DIR,), {}, ()),
-        "big_math_histogram": (solve_rates.big_math_histogram, (), {"use_hub": False}, ()),
+        "KHistogram": (histograms.KHistogram, (8, np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])), {}, ()),
+        "silent_fraction": (histograms.silent_fraction, (hist, [2, 4, 8]), {"model": "hypergeometric"}, ()),
+        "dapo_oversampling": (histograms.dapo_oversampling, (hist, [2, 4, 8]), {}, ()),
+        "expected_update_mass": (histograms.expected_update_mass, (hist, 8, DAPO), {}, ()),
+        "band_shares": (histograms.band_shares, (hist, budget), {}, ()),
+        "decile_shares": (histograms.decile_shares, (hist, budget), {}, ()),
+        "load_committed_histograms": (solve_tables.load_committed_histograms, (solve_tables.DEFAULT_DATA_DIR,), {}, ()),
+        "big_math_histogram": (solve_tables.big_math_histogram, (), {"use_hub": False}, ()),
         "pool_numbers": (pools.pool_numbers, (hist,), {"group_size": 4}, ()),
         "budget_bands": (pools.budget_bands, (hist,), {"group_sizes": (None, 4)}, ()),
         "sha256": (resources.sha256, (resources.data_path("dapo", "dapo_fig3b_allcorrect.csv"),), {}, ()),
         "write_table": (resources.write_table, ("out", "t", ["a"], [[1]], {"x": 1}), {}, ()),
-        "sharpened_moment": (dapo_curve.sharpened_moment,
-                             (hist.solve_rates, hist.counts / hist.counts.sum(), np.array([1.0, 2.0]), 32.0), {}, ()),
-        "fit_consistency": (dapo_curve.fit_consistency, (hist.solve_rates, hist.counts, steps, logged),
-                            {"bootstrap": 2, "seed": 0}, ()),
+        "sharpened_moment": (
+            dapo_curve.sharpened_moment,
+            (hist.solve_rates, hist.counts / hist.counts.sum(), np.array([1.0, 2.0]), 32.0),
+            {},
+            (),
+        ),
+        "fit_consistency": (
+            dapo_curve.fit_consistency,
+            (hist.solve_rates, hist.counts, steps, logged),
+            {"bootstrap": 2, "seed": 0},
+            (),
+        ),
         "consistency_numbers": (dapo_curve.consistency_numbers, (fit,), {"percentiles": (10, 90)}, ()),
         "reward_moments": (derivation.reward_moments, (1, 0), {"correction": 0}, ()),
         "advantages": (derivation.advantages, (True,), {"reward_correct": 1, "reward_wrong": 0, "std_eps": 0}, ()),
@@ -708,47 +882,83 @@ def _sweep_calls():
         "Row": (reproduction.Row, ("s", "q", 1.0, 1.0, 2), {}, ()),
         "rows_table": (reproduction.rows_table, ([reproduction.Row("s", "q", 1.0, 1.0, 2)],), {}, ()),
         "monte_carlo_gradient": (bernoulli.monte_carlo_gradient, (p0, 4, GRPO, 50), {"seed": 0}, ()),
-        "ControlledRun": (bernoulli.ControlledRun, (), {"num_prompts": 40, "group_size": 4, "steps": 5,
-                                                        "redraw_tries": 2}, ()),
+        "ControlledRun": (
+            bernoulli.ControlledRun,
+            (),
+            {"num_prompts": 40, "group_size": 4, "steps": 5, "redraw_tries": 2},
+            (),
+        ),
         "controlled_run": (bernoulli.controlled_run, (np.linspace(0.05, 0.95, 40), GRPO), {"config": small}, ()),
         "extreme_share": (bernoulli.extreme_share, (result,), {"step": 0}, ()),
         "hardest_quartile": (bernoulli.hardest_quartile, (p0,), {}, ()),
         "value_at_budget": (bernoulli.value_at_budget, (result, bernoulli.quartile_curve(result), 10.0), {}, ()),
-        "controlled_run_study": (bernoulli.controlled_run_study, (hist.solve_rates, hist.counts),
-                                 {"seeds": 2, "config": small}, ()),
-        "check_against_paper": (bigmath_figure.check_against_paper,
-                                (bigmath_figure.load_big_math_histogram().counts,), {}, ()),
+        "controlled_run_study": (
+            bernoulli.controlled_run_study,
+            (hist.solve_rates, hist.counts),
+            {"seeds": 2, "config": small},
+            (),
+        ),
+        "check_against_paper": (
+            bigmath_figure.check_against_paper,
+            (bigmath_figure.load_big_math_histogram().counts,),
+            {},
+            (),
+        ),
         "counts_from_figure": (bigmath_figure.counts_from_figure, (figure,), {}, ()),
         "read_figure": (bigmath_figure.read_figure, (resources.data_path(*bigmath_figure.FIGURE_FILE),), {}, ()),
         "RunWork": (costs.RunWork, (10, 1000, 4, 400), {}, ()),
         "estimate_seconds": (costs.estimate_seconds, (work, 1000, overheads, 1e9), {}, ()),
         "check_on_cpu": (costs.check_on_cpu, (PROFILES["quick"], "grpo", [10.0], overheads, 1e9), {}, ()),
-        "trl_settings": (trl_bridge.trl_settings, ("grpo",), {"group_size": 8, "max_new_tokens": 8,
-                                                              "prompts_per_step": 4, "temperature": 1.0}, ()),
-        "trl_settings_for": (trl_bridge.trl_settings_for, (TrainConfig("grpo"),), {"num_processes": 1}, ()),
-        "trl_gaps": (trl_bridge.trl_gaps, ("dapo",), {"group_size": 8, "num_minibatches": 2, "use_vllm": False}, ()),
-        "reward_settings": (trl_bridge.reward_settings, ("dapo",), {"max_new_tokens": 8}, ()),
-        "reward_function": (lambda ids, answer: reward(completion_ids=ids, answer=answer), ([[1, 2], [3]], ["1", "2"]),
-                            {}, ()),
-        "extreme_mass_share": (analysis.extreme_mass_share, (records, 8), {}, ()),
-        "silent_check": (analysis.silent_check, (records, 8), {}, ()),
-        "mass_by_band": (analysis.mass_by_band, (records, "grpo", 8), {"num_bands": 4}, ()),
-        "pool_study": (analysis.pool_study, ({"grpo": [records]}, 8), {"num_bands": 4}, ()),
-        "dapo_cost": (analysis.dapo_cost, (dapo_records, 8), {}, ()),
-        "replay_refill": (analysis.replay_refill, (dapo_records, 8, 32, 8), {}, ()),
-        "max_rounds_study": (analysis.max_rounds_study, (dapo_records, dapo_prov["config"]["train"]),
-                             {"max_rounds": 1}, ()),
-        "comparison_screen": (analysis.comparison_screen, ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.0]}},),
-                              {"level": 0.05}, ()),
-        "welch": (analysis.welch, ([1.0, 2.0], [2.0, 3.5]), {}, ()),
-        "seed_projection": (analysis.seed_projection, ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.5]}}, 6), {}, ()),
-        "gradient_scale": (analysis.gradient_scale, (records, records, 8), {}, ()),
+        "trl_settings": (
+            trl_settings.trl_settings,
+            ("grpo",),
+            {"group_size": 8, "max_new_tokens": 8, "prompts_per_step": 4, "temperature": 1.0},
+            (),
+        ),
+        "trl_settings_for": (trl_settings.trl_settings_for, (TrainConfig("grpo"),), {"num_processes": 1}, ()),
+        "trl_gaps": (trl_settings.trl_gaps, ("dapo",), {"group_size": 8, "num_minibatches": 2, "use_vllm": False}, ()),
+        "reward_settings": (trl_settings.reward_settings, ("dapo",), {"max_new_tokens": 8}, ()),
+        "reward_function": (
+            lambda ids, answer: reward(completion_ids=ids, answer=answer),
+            ([[1, 2], [3]], ["1", "2"]),
+            {},
+            (),
+        ),
+        "extreme_mass_share": (logs.extreme_mass_share, (records, 8), {}, ()),
+        "silent_check": (predictions.silent_check, (records, 8), {}, ()),
+        "mass_by_band": (predictions.mass_by_band, (records, "grpo", 8), {"num_bands": 4}, ()),
+        "pool_study": (predictions.pool_study, ({"grpo": [records]}, 8), {"num_bands": 4}, ()),
+        "dapo_cost": (refill.dapo_cost, (dapo_records, 8), {}, ()),
+        "replay_refill": (refill.replay_refill, (dapo_records, 8, 32, 8), {}, ()),
+        "max_rounds_study": (
+            refill.max_rounds_study,
+            (dapo_records, dapo_prov["config"]["train"]),
+            {"max_rounds": 1},
+            (),
+        ),
+        "comparison_screen": (
+            statistics.comparison_screen,
+            ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.0]}},),
+            {"level": 0.05},
+            (),
+        ),
+        "welch": (statistics.welch, ([1.0, 2.0], [2.0, 3.5]), {}, ()),
+        "seed_projection": (statistics.seed_projection, ({"m": {"a": [1.0, 2.0], "b": [2.0, 3.5]}}, 6), {}, ()),
+        "gradient_scale": (logs.gradient_scale, (records, records, 8), {}, ()),
         "silent_probability_figure": (paper_figures.silent_probability_figure, (), {"group_sizes": (2, 8)}, ()),
         "fidelity_figure": (paper_figures.fidelity_figure, (), {"max_group_size": 16}, ()),
-        "budget_by_decile_figure": (paper_figures.budget_by_decile_figure,
-                                    ({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), "t"), {}, ()),
-        "silent_by_group_size_figure": (paper_figures.silent_by_group_size_figure,
-                                        ({"a": solve_rates.silent_fraction(hist, [2, 4])}, np.array([2, 4])), {}, ()),
+        "budget_by_decile_figure": (
+            paper_figures.budget_by_decile_figure,
+            ({"GRPO": np.full(10, 0.1)}, np.full(10, 0.1), "t"),
+            {},
+            (),
+        ),
+        "silent_by_group_size_figure": (
+            paper_figures.silent_by_group_size_figure,
+            ({"a": histograms.silent_fraction(hist, [2, 4])}, np.array([2, 4])),
+            {},
+            (),
+        ),
     }
 
 
@@ -764,19 +974,78 @@ def sweep_calls(tmp_path_factory):
         os.chdir(here)
 
 
-SWEPT = ["pass_rate", "group_std", "std_from_pass_rate", "update_weight", "silent_probability", "expected_group_std",
-         "tries_needed", "refill_weight", "gradient_fidelity", "minimal_group_size", "hypergeometric_pmf",
-         "nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler", "KHistogram", "silent_fraction",
-         "dapo_oversampling", "expected_update_mass", "band_shares", "decile_shares", "load_committed_histograms",
-         "big_math_histogram", "pool_numbers", "budget_bands", "sha256", "write_table", "sharpened_moment",
-         "fit_consistency", "consistency_numbers", "reward_moments", "advantages", "latex_lines", "identity_max_error",
-         "rloo_max_error", "Row", "rows_table", "monte_carlo_gradient", "ControlledRun", "controlled_run",
-         "extreme_share", "hardest_quartile", "value_at_budget", "controlled_run_study", "check_against_paper",
-         "counts_from_figure", "read_figure", "RunWork", "estimate_seconds", "check_on_cpu", "trl_settings",
-         "trl_settings_for", "trl_gaps", "reward_settings", "reward_function", "extreme_mass_share", "silent_check",
-         "mass_by_band", "pool_study", "dapo_cost", "replay_refill", "max_rounds_study", "comparison_screen", "welch",
-         "seed_projection", "gradient_scale", "silent_probability_figure", "fidelity_figure",
-         "budget_by_decile_figure", "silent_by_group_size_figure"]
+SWEPT = [
+    "pass_rate",
+    "group_std",
+    "std_from_pass_rate",
+    "update_weight",
+    "silent_probability",
+    "expected_group_std",
+    "tries_needed",
+    "refill_weight",
+    "gradient_fidelity",
+    "minimal_group_size",
+    "hypergeometric_pmf",
+    "nonsilent_groups",
+    "overlong_penalty",
+    "SamplingCost",
+    "DynamicSampler",
+    "KHistogram",
+    "silent_fraction",
+    "dapo_oversampling",
+    "expected_update_mass",
+    "band_shares",
+    "decile_shares",
+    "load_committed_histograms",
+    "big_math_histogram",
+    "pool_numbers",
+    "budget_bands",
+    "sha256",
+    "write_table",
+    "sharpened_moment",
+    "fit_consistency",
+    "consistency_numbers",
+    "reward_moments",
+    "advantages",
+    "latex_lines",
+    "identity_max_error",
+    "rloo_max_error",
+    "Row",
+    "rows_table",
+    "monte_carlo_gradient",
+    "ControlledRun",
+    "controlled_run",
+    "extreme_share",
+    "hardest_quartile",
+    "value_at_budget",
+    "controlled_run_study",
+    "check_against_paper",
+    "counts_from_figure",
+    "read_figure",
+    "RunWork",
+    "estimate_seconds",
+    "check_on_cpu",
+    "trl_settings",
+    "trl_settings_for",
+    "trl_gaps",
+    "reward_settings",
+    "reward_function",
+    "extreme_mass_share",
+    "silent_check",
+    "mass_by_band",
+    "pool_study",
+    "dapo_cost",
+    "replay_refill",
+    "max_rounds_study",
+    "comparison_screen",
+    "welch",
+    "seed_projection",
+    "gradient_scale",
+    "silent_probability_figure",
+    "fidelity_figure",
+    "budget_by_decile_figure",
+    "silent_by_group_size_figure",
+]
 
 
 @pytest.mark.parametrize("name", SWEPT)
@@ -826,18 +1095,17 @@ def test_bad_values_are_refused_or_answered_finitely(sweep_calls, name: str) -> 
     assert not problems, f"{name}:\n" + "\n".join(problems)
 
 
-
 @settings(max_examples=25, deadline=None)
 @given(eps=st.floats(0.01, 0.5), p=st.floats(0.02, 0.98))
 def test_bisection_equals_the_scan_anywhere(eps: float, p: float) -> None:
-    if identity.group_size_law(eps, p) > 300:
+    if size_law.group_size_law(eps, p) > 300:
         return
-    assert identity.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p)
+    assert size_law.minimal_group_size(eps, p) == brute_force_minimal_group_size(eps, p)
 
 
 @settings(max_examples=40, deadline=None)
 @given(size=st.integers(2, 4096), p=st.floats(1e-6, 1 - 1e-6))
 def test_banded_sum_equals_the_full_sum(size: int, p: float) -> None:
     """The sum over ±15 SD with Loader's probabilities (used above G = 4096) against the full log-gamma sum."""
-    full = float(identity.expected_group_std(p, size))
-    assert identity._banded_group_std(size, p) == pytest.approx(full, rel=1e-11, abs=1e-300)
+    full = float(silent.expected_group_std(p, size))
+    assert silent._banded_group_std(size, p) == pytest.approx(full, rel=1e-11, abs=1e-300)

@@ -65,8 +65,7 @@ def test_readme_quotes_the_trainer_ratio(trainer) -> None:
 
 
 def test_bench_readme_quotes_the_quick_run_times() -> None:
-    runs = {label: json.loads((RESULTS / f"quick_runs_{label}.json").read_text())
-            for label in ("before", "after")}
+    runs = {label: json.loads((RESULTS / f"quick_runs_{label}.json").read_text()) for label in ("before", "after")}
     text = " ".join(_section((ROOT / "bench" / "README.md").read_text(), "**Effect on the build**").split())
     for label, result in runs.items():
         assert f"{label} {result['total_s']:.0f} s" in text

@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 
 from stddial_book import DR_GRPO, GRPO
-from stddial_book.bernoulli import monte_carlo_gradient, sampled_gradients
-from stddial_book.identity import expected_group_std, expected_group_variance
+from stddial_book.experiments.controlled import monte_carlo_gradient, sampled_gradients
+from stddial_book.theory.silent import expected_group_std, expected_group_variance
 
 P = np.linspace(0.02, 0.98, 25)
 
 
-@pytest.mark.parametrize("recipe, closed_form", [(GRPO, expected_group_std), (DR_GRPO, expected_group_variance)],
-                         ids=["grpo", "dr_grpo"])
+@pytest.mark.parametrize(
+    "recipe, closed_form", [(GRPO, expected_group_std), (DR_GRPO, expected_group_variance)], ids=["grpo", "dr_grpo"]
+)
 def test_monte_carlo_lands_on_the_exact_closed_form(recipe, closed_form) -> None:
     mean, se = monte_carlo_gradient(P, 64, recipe, num_groups=2000, seed=1)
     z = (mean - closed_form(P, 64)) / se
@@ -48,10 +49,18 @@ def test_bad_input() -> None:
 
 # --- the controlled run (Bay and Yearick, 2026, §8) -------------------------------------------
 
-from stddial_book import DAPO  # noqa: E402
-from stddial_book.bernoulli import (ControlledRun, controlled_run, controlled_run_study, hardest_quartile,  # noqa: E402
-                                    initial_solve_rates, matched_lr, silent_r2, value_at_budget)
-from stddial_book.identity import expected_group_std as e_sigma  # noqa: E402
+from stddial_book import DAPO
+from stddial_book.experiments.controlled import (
+    ControlledRun,
+    controlled_run,
+    controlled_run_study,
+    hardest_quartile,
+    initial_solve_rates,
+    matched_lr,
+    silent_r2,
+    value_at_budget,
+)
+from stddial_book.theory.silent import expected_group_std as e_sigma
 
 SMALL = ControlledRun(num_prompts=800, steps=40)
 
@@ -87,7 +96,7 @@ def test_silent_fraction_follows_the_closed_form() -> None:
 def test_matched_lr_equalises_the_mean_first_step() -> None:
     p0 = np.linspace(0.05, 0.95, 101)
     lr = matched_lr(p0, GRPO, DR_GRPO, SMALL)
-    from stddial_book.identity import expected_group_variance
+    from stddial_book.theory.silent import expected_group_variance
 
     assert lr * expected_group_variance(p0, 8).mean() == pytest.approx(SMALL.lr * e_sigma(p0, 8).mean())
 
@@ -111,10 +120,12 @@ def test_study_shapes_and_bad_settings() -> None:
     study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=2, config=SMALL)
     assert study["quartile/grpo"].shape == (2, SMALL.steps + 1)
     assert study["silent_measured/grpo"].shape == (2, SMALL.steps)
-    for bad, message in ((dict(num_prompts=2), "num_prompts must be at least 4"),
-                         (dict(lr=0.0), "lr must be a positive finite number"),
-                         (dict(clip=(0.5, 0.4)), "clip must satisfy 0 < low < high < 1"),
-                         (dict(group_size=1), "group_size must be at least 2")):
+    for bad, message in (
+        (dict(num_prompts=2), "num_prompts must be at least 4"),
+        (dict(lr=0.0), "lr must be a positive finite number"),
+        (dict(clip=(0.5, 0.4)), "clip must satisfy 0 < low < high < 1"),
+        (dict(group_size=1), "group_size must be at least 2"),
+    ):
         with pytest.raises(ValueError, match=message):
             ControlledRun(**bad)
     with pytest.raises(ValueError, match="seeds must be at least 2"):
@@ -122,7 +133,7 @@ def test_study_shapes_and_bad_settings() -> None:
 
 
 def test_quartile_gap_is_paired_and_signed() -> None:
-    from stddial_book.bernoulli import quartile_gap
+    from stddial_book.experiments.controlled import quartile_gap
 
     study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=2, config=SMALL)
     assert np.allclose(quartile_gap(study, "grpo", "grpo"), 0.0)
@@ -132,8 +143,14 @@ def test_quartile_gap_is_paired_and_signed() -> None:
 
 # --- chapter 6's Monte-Carlo check and chapter 8's numbers and exercises ------------------------
 
-from stddial_book.bernoulli import (controlled_gap_numbers, controlled_run_numbers, matched_gap,  # noqa: E402
-                                    monte_carlo_z, quartile_curve, quartile_gap, rematched_run)
+from stddial_book.experiments.controlled import (
+    controlled_gap_numbers,
+    controlled_run_numbers,
+    matched_gap,
+    monte_carlo_z,
+    quartile_gap,
+    rematched_run,
+)
 
 
 def test_monte_carlo_z_is_measured_from_the_finite_group_expectation() -> None:
@@ -156,7 +173,7 @@ def test_monte_carlo_z_at_a_silent_prompt_is_zero_not_nan() -> None:
 def test_rematched_run_matches_the_mean_expected_step_at_every_step() -> None:
     """θ moves by lr_t · gain, so lr_t = Δθ / gain on any prompt that moved; the rematched rate must
     make Dr. GRPO's mean expected step E[σ̂²] equal GRPO's E[σ̂] at lr = 0.5, step by step."""
-    from stddial_book.identity import expected_group_variance
+    from stddial_book.theory.silent import expected_group_variance
 
     config = ControlledRun(num_prompts=200, steps=12)
     p0 = np.linspace(0.03, 0.6, 200)
@@ -186,8 +203,12 @@ def test_rematched_run_against_itself_keeps_the_rate() -> None:
 def test_matched_gap_is_the_studys_matched_comparison() -> None:
     hist_p, counts = np.arange(65) / 64, np.ones(65)
     study = controlled_run_study(hist_p, counts, seeds=2, config=SMALL)
-    np.testing.assert_allclose(matched_gap(hist_p, counts, seeds=2, config=SMALL),
-                               quartile_gap(study, "grpo", "dr_grpo_matched"), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        matched_gap(hist_p, counts, seeds=2, config=SMALL),
+        quartile_gap(study, "grpo", "dr_grpo_matched"),
+        rtol=0,
+        atol=1e-15,
+    )
     rematched = matched_gap(hist_p, counts, seeds=2, config=SMALL, rematch=True)
     assert rematched.shape == (2,) and np.all(np.isfinite(rematched))
     with pytest.raises(TypeError, match="rematch must be True or False"):
@@ -196,22 +217,43 @@ def test_matched_gap_is_the_studys_matched_comparison() -> None:
 
 def test_controlled_run_numbers_by_hand() -> None:
     """A made-up study of 2 seeds and 2 steps (3 step boundaries): every number is read off on paper."""
-    study = {"quartile/grpo": [[0.1, 0.3, 0.7], [0.1, 0.2, 0.5]],             # mean 0.1, 0.25, 0.6
-             "quartile/dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.1, 0.2]],          # mean 0.1, 0.15, 0.25
-             "quartile/dr_grpo_matched": [[0.1, 0.3, 0.5], [0.1, 0.3, 0.5]],  # mean 0.1, 0.3, 0.5
-             "quartile/dapo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.7]],             # end 0.8
-             "silent_r2/grpo": [0.97, 0.99], "silent_r2/dr_grpo": [0.95, 0.98],
-             "silent_measured/grpo": [[0.2, 0.3], [0.4, 0.5]],                # last step: 0.4
-             "extreme_share/grpo": [0.2, 0.4], "extreme_share/dr_grpo": [0.1, 0.1],
-             "dapo_oversampling": [1.5, 2.5], "matched_lr": [2.0, 4.0]}
+    study = {
+        "quartile/grpo": [[0.1, 0.3, 0.7], [0.1, 0.2, 0.5]],  # mean 0.1, 0.25, 0.6
+        "quartile/dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.1, 0.2]],  # mean 0.1, 0.15, 0.25
+        "quartile/dr_grpo_matched": [[0.1, 0.3, 0.5], [0.1, 0.3, 0.5]],  # mean 0.1, 0.3, 0.5
+        "quartile/dapo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.7]],  # end 0.8
+        "silent_r2/grpo": [0.97, 0.99],
+        "silent_r2/dr_grpo": [0.95, 0.98],
+        "silent_measured/grpo": [[0.2, 0.3], [0.4, 0.5]],  # last step: 0.4
+        "extreme_share/grpo": [0.2, 0.4],
+        "extreme_share/dr_grpo": [0.1, 0.1],
+        "dapo_oversampling": [1.5, 2.5],
+        "matched_lr": [2.0, 4.0],
+    }
     study = {name: np.array(value) for name, value in study.items()}
     numbers = controlled_run_numbers(study, mid=1)
-    expected = {"n_seeds": 2, "silent_r2_min": 0.97, "silent_r2_dr_min": 0.95, "silent_end": 0.4,
-                "ext_grpo": 0.3, "ext_grpo_sd": np.sqrt(0.02), "ext_dr": 0.1, "ext_dr_sd": 0.0,
-                "q_grpo_end": 0.6, "q_dr_end": 0.25, "q_dapo_end": 0.8, "mid": 1, "q_grpo_mid": 0.25,
-                "q_dr_grpo_mid": 0.15, "q_dr_grpo_matched_mid": 0.3, "oversampling": 2.0, "matched_lr": 3.0,
-                # GRPO's mean curve is at or above the matched Dr. GRPO's at step 2 (0.6 >= 0.5), not at 1
-                "steps_ahead": 1, "n_steps": 2}
+    expected = {
+        "n_seeds": 2,
+        "silent_r2_min": 0.97,
+        "silent_r2_dr_min": 0.95,
+        "silent_end": 0.4,
+        "ext_grpo": 0.3,
+        "ext_grpo_sd": np.sqrt(0.02),
+        "ext_dr": 0.1,
+        "ext_dr_sd": 0.0,
+        "q_grpo_end": 0.6,
+        "q_dr_end": 0.25,
+        "q_dapo_end": 0.8,
+        "mid": 1,
+        "q_grpo_mid": 0.25,
+        "q_dr_grpo_mid": 0.15,
+        "q_dr_grpo_matched_mid": 0.3,
+        "oversampling": 2.0,
+        "matched_lr": 3.0,
+        # GRPO's mean curve is at or above the matched Dr. GRPO's at step 2 (0.6 >= 0.5), not at 1
+        "steps_ahead": 1,
+        "n_steps": 2,
+    }
     assert numbers.keys() == expected.keys()
     for name, value in expected.items():
         assert numbers[name] == pytest.approx(value, abs=1e-12), name
@@ -221,10 +263,19 @@ def test_controlled_run_numbers_by_hand() -> None:
 
 def test_controlled_run_numbers_of_one_seed_have_no_spread() -> None:
     """With one seed the SDs over seeds are undefined and reported as NaN, not 0."""
-    one = {"quartile/grpo": [[0.1, 0.2]], "quartile/dr_grpo": [[0.1, 0.2]], "quartile/dr_grpo_matched": [[0.1, 0.2]],
-           "quartile/dapo": [[0.1, 0.2]], "silent_r2/grpo": [0.9], "silent_r2/dr_grpo": [0.9],
-           "silent_measured/grpo": [[0.5]], "extreme_share/grpo": [0.2], "extreme_share/dr_grpo": [0.1],
-           "dapo_oversampling": [1.0], "matched_lr": [1.0]}
+    one = {
+        "quartile/grpo": [[0.1, 0.2]],
+        "quartile/dr_grpo": [[0.1, 0.2]],
+        "quartile/dr_grpo_matched": [[0.1, 0.2]],
+        "quartile/dapo": [[0.1, 0.2]],
+        "silent_r2/grpo": [0.9],
+        "silent_r2/dr_grpo": [0.9],
+        "silent_measured/grpo": [[0.5]],
+        "extreme_share/grpo": [0.2],
+        "extreme_share/dr_grpo": [0.1],
+        "dapo_oversampling": [1.0],
+        "matched_lr": [1.0],
+    }
     numbers = controlled_run_numbers({name: np.array(value) for name, value in one.items()}, mid=0)
     assert np.isnan(numbers["ext_grpo_sd"]) and np.isnan(numbers["ext_dr_sd"])
     assert numbers["steps_ahead"] == 1 and numbers["n_steps"] == 1  # equal curves count as "at or above"
@@ -232,10 +283,12 @@ def test_controlled_run_numbers_of_one_seed_have_no_spread() -> None:
 
 def test_controlled_gap_numbers_by_hand() -> None:
     """A made-up study of 2 seeds and 3 step boundaries: every gap is computable on paper."""
-    quartile = {"grpo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],
-                "dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.2, 0.2]],
-                "dr_grpo_matched": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],   # identical to GRPO
-                "dapo": [[0.1, 0.9, 1.0], [0.1, 0.9, 1.0]]}
+    quartile = {
+        "grpo": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],
+        "dr_grpo": [[0.1, 0.2, 0.3], [0.1, 0.2, 0.2]],
+        "dr_grpo_matched": [[0.1, 0.5, 0.9], [0.1, 0.4, 0.8]],  # identical to GRPO
+        "dapo": [[0.1, 0.9, 1.0], [0.1, 0.9, 1.0]],
+    }
     study = {f"quartile/{k}": np.array(v) for k, v in quartile.items()}
     study["matched_lr"] = np.array([1.0, 1.0])
     study["num_prompts"] = np.array([4, 4])

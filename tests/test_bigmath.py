@@ -1,7 +1,7 @@
 """Big-Math: the histogram read from the paper's figure, every published number, and the loader.
 
 The published numbers are the source paper's (Bay and Yearick, 2026, §6 and Table 3); the counts
-are extracted from its figure by stddial_book.bigmath_figure and committed under data/.
+are extracted from its figure by stddial_book.corpora.bigmath_figure and committed under data/.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from stddial_book import bigmath_figure as bf
-from stddial_book.resources import data_path
-from stddial_book.solve_rates import BIG_MATH_REPO, big_math_histogram, load_big_math
+from stddial_book.core.resources import data_path
+from stddial_book.corpora import bigmath_figure as bf
+from stddial_book.corpora.solve_tables import BIG_MATH_REPO, big_math_histogram, load_big_math
 
 # The paper's figure, vendored under data/sources/bigmath/ (see its SOURCE.md) and shipped with the
 # package, so the extraction below runs in every checkout and wheel install.
@@ -55,8 +55,9 @@ def test_extraction_from_the_figure_equals_the_committed_table(committed: np.nda
 
 def test_a_misread_figure_is_refused() -> None:
     figure = bf.read_figure(FIGURE)
-    swapped = bf.FigureData(figure.bar_counts, {"grpo": figure.decile_shares["dr_grpo"],
-                                                "dr_grpo": figure.decile_shares["grpo"]})
+    swapped = bf.FigureData(
+        figure.bar_counts, {"grpo": figure.decile_shares["dr_grpo"], "dr_grpo": figure.decile_shares["grpo"]}
+    )
     with pytest.raises(ValueError, match="n_63|decile shares"):
         bf.counts_from_figure(swapped)
     fractional = bf.FigureData(figure.bar_counts * 1.01, figure.decile_shares)
@@ -76,32 +77,41 @@ def big_math_parquet(path: Path, counts: np.ndarray, with_missing: int = 0) -> P
     k = np.repeat(np.arange(65), counts)
     rates = (k / 64).tolist() + [None] * with_missing
     n = len(rates)
-    pq.write_table(pa.table({
-        "prompt": [f"problem {i}" for i in range(n)],
-        "solution": ["42"] * n,
-        "source": ["cn_k12" if i % 3 else "olympiads" for i in range(n)],
-        "domain": [["Mathematics -> Algebra"] if i % 2 else ["Mathematics -> Geometry", "Mathematics -> Algebra"]
-                   for i in range(n)],
-        "llama8b_solve_rate": pa.array(rates, type=pa.float64()),
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [f"problem {i}" for i in range(n)],
+                "solution": ["42"] * n,
+                "source": ["cn_k12" if i % 3 else "olympiads" for i in range(n)],
+                "domain": [
+                    ["Mathematics -> Algebra"] if i % 2 else ["Mathematics -> Geometry", "Mathematics -> Algebra"]
+                    for i in range(n)
+                ],
+                "llama8b_solve_rate": pa.array(rates, type=pa.float64()),
+            }
+        ),
+        path,
+    )
     return path
 
 
-def test_loader_on_a_parquet_of_the_real_schema_gives_the_committed_histogram(committed: np.ndarray,
-                                                                               tmp_path: Path) -> None:
+def test_loader_on_a_parquet_of_the_real_schema_gives_the_committed_histogram(
+    committed: np.ndarray, tmp_path: Path
+) -> None:
     table = load_big_math(big_math_parquet(tmp_path / "all.parquet", committed, with_missing=3))
     assert table.num_missing == 3
     np.testing.assert_array_equal(table.histogram().counts, committed)
     assert sum(h.num_prompts for h in table.histograms_by("source").values()) == 215_608
 
 
-def test_loader_reads_the_papers_dataset_through_datasets(committed: np.ndarray, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loader_reads_the_papers_dataset_through_datasets(
+    committed: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the hub reachable, load_big_math() asks datasets for the paper's dataset and config;
     here datasets reads a local parquet of that schema instead of the hub."""
     import datasets
 
-    import stddial_book.model as model
+    import stddial_book.core.hub as hub
 
     path = big_math_parquet(tmp_path / "all.parquet", committed)
     calls = []
@@ -111,7 +121,7 @@ def test_loader_reads_the_papers_dataset_through_datasets(committed: np.ndarray,
         calls.append((repo, config, split))
         return real_load("parquet", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
 
-    monkeypatch.setattr(model, "hub_unavailable_reason", lambda *a, **k: None)
+    monkeypatch.setattr(hub, "hub_unavailable_reason", lambda *a, **k: None)
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     np.testing.assert_array_equal(load_big_math().histogram().counts, committed)
     hist, where = big_math_histogram()

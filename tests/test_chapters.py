@@ -18,9 +18,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jupytext
 import nbformat
@@ -51,9 +52,9 @@ def test_toc_lists_the_chapters() -> None:
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_colab_notebook_is_generated_from_the_chapter(chapter: Path) -> None:
-    """The .ipynb Colab opens is exactly what stddial_book._colab makes of the .md, with the
+    """The .ipynb Colab opens is exactly what tools/colab.py makes of the .md, with the
     same code cells in the same order and no outputs."""
-    from stddial_book._colab import colab_notebook
+    from tools.colab import colab_notebook
 
     paired = chapter.with_suffix(".ipynb")
     assert paired.exists(), f"{paired.name} is missing: run `make sync`"
@@ -101,13 +102,23 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
     os.environ["PATH"] = env_path  # the kernel must be this environment's Python
     # From an empty working directory, as a Colab reader runs it: a chapter must find its data
     # through the package, never through a path relative to the repository.
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     started = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - started
-    errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
     # every cell that draws a figure (a line "fig = ...") shows it: a figure lost to a backend
     # mix-up raises nothing, so check the outputs themselves
@@ -116,7 +127,7 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
             kinds = {key for out in cell.get("outputs", []) for key in out.get("data", {})}
             assert "image/png" in kinds, f"no figure shown by the cell:\n{cell.source[:200]}"
     # every {glue:text}`name` the prose uses was glued by a cell: recorded for myst-nb where it is
-    # installed, and printed as "name = value" by stddial_book.display.glue outside the site build
+    # installed, and printed as "name = value" by stddial_book.presentation.display.glue outside the site build
     glued = glued_values(notebook)
     used = prose_glue_names(chapter)
     assert used <= set(glued), f"glue names used but never glued: {sorted(used - set(glued))}"
@@ -128,7 +139,7 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
         _EXEC_CACHE.store(notebook, chapter, seconds, Path(os.environ[BOOK_CACHE_ENV]))
 
 
-BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"  # stddial_book.display.BOOK_BUILD_ENV (not imported: the wheel job)
+BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"  # stddial_book.presentation.display.BOOK_BUILD_ENV (not imported: the wheel job)
 
 #: ``make test`` sets this to the book's execution cache (tools/exec_cache.py): each chapter the
 #: tests execute and check is stored there, parsed as the site build parses it, and ``make book``
@@ -186,7 +197,7 @@ def glued_values(notebook: nbformat.NotebookNode) -> dict[str, Glued]:
 
     myst-nb's ``glue`` displays the value's repr under ``<mime_prefix>text/plain`` with the prefix
     ``application/papermill.record/`` (or none, with ``display=True``) and names it in the output's
-    ``metadata.scrapbook``; without myst-nb, ``stddial_book.display.glue`` prints ``name = value``.
+    ``metadata.scrapbook``; without myst-nb, ``stddial_book.presentation.display.glue`` prints ``name = value``.
     """
     glued: dict[str, Glued] = {}
     for cell in notebook.cells:
@@ -236,6 +247,7 @@ def headlines(stem: str, *names: str):
     def register(expected: Callable[[], dict[str, Any]]):
         HEADLINES[stem] = (names, expected)
         return expected
+
     return register
 
 
@@ -252,16 +264,18 @@ def check_headlines(stem: str, glued: dict[str, Glued]) -> None:
         assert name in glued, f"{stem}: the headline {name!r} was never glued"
         got, want = glued[name], expected[name]
         if isinstance(want, Within):
-            assert want.low <= got.value <= want.high, \
+            assert want.low <= got.value <= want.high, (
                 f"{stem}: {name} = {got.value!r}, outside [{want.low}, {want.high}] ({want.why})"
+            )
         elif isinstance(want, Holds):
             assert want.test(got.value, glued), f"{stem}: {name} = {got.value!r}: {want.why}"
         elif isinstance(want, str):
             assert got.value == want, f"{stem}: {name} = {got.value!r}, expected {want!r}"
         else:
             rel = 1e-9 if got.exact else 5e-4
-            assert got.value == pytest.approx(want, rel=rel, abs=1e-300), \
+            assert got.value == pytest.approx(want, rel=rel, abs=1e-300), (
                 f"{stem}: {name} = {got.value!r} in the prose, {want!r} computed by the test"
+            )
 
 
 def binomial_std(p: float, G: int) -> float:
@@ -276,31 +290,37 @@ def llama_parameters(model: dict[str, int], vocab: int = 14) -> int:
     return vocab * h + layers * (4 * h * h + 3 * h * i + 2 * h) + h
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def controlled_study() -> dict[str, np.ndarray]:
     """Chapter 8's and the reproduction page's controlled run, at the paper's settings (seconds)."""
-    from stddial_book.bernoulli import controlled_run_study
-    from stddial_book.bigmath_figure import load_big_math_histogram
+    from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+    from stddial_book.experiments.controlled import controlled_run_study
 
     hist = load_big_math_histogram()
     return controlled_run_study(hist.solve_rates, hist.counts, seeds=5)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def recorded_pool(key: str) -> dict[str, np.ndarray]:
     """Per seed of the committed reference runs of one recipe, read from their logs here: the hardest
     quartile (the quarter of pool prompts with the lowest solve rate at the first pool measurement,
     ties by pool order, as the source paper ranks) and the whole pool, at the first and the last pool
     measurement."""
-    from stddial_book.runs import load_run, recorded_runs
+    from stddial_book.rl.runlog import load_run, recorded_runs
 
     rows = []
     for directory in recorded_runs("reference")[key]:
         measured = [r for r in load_run(directory)[1] if "pool/k" in r]
         first, last = (np.asarray(r["pool/k"], dtype=float) / r["pool/n"] for r in (measured[0], measured[-1]))
         hardest = np.argsort(first, kind="stable")[: first.size // 4]
-        rows.append({"q1_start": first[hardest].mean(), "q1_end": last[hardest].mean(),
-                     "pool_start": first.mean(), "pool_end": last.mean()})
+        rows.append(
+            {
+                "q1_start": first[hardest].mean(),
+                "q1_end": last[hardest].mean(),
+                "pool_start": first.mean(),
+                "pool_end": last.mean(),
+            }
+        )
     return {name: np.array([row[name] for row in rows]) for name in rows[0]}
 
 
@@ -323,30 +343,39 @@ def _group_relative() -> dict[str, Any]:
 
 @headlines("03_identity_derivation", "n_claims", "n_explicit", "bessel8", "silent_half_8")
 def _identity_derivation() -> dict[str, Any]:
-    from stddial_book import derivation
+    from stddial_book.theory import derivation
 
     explicit = len(derivation.VARIANTS) * sum(G - 1 for G in range(2, 11))  # every variant, G ≤ 10, 0 < k < G
-    return {"n_claims": len(derivation.all_claims()), "n_explicit": explicit, "bessel8": math.sqrt(7 / 8),
-            "silent_half_8": 2 / 2**8}
+    return {
+        "n_claims": len(derivation.all_claims()),
+        "n_explicit": explicit,
+        "bessel8": math.sqrt(7 / 8),
+        "silent_half_8": 2 / 2**8,
+    }
 
 
 @headlines("04_identity_real_gradients", "n_params", "err_grpo_max", "err_dr_max", "err_wrong_min")
 def _identity_real_gradients() -> dict[str, Any]:
-    from stddial_book.profiles import PROFILES
+    from stddial_book.rl.profiles import PROFILES
 
     rounding = "the identity holds to float64 rounding on real gradients"
-    return {"n_params": llama_parameters(PROFILES["quick"].model),  # tiny_model()'s defaults: the quick model
-            "err_grpo_max": Within(0.0, 1e-10, rounding), "err_dr_max": Within(0.0, 1e-10, rounding),
-            "err_wrong_min": Within(0.01, math.inf, "a per-sequence normaliser misses Dr. GRPO's prediction")}
+    return {
+        "n_params": llama_parameters(PROFILES["quick"].model),  # tiny_model()'s defaults: the quick model
+        "err_grpo_max": Within(0.0, 1e-10, rounding),
+        "err_dr_max": Within(0.0, 1e-10, rounding),
+        "err_wrong_min": Within(0.01, math.inf, "a per-sequence normaliser misses Dr. GRPO's prediction"),
+    }
 
 
 @headlines("05_silent_prompts", "phi_8_005", "phi_8_005_expansion", "g95_005", "gstar99_005")
 def _silent_prompts() -> dict[str, Any]:
     p = 0.05
-    return {"phi_8_005": binomial_std(p, 8) / math.sqrt(p * (1 - p)),
-            "phi_8_005_expansion": 1 - 1 / (8 * 8 * p * (1 - p)),
-            "g95_005": 69,  # the source paper's Table 2 (tests/test_identity.py pins the whole table)
-            "gstar99_005": 1 / (8 * 0.01 * p * (1 - p))}
+    return {
+        "phi_8_005": binomial_std(p, 8) / math.sqrt(p * (1 - p)),
+        "phi_8_005_expansion": 1 - 1 / (8 * 8 * p * (1 - p)),
+        "g95_005": 69,  # the source paper's Table 2 (tests/test_identity.py pins the whole table)
+        "gstar99_005": 1 / (8 * 0.01 * p * (1 - p)),
+    }
 
 
 @headlines("06_what_the_division_optimises", "extra_limit", "extra_8", "extra_cancelled", "phi_hard")
@@ -356,14 +385,18 @@ def _division() -> dict[str, Any]:
     limit = (math.sqrt(hard * (1 - hard)) / 0.5) / (hard * (1 - hard) / 0.25)
     # G = 8: E[σ̂] by the binomial sum; Dr. GRPO's E[σ̂²] = p(1 − p)(G − 1)/G, whose (G − 1)/G cancels
     at_8 = (binomial_std(hard, 8) / binomial_std(easy, 8)) / (hard * (1 - hard) / 0.25)
-    return {"extra_limit": limit, "extra_8": at_8, "extra_cancelled": 1 - (at_8 - 1) / (limit - 1),
-            "phi_hard": binomial_std(hard, 8) / math.sqrt(hard * (1 - hard))}
+    return {
+        "extra_limit": limit,
+        "extra_8": at_8,
+        "extra_cancelled": 1 - (at_8 - 1) / (limit - 1),
+        "phi_hard": binomial_std(hard, 8) / math.sqrt(hard * (1 - hard)),
+    }
 
 
 @headlines("07_silent_fraction_real_data", "bm_silent_8", "union_silent_8", "bm_ext_grpo", "bm_ext_grpo_8")
 def _real_data() -> dict[str, Any]:
-    from stddial_book.bigmath_figure import load_big_math_histogram
-    from stddial_book.solve_rates import load_committed_histograms
+    from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+    from stddial_book.corpora.solve_tables import load_committed_histograms
 
     def silent_8(hist) -> float:  # 8 fresh Bernoulli(k/n) draws: p⁸ + (1 − p)⁸, averaged over prompts
         p = np.arange(hist.num_rollouts + 1) / hist.num_rollouts
@@ -377,66 +410,83 @@ def _real_data() -> dict[str, Any]:
         mass = big_math.counts * weight
         return float(mass[extreme].sum() / mass.sum())
 
-    return {"bm_silent_8": silent_8(big_math), "union_silent_8": silent_8(load_committed_histograms()["union"]),
-            "bm_ext_grpo": extreme_share(np.sqrt(p * (1 - p))),
-            "bm_ext_grpo_8": extreme_share(np.array([binomial_std(q, 8) for q in p]))}
+    return {
+        "bm_silent_8": silent_8(big_math),
+        "union_silent_8": silent_8(load_committed_histograms()["union"]),
+        "bm_ext_grpo": extreme_share(np.sqrt(p * (1 - p))),
+        "bm_ext_grpo_8": extreme_share(np.array([binomial_std(q, 8) for q in p])),
+    }
 
 
 @headlines("08_controlled_run", "q_grpo_end", "q_dr_end", "matched_share", "dapo_verdict")
 def _controlled_run() -> dict[str, Any]:
-    from stddial_book.bernoulli import controlled_gap_numbers, quartile_gap
+    from stddial_book.experiments.controlled import controlled_gap_numbers, quartile_gap
 
     study = controlled_study()
     matched, raw = (quartile_gap(study, "grpo", other).mean() for other in ("dr_grpo_matched", "dr_grpo"))
-    return {"q_grpo_end": float(study["quartile/grpo"][:, -1].mean()),
-            "q_dr_end": float(study["quartile/dr_grpo"][:, -1].mean()),
-            "matched_share": float(matched / raw),
-            "dapo_verdict": controlled_gap_numbers(study, z_crit=3.0)["dapo_verdict"]}
+    return {
+        "q_grpo_end": float(study["quartile/grpo"][:, -1].mean()),
+        "q_dr_end": float(study["quartile/dr_grpo"][:, -1].mean()),
+        "matched_share": float(matched / raw),
+        "dapo_verdict": controlled_gap_numbers(study, z_crit=3.0)["dapo_verdict"],
+    }
 
 
 @headlines("09_testbed", "params_quick", "params_full", "res_ref_run_s", "res_ref_sft_s")
 def _testbed() -> dict[str, Any]:
     import json
 
-    from stddial_book.profiles import PROFILES
-    from stddial_book.resources import data_path
+    from stddial_book.core.resources import data_path
+    from stddial_book.rl.profiles import PROFILES
 
     def wall(run: str) -> float:
         return json.loads(data_path("runs", "reference", run, "provenance.json").read_text())["wall_time_s"]
 
-    return {"params_quick": llama_parameters(PROFILES["quick"].model) / 1e6,
-            "params_full": llama_parameters(PROFILES["full"].model) / 1e6,
-            "res_ref_run_s": wall("grpo-seed0"), "res_ref_sft_s": wall("sft")}
+    return {
+        "params_quick": llama_parameters(PROFILES["quick"].model) / 1e6,
+        "params_full": llama_parameters(PROFILES["full"].model) / 1e6,
+        "res_ref_run_s": wall("grpo-seed0"),
+        "res_ref_sft_s": wall("sft"),
+    }
 
 
 @headlines("10_grpo_run", "g_rec_seeds", "g_rec_q1_start", "g_rec_q1_end", "g_rec_pool_end")
 def _grpo_run() -> dict[str, Any]:
     runs = recorded_pool("grpo")
-    return {"g_rec_seeds": runs["q1_end"].size, "g_rec_q1_start": runs["q1_start"].mean(),
-            "g_rec_q1_end": runs["q1_end"].mean(), "g_rec_pool_end": runs["pool_end"].mean()}
+    return {
+        "g_rec_seeds": runs["q1_end"].size,
+        "g_rec_q1_start": runs["q1_start"].mean(),
+        "g_rec_q1_end": runs["q1_end"].mean(),
+        "g_rec_pool_end": runs["pool_end"].mean(),
+    }
 
 
 @headlines("11_dr_grpo_run", "d_rec_q1_start", "d_rec_q1_end", "d_ex1_fixed_short", "d_ex1_padded_short")
 def _dr_grpo_run() -> dict[str, Any]:
-    from stddial_book.profiles import active_profile
+    from stddial_book.rl.profiles import active_profile
 
     runs = recorded_pool("dr_grpo")
     L_max = active_profile().train["max_new_tokens"]
     # |A| = 1 over B = 4 completions: 1/(4 L_max) with Dr. GRPO's normaliser, 1/(4 · 4) by a 4-token width
-    return {"d_rec_q1_start": runs["q1_start"].mean(), "d_rec_q1_end": runs["q1_end"].mean(),
-            "d_ex1_fixed_short": 1 / (4 * L_max), "d_ex1_padded_short": 1 / 16}
+    return {
+        "d_rec_q1_start": runs["q1_start"].mean(),
+        "d_rec_q1_end": runs["q1_end"].mean(),
+        "d_ex1_fixed_short": 1 / (4 * L_max),
+        "d_ex1_padded_short": 1 / 16,
+    }
 
 
 @headlines("12_dapo_run", "a_rec_q1_start", "a_rec_q1_end", "a_updates")
 def _dapo_run() -> dict[str, Any]:
     runs = recorded_pool("dapo")
-    fewer = Holds(lambda value, glued: value < glued["a_grpo_updates"].value,
-                  "with the same budget of generated samples DAPO makes fewer optimizer steps than GRPO")
+    fewer = Holds(
+        lambda value, glued: value < glued["a_grpo_updates"].value,
+        "with the same budget of generated samples DAPO makes fewer optimizer steps than GRPO",
+    )
     return {"a_rec_q1_start": runs["q1_start"].mean(), "a_rec_q1_end": runs["q1_end"].mean(), "a_updates": fewer}
 
 
-@headlines("13_comparison", "r_q1_grpo", "r_q1_dr_grpo", "r_q1_dapo", "r_z_dr_grpo", "r_z_dapo",
-           "c_verdict_summary")
+@headlines("13_comparison", "r_q1_grpo", "r_q1_dr_grpo", "r_q1_dapo", "r_z_dr_grpo", "r_z_dapo", "c_verdict_summary")
 def _comparison() -> dict[str, Any]:
     final = {key: recorded_pool(key)["q1_end"] for key in ("grpo", "dr_grpo", "dapo")}
     z = {key: welch_z(final["grpo"], final[key]) for key in ("dr_grpo", "dapo")}
@@ -446,26 +496,37 @@ def _comparison() -> dict[str, Any]:
     def verdict(text: str, glued: dict[str, Glued]) -> bool:
         return all((name in text) == (name in beyond) for name in names.values())
 
-    return {"r_q1_grpo": final["grpo"].mean(), "r_q1_dr_grpo": final["dr_grpo"].mean(),
-            "r_q1_dapo": final["dapo"].mean(), "r_z_dr_grpo": z["dr_grpo"], "r_z_dapo": z["dapo"],
-            "c_verdict_summary": Holds(verdict, f"the summary must name exactly the differences beyond 3 s.e., "
-                                                f"{sorted(beyond) or 'none'} (z = {z})")}
+    return {
+        "r_q1_grpo": final["grpo"].mean(),
+        "r_q1_dr_grpo": final["dr_grpo"].mean(),
+        "r_q1_dapo": final["dapo"].mean(),
+        "r_z_dr_grpo": z["dr_grpo"],
+        "r_z_dapo": z["dapo"],
+        "c_verdict_summary": Holds(
+            verdict,
+            f"the summary must name exactly the differences beyond 3 s.e., {sorted(beyond) or 'none'} (z = {z})",
+        ),
+    }
 
 
 @headlines("14_dial_in_trl", "t_bessel", "t_beta_eff", "t_a_pop", "t_a_trl")
 def _dial_in_trl() -> dict[str, Any]:
-    from stddial_book.profiles import active_profile
+    from stddial_book.rl.profiles import active_profile
 
     G = active_profile().train["group_size"]
     trl_eps = 1e-4  # what TRL's GRPOTrainer adds to the std (tests/test_trl_bridge.py runs its code)
     # 4 of 8 right: σ = 1/2, Bessel's s = σ·sqrt(8/7); a right sample's centred reward is 1/2
-    return {"t_bessel": math.sqrt((G - 1) / G), "t_beta_eff": 0.04 / math.sqrt((G - 1) / G),
-            "t_a_pop": 1.0, "t_a_trl": 0.5 / (0.5 * math.sqrt(8 / 7) + trl_eps)}
+    return {
+        "t_bessel": math.sqrt((G - 1) / G),
+        "t_beta_eff": 0.04 / math.sqrt((G - 1) / G),
+        "t_a_pop": 1.0,
+        "t_a_trl": 0.5 / (0.5 * math.sqrt(8 / 7) + trl_eps),
+    }
 
 
 @headlines("reproduction", "n_rows", "n_agree")
 def _reproduction() -> dict[str, Any]:
-    from stddial_book.reproduction import controlled_run_rows, reproduction_rows
+    from stddial_book.experiments.reproduction import controlled_run_rows, reproduction_rows
 
     rows = reproduction_rows(dapo_bootstrap=1000, controlled_run=controlled_run_rows(controlled_study()))
     # every row agrees with the paper except those marked as expected to differ (each with its note)
@@ -475,11 +536,14 @@ def _reproduction() -> dict[str, Any]:
 
 @headlines("this_edition", "ed_full_params", "ed_full_seeds", "ed_gpu_tflops")
 def _this_edition() -> dict[str, Any]:
-    from stddial_book.profiles import PROFILES
+    from stddial_book.rl.profiles import PROFILES
 
     # the assumed GPU: a T4's published 8.1 TFLOP/s float32 peak at 30% utilisation
-    return {"ed_full_params": llama_parameters(PROFILES["full"].model),
-            "ed_full_seeds": len(PROFILES["full"].seeds), "ed_gpu_tflops": 8.1 * 0.3}
+    return {
+        "ed_full_params": llama_parameters(PROFILES["full"].model),
+        "ed_full_seeds": len(PROFILES["full"].seeds),
+        "ed_gpu_tflops": 8.1 * 0.3,
+    }
 
 
 def test_every_chapter_has_headline_checks() -> None:
@@ -498,12 +562,19 @@ def test_headlines_are_numbers_the_prose_cites(chapter: Path) -> None:
 def test_glued_values_reads_myst_nbs_record_and_the_printed_line() -> None:
     """The two forms a glued value takes in an executed notebook."""
     prefix = "application/papermill.record/"
-    record = nbformat.v4.new_output("display_data", data={prefix + "text/plain": "0.125"},
-                                    metadata={"scrapbook": {"name": "w", "mime_prefix": prefix}})
-    text = nbformat.v4.new_output("display_data", data={prefix + "text/plain": "'dapo'"},
-                                  metadata={"scrapbook": {"name": "loss", "mime_prefix": prefix}})
-    shown = nbformat.v4.new_output("display_data", data={"text/plain": "nan"},
-                                   metadata={"scrapbook": {"name": "z", "mime_prefix": ""}})
+    record = nbformat.v4.new_output(
+        "display_data",
+        data={prefix + "text/plain": "0.125"},
+        metadata={"scrapbook": {"name": "w", "mime_prefix": prefix}},
+    )
+    text = nbformat.v4.new_output(
+        "display_data",
+        data={prefix + "text/plain": "'dapo'"},
+        metadata={"scrapbook": {"name": "loss", "mime_prefix": prefix}},
+    )
+    shown = nbformat.v4.new_output(
+        "display_data", data={"text/plain": "nan"}, metadata={"scrapbook": {"name": "z", "mime_prefix": ""}}
+    )
     printed = nbformat.v4.new_output("stream", name="stdout", text="ratio = 0.3307\nsteps = 3\n")
     cell = nbformat.v4.new_code_cell("x", outputs=[record, text, shown, printed])
     glued = glued_values(nbformat.v4.new_notebook(cells=[cell]))
@@ -515,14 +586,20 @@ def test_glued_values_reads_myst_nbs_record_and_the_printed_line() -> None:
 def test_a_drifted_headline_fails() -> None:
     """The comparison is a real one: a number off in its fifth digit, a claim outside its range and a
     wrong string fail; the exact value, and the printed one at its 4 digits, pass."""
-    HEADLINES["_drift"] = (("a", "b", "c"),
-                           lambda: {"a": math.sqrt(7) / 8, "b": Within(0, 1e-10, "rounding"), "c": "dapo"})
+    HEADLINES["_drift"] = (
+        ("a", "b", "c"),
+        lambda: {"a": math.sqrt(7) / 8, "b": Within(0, 1e-10, "rounding"), "c": "dapo"},
+    )
     good = {"a": Glued(math.sqrt(7) / 8, True), "b": Glued(1e-12, True), "c": Glued("dapo", True)}
     try:
         check_headlines("_drift", good)
         check_headlines("_drift", {**good, "a": Glued(0.3307, False)})
-        for bad in ({"a": Glued(0.33073, True)}, {"a": Glued(0.3309, False)}, {"b": Glued(1e-9, True)},
-                    {"c": Glued("grpo", True)}):
+        for bad in (
+            {"a": Glued(0.33073, True)},
+            {"a": Glued(0.3309, False)},
+            {"b": Glued(1e-9, True)},
+            {"c": Glued("grpo", True)},
+        ):
             with pytest.raises(AssertionError, match="_drift"):
                 check_headlines("_drift", {**good, **bad})
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from stddial_book._colab import MYST_RESIDUE, colab_notebook
+from tools.colab import MYST_RESIDUE, colab_notebook
 
 FRONT = """---
 jupytext:
@@ -129,13 +129,16 @@ def test_regenerating_gives_the_same_file(tmp_path: Path) -> None:
     assert nbformat.writes(colab_notebook(chapter, tmp_path)) == nbformat.writes(colab_notebook(chapter, tmp_path))
 
 
-@pytest.mark.parametrize("body, message", [
-    ("Text {eq}`label`.\n", "{eq} role"),
-    ("```{figure} x.png\n```\n", "{figure} directive"),
-    ("Text {cite:p}`missing2020`.\n", "missing2020"),
-    ("```{literalinclude} ../pkg/none.py\n```\n", "does not exist"),
-    ("```{note}\nnever closed\n", "never closed"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("Text {eq}`label`.\n", "{eq} role"),
+        ("```{figure} x.png\n```\n", "{figure} directive"),
+        ("Text {cite:p}`missing2020`.\n", "missing2020"),
+        ("```{literalinclude} ../pkg/none.py\n```\n", "does not exist"),
+        ("```{note}\nnever closed\n", "never closed"),
+    ],
+)
 def test_unsupported_myst_fails_with_the_fix(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}")):
         colab_notebook(make_book(tmp_path, "# T\n\n" + body), tmp_path)

@@ -1,4 +1,4 @@
-"""The cost accounting behind the "This edition" page's GPU estimate (stddial_book.costs)."""
+"""The cost accounting behind the "This edition" page's GPU estimate (stddial_book.rl.costs)."""
 
 from __future__ import annotations
 
@@ -6,21 +6,38 @@ import math
 
 import pytest
 
-from stddial_book import costs
-from stddial_book.profiles import PROFILES, Profile
+from stddial_book.rl import costs
+from stddial_book.rl.profiles import PROFILES, Profile
 
 
 def _profile(**train) -> Profile:
     base = PROFILES["quick"]
-    return Profile("t", "cpu", "test", model=dict(base.model), task=dict(base.task), sft=dict(base.sft),
-                   train=dict(base.train, **train), seeds=(0,))
+    return Profile(
+        "t",
+        "cpu",
+        "test",
+        model=dict(base.model),
+        task=dict(base.task),
+        sft=dict(base.sft),
+        train=dict(base.train, **train),
+        seeds=(0,),
+    )
 
 
 def test_run_work_counts_a_hand_worked_run() -> None:
     # prompts "999+999=" are 8 tokens, the cap is 8: a sequence of 16 tokens, 15 processed when
     # sampling (the last token is never fed back)
-    profile = _profile(prompts_per_step=2, group_size=4, num_minibatches=2, sample_budget=24, eval_every=2,
-                       eval_samples=3, pool_size=5, pool_samples=2, max_new_tokens=8)
+    profile = _profile(
+        prompts_per_step=2,
+        group_size=4,
+        num_minibatches=2,
+        sample_budget=24,
+        eval_every=2,
+        eval_samples=3,
+        pool_size=5,
+        pool_samples=2,
+        max_new_tokens=8,
+    )
     profile.task["num_heldout"] = 10
     assert costs._lengths(profile) == (8, 8)
     work = costs.run_work(profile, "dr_grpo")
@@ -45,7 +62,7 @@ def test_flops_and_the_estimate_take_the_larger_of_overhead_and_arithmetic() -> 
 
 
 def test_the_skeleton_dispatches_the_same_tensors_with_little_arithmetic() -> None:
-    from stddial_book.model import tiny_model
+    from stddial_book.rl.model import tiny_model
 
     profile = PROFILES["full"]
     real, skeleton = tiny_model(**profile.model), tiny_model(**costs.skeleton_config(profile))
@@ -63,8 +80,9 @@ def test_measured_overheads_and_throughput_are_positive_and_the_estimate_scales_
     chapters = estimate["chapters"]
     assert set(chapters) == {"09_testbed", "10_grpo_run", "11_dr_grpo_run", "12_dapo_run"}
     full = PROFILES["full"]
-    one_run = costs.estimate_seconds(costs.run_work(full, "dapo"), estimate["num_params"], overheads,
-                                     estimate["throughput"])
+    one_run = costs.estimate_seconds(
+        costs.run_work(full, "dapo"), estimate["num_params"], overheads, estimate["throughput"]
+    )
     assert math.isclose(chapters["12_dapo_run"], len(full.seeds) * one_run)
     assert chapters["10_grpo_run"] > chapters["11_dr_grpo_run"]  # GRPO's KL reference passes
     check = costs.check_on_cpu(profile, "grpo", [10.0, 1.0, 30.0], overheads, 1e10)

@@ -7,10 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stddial_book.bigmath_figure import load_big_math_histogram
-from stddial_book.dapo_curve import (SOURCE_FILE, build_dapo_table, fit_consistency, load_dapo_fig3b,
-                                     sharpened_moment)
-from stddial_book.resources import data_path
+from stddial_book.core.resources import data_path
+from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+from stddial_book.corpora.dapo_fig3b import (
+    SOURCE_FILE,
+    build_dapo_table,
+    fit_consistency,
+    load_dapo_fig3b,
+    sharpened_moment,
+)
 
 # The digitised points, vendored under data/sources/dapo-fig3b/ (see its SOURCE.md) and shipped
 # with the package.
@@ -25,7 +30,7 @@ def fit():
 
 
 def test_the_papers_numbers(fit) -> None:
-    assert round(fit.r2, 2) == 0.92          # closed form, one free timescale
+    assert round(fit.r2, 2) == 0.92  # closed form, one free timescale
     assert round(fit.generic_r2, 2) == 0.98  # generic two-parameter saturating curve
     assert round(fit.plateau, 2) == 0.57 and round(fit.frozen, 2) == 0.12  # the figure's annotations
     assert round(fit.frozen_mean, 2) == 0.48 and round(fit.end_mean, 2) == 0.94
@@ -36,7 +41,9 @@ def test_prediction_ends_on_the_plateau_and_starts_at_the_frozen_pool(fit) -> No
     hist = load_big_math_histogram()
     w = hist.counts / hist.counts.sum()
     assert fit.predicted[-1] == pytest.approx(fit.plateau, abs=1e-3)
-    assert sharpened_moment(hist.solve_rates, w, 1.0 / fit.end_temperature, 32)[0] == pytest.approx(fit.plateau, abs=1e-9)
+    assert sharpened_moment(hist.solve_rates, w, 1.0 / fit.end_temperature, 32)[0] == pytest.approx(
+        fit.plateau, abs=1e-9
+    )
     assert np.all(np.diff(fit.predicted) >= 0)
     assert fit.curve_allcorrect[0] == pytest.approx(fit.frozen, abs=1e-6)
 
@@ -72,14 +79,15 @@ def test_a_different_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_consistency_numbers_read_the_fit(fit) -> None:
-    from stddial_book.dapo_curve import consistency_numbers
+    from stddial_book.corpora.dapo_fig3b import consistency_numbers
 
     numbers = consistency_numbers(fit)
     assert numbers["r2"] == fit.r2 and numbers["tau"] == fit.tau and numbers["end_mean"] == fit.end_mean
     assert numbers["boot_low"] == pytest.approx(np.percentile(fit.bootstrap_r2, 10))
     assert numbers["boot_low"] <= numbers["boot_high"]
-    empty = fit_consistency(load_big_math_histogram().solve_rates, load_big_math_histogram().counts,
-                            fit.steps, fit.logged, bootstrap=0)
+    empty = fit_consistency(
+        load_big_math_histogram().solve_rates, load_big_math_histogram().counts, fit.steps, fit.logged, bootstrap=0
+    )
     assert np.isnan(consistency_numbers(empty)["boot_low"])  # no resamples: undefined, not 0
     with pytest.raises(ValueError, match=r"percentiles must be a pair \(low, high\) with 0 <= low <= high <= 100"):
         consistency_numbers(fit, percentiles=(90, 10))

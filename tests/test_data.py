@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import stddial_book
-from stddial_book.resources import data_path
+from stddial_book.core.resources import data_path
 
 REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -20,7 +20,9 @@ def test_every_data_file_of_the_repository_ships_with_the_package() -> None:
     assert files, "data/ holds no table"
     for path in files:
         shipped = data_path(*path.relative_to(REPO_DATA).parts)
-        assert shipped.is_file(), f"{path.relative_to(REPO_DATA)} is not in the installed package (pyproject package-data)"
+        assert shipped.is_file(), (
+            f"{path.relative_to(REPO_DATA)} is not in the installed package (pyproject package-data)"
+        )
         assert shipped.read_bytes() == path.read_bytes()
 
 

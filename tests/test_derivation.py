@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 
 from stddial_book import DR_GRPO, GRPO, bessel_factor, silent_probability, update_weight
-from stddial_book import derivation as d
+from stddial_book.theory import derivation as d
 
 
 @pytest.mark.parametrize("claim", d.all_claims(), ids=lambda c: c.label)
@@ -19,8 +19,9 @@ def test_a_wrong_claim_is_rejected() -> None:
     right = d.group_term_claim("grpo")
     wrong = d.Claim("wrong", "GRPO weight is sigma squared", right.lhs, right.rhs * d.sigma)
     assert not wrong.holds()
-    assert not d.Claim("off", "Dr. GRPO with 0/1 is 2 sigma^2", d.mean_abs_advantage_claim("dr_grpo").lhs,
-                       4 * d.sigma**2).holds()
+    assert not d.Claim(
+        "off", "Dr. GRPO with 0/1 is 2 sigma^2", d.mean_abs_advantage_claim("dr_grpo").lhs, 4 * d.sigma**2
+    ).holds()
 
 
 @pytest.mark.parametrize("G", range(2, 9))
@@ -38,12 +39,15 @@ def test_explicit_rejects_silent() -> None:
 
 
 def test_symbolic_weights_match_numeric_closed_forms() -> None:
-    """The SymPy weights and stddial_book.identity agree at numeric points."""
+    """The SymPy weights and stddial_book.theory.identity agree at numeric points."""
     for p in (0.125, 0.3, 0.5, 0.9):
         for G in (2, 8, 33):
             subs = {d.phat: p, d.G: G}
-            for label, recipe in (("grpo", GRPO), ("dr_grpo", DR_GRPO),
-                                  ("grpo_bessel", GRPO.replace(std_correction=1))):
+            for label, recipe in (
+                ("grpo", GRPO),
+                ("dr_grpo", DR_GRPO),
+                ("grpo_bessel", GRPO.replace(std_correction=1)),
+            ):
                 weight = float(d.variant_advantages(label)[3].subs(subs))
                 assert weight == pytest.approx(update_weight(p, recipe, G), rel=1e-13)
     assert float(sp.sqrt(sp.Rational(7, 8))) == pytest.approx(bessel_factor(8))
@@ -74,24 +78,35 @@ def test_aggregations_are_not_interchangeable() -> None:
     assert d.Claim("eq", "eq", equal[0].lhs, equal[2].rhs).holds()
 
 
-@pytest.mark.parametrize("claim", [d.attenuation_claim(), d.group_size_law_claim(), d.arcsine_weight_claim(),
-                                   d.arcsine_weight_at_half_claim(), *d.logit_chain_claims()], ids=lambda c: c.label)
+@pytest.mark.parametrize(
+    "claim",
+    [
+        d.attenuation_claim(),
+        d.group_size_law_claim(),
+        d.arcsine_weight_claim(),
+        d.arcsine_weight_at_half_claim(),
+        *d.logit_chain_claims(),
+    ],
+    ids=lambda c: c.label,
+)
 def test_every_theory_claim_holds(claim: d.Claim) -> None:
     assert claim.holds(), claim.difference()
 
 
 def test_wrong_theory_claims_are_rejected() -> None:
     right = d.attenuation_claim()
-    assert not d.Claim("x", "1/(4G) instead of 1/(8G)", right.lhs,
-                       sp.sqrt(d.p * (1 - d.p)) * (1 - 1 / (4 * d.G * d.p * (1 - d.p)))).holds()
+    assert not d.Claim(
+        "x", "1/(4G) instead of 1/(8G)", right.lhs, sp.sqrt(d.p * (1 - d.p)) * (1 - 1 / (4 * d.G * d.p * (1 - d.p)))
+    ).holds()
     assert not d.Claim("x", "w = 1/(p(1-p))", d.arcsine_weight_claim().lhs, 1 / (d.p * (1 - d.p))).holds()
-    assert not d.Claim("x", "RLOO factor G/(G-1)", d.rloo_claim().lhs,
-                       d.G / (d.G - 1) * d.rloo_claim().rhs * d.G / (d.G - 1)).holds()
+    assert not d.Claim(
+        "x", "RLOO factor G/(G-1)", d.rloo_claim().lhs, d.G / (d.G - 1) * d.rloo_claim().rhs * d.G / (d.G - 1)
+    ).holds()
 
 
 def test_attenuation_is_the_exact_sum_to_first_order_in_one_over_G() -> None:
     """The exact E[g] differs from the expansion by O(1/G²): G² times the gap stays bounded."""
-    from stddial_book.identity import attenuated_fidelity, gradient_fidelity
+    from stddial_book.theory.group_size import attenuated_fidelity, gradient_fidelity
 
     for p_value in (0.3, 0.5):
         gaps = [abs(gradient_fidelity(p_value, G) - attenuated_fidelity(p_value, G)) * G**2 for G in (64, 256, 1024)]
@@ -163,7 +178,7 @@ def test_latex_aligned_puts_continuation_lines_between_the_two_sides() -> None:
     claim = d.expected_variance_sum_claim(8)
     text = claim.latex_aligned()
     assert text.startswith(r"\begin{aligned} & ") and text.endswith(r"\end{aligned}")
-    rows = text[len(r"\begin{aligned} "):-len(r" \end{aligned}")].split(r" \\ ")
+    rows = text[len(r"\begin{aligned} ") : -len(r" \end{aligned}")].split(r" \\ ")
     assert len(rows) == len(d.latex_lines(claim.lhs)) + 1
     assert all(row.startswith(r"&\quad") for row in rows[1:-1]) and rows[-1].startswith("&= ")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stddial_book.display import BOOK_BUILD_ENV, glue, glue_all
+from stddial_book.presentation.display import BOOK_BUILD_ENV, glue, glue_all
 
 
 def test_glue_prints_the_value_outside_the_book_build(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

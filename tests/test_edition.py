@@ -1,10 +1,10 @@
-"""The "This edition" page's description of the recorded runs (stddial_book.edition)."""
+"""The "This edition" page's description of the recorded runs (stddial_book.experiments.edition)."""
 
 from __future__ import annotations
 
 import json
 
-from stddial_book.edition import recorded_rows
+from stddial_book.experiments.edition import recorded_rows
 
 PLATFORM = "Linux-6.1-x86_64-with-glibc2.36"
 
@@ -13,17 +13,28 @@ def _run(base, name: str, device: str, wall: float, **extra) -> None:
     directory = base / "reference" / name
     directory.mkdir(parents=True)
     (directory / "metrics.jsonl").write_text(json.dumps({"step": 0}) + "\n")
-    provenance = {"git_commit": "abcdef0123", "started_at": "2026-11-22T02:00:00+00:00", "device": device,
-                  "platform": PLATFORM, "wall_time_s": wall,
-                  "config": {"train": {"recipe": {"name": name.split("-seed")[0].upper()}}}, **extra}
+    provenance = {
+        "git_commit": "abcdef0123",
+        "started_at": "2026-11-22T02:00:00+00:00",
+        "device": device,
+        "platform": PLATFORM,
+        "wall_time_s": wall,
+        "config": {"train": {"recipe": {"name": name.split("-seed")[0].upper()}}},
+        **extra,
+    }
     (directory / "provenance.json").write_text(json.dumps(provenance))
 
 
 def test_device_and_time_per_recipe(tmp_path) -> None:
     # dapo: one run resumed after an interruption logged only its last part; the median passes it over
     for seed, wall in enumerate([6.0, 84.0, 90.0]):
-        _run(tmp_path, f"dapo-seed{seed}", "cpu (x86_64, 2 cores)", wall,
-             **({"resumed_at": ["2026-11-22T03:00:00+00:00"]} if seed == 0 else {}))
+        _run(
+            tmp_path,
+            f"dapo-seed{seed}",
+            "cpu (x86_64, 2 cores)",
+            wall,
+            **({"resumed_at": ["2026-11-22T03:00:00+00:00"]} if seed == 0 else {}),
+        )
     # grpo: two runs from before the provenance named the core count (bare processor), one after
     _run(tmp_path, "grpo-seed0", "x86_64", 120.0)
     _run(tmp_path, "grpo-seed1", "x86_64", 180.0)

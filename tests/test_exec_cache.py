@@ -25,11 +25,20 @@ def test_the_key_is_the_same_from_any_working_directory() -> None:
     """Run from the checkout's root, Python also sees the editable install's egg-info: a second copy
     of the package's distribution once made the test run's key differ from the build's, so the build
     emptied the cache the tests had filled."""
-    code = ("import importlib.util as u, sys; s = u.spec_from_file_location('e', sys.argv[1]); "
-            "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.fingerprint())")
-    keys = {subprocess.run([sys.executable, "-c", code, str(ROOT / "tools" / "exec_cache.py")], cwd=cwd,
-                           capture_output=True, text=True, check=True).stdout.strip()
-            for cwd in (ROOT, ROOT / "tools", ROOT / "tests")}
+    code = (
+        "import importlib.util as u, sys; s = u.spec_from_file_location('e', sys.argv[1]); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.fingerprint())"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code, str(ROOT / "tools" / "exec_cache.py")],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for cwd in (ROOT, ROOT / "tools", ROOT / "tests")
+    }
     assert len(keys) == 1 and len(keys.pop()) == 64
 
 

@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.gradcheck import (build_group, drift_study, drift_summary, identity_check, move_policy,
-                                    unclipped)
-from stddial_book.model import tiny_model
-from stddial_book.tasks import make_problem
+from stddial_book.rl.gradcheck import build_group, drift_study, drift_summary, identity_check, move_policy, unclipped
+from stddial_book.rl.model import tiny_model
+from stddial_book.rl.tasks import make_problem
 
 EXACT = GRPO.replace(kl_coef=0.0)
 
@@ -85,13 +84,13 @@ def test_unclipped_recipe_never_clips() -> None:
 
 
 def test_identity_drift_is_zero_on_policy_and_grows_once_the_policy_moves(setup) -> None:
-    from stddial_book.gradcheck import identity_drift
+    from stddial_book.rl.gradcheck import identity_drift
 
     model, group = setup
     moved = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
     moved.load_state_dict(model.state_dict())
     with torch.no_grad():
-        from stddial_book.rollout import completion_logprobs
+        from stddial_book.rl.rollout import completion_logprobs
 
         old = completion_logprobs(moved, group.prompt_ids, group.prompt_mask, group.completion_ids, group.mask)
     on_policy = identity_drift(moved, group, EXACT, 6, old)

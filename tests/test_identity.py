@@ -1,4 +1,4 @@
-"""Closed forms of stddial_book.identity against direct computation and exact small cases."""
+"""Closed forms of stddial_book.theory.identity against direct computation and exact small cases."""
 
 from __future__ import annotations
 
@@ -11,14 +11,30 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stddial_book.identity import (arcsine_objective, attenuated_fidelity, difficulty_weight,
-                                   gradient_fidelity, group_size_law, minimal_group_size, rloo_advantages)
-
 from stddial_book import (
-    DAPO, DR_GRPO, GRPO, bessel_factor, expected_group_std, expected_group_variance, group_std,
-    mean_abs_advantage, pass_rate, silent_probability, std_from_pass_rate, tries_needed,
+    DAPO,
+    DR_GRPO,
+    GRPO,
+    bessel_factor,
+    expected_group_std,
+    expected_group_variance,
+    group_std,
+    mean_abs_advantage,
+    pass_rate,
+    silent_probability,
+    std_from_pass_rate,
+    tries_needed,
     update_weight,
 )
+from stddial_book.theory.group_size import (
+    arcsine_objective,
+    attenuated_fidelity,
+    difficulty_weight,
+    gradient_fidelity,
+    group_size_law,
+    minimal_group_size,
+)
+from stddial_book.theory.identity import rloo_advantages
 
 
 def test_group_std_population_and_bessel() -> None:
@@ -42,8 +58,9 @@ def test_std_from_pass_rate_matches_rewards() -> None:
             sigma = math.sqrt(k * (G - k)) / G
             assert std_from_pass_rate(k / G) == pytest.approx(sigma, abs=1e-15)
             assert group_std(rewards) == pytest.approx(sigma, abs=1e-15)
-            assert std_from_pass_rate(k / G, G, correction=1) == pytest.approx(sigma * math.sqrt(G / (G - 1)),
-                                                                               abs=1e-14)
+            assert std_from_pass_rate(k / G, G, correction=1) == pytest.approx(
+                sigma * math.sqrt(G / (G - 1)), abs=1e-14
+            )
             assert group_std(rewards, correction=1) == pytest.approx(sigma * math.sqrt(G / (G - 1)), abs=1e-14)
 
 
@@ -83,8 +100,9 @@ def test_silent_probability_exact_and_against_enumeration() -> None:
     assert silent_probability(0.0, 3) == 1.0 and silent_probability(1.0, 3) == 1.0
     assert silent_probability(0.3, 1) == pytest.approx(1.0)
     p, G = 0.3, 5
-    direct = sum(math.prod(p if c else 1 - p for c in outcome)
-                 for outcome in product([0, 1], repeat=G) if len(set(outcome)) == 1)
+    direct = sum(
+        math.prod(p if c else 1 - p for c in outcome) for outcome in product([0, 1], repeat=G) if len(set(outcome)) == 1
+    )
     assert silent_probability(p, G) == pytest.approx(direct, rel=1e-14)
     grid = silent_probability(np.array([0.1, 0.5]), np.array([[2], [4]]))
     np.testing.assert_allclose(grid, [[0.1**2 + 0.9**2, 2 * 0.5**2], [0.1**4 + 0.9**4, 2 * 0.5**4]], rtol=1e-14)
@@ -139,29 +157,31 @@ def test_tries_needed_property(p: float, delta: float) -> None:
     assert G == 1 or silent_probability(p, G - 1) > delta
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: group_std([1.0, float("nan"), 0.0]), "NaN"),
-    (lambda: group_std([]), "empty"),
-    (lambda: group_std([1.0]), "at least 2"),
-    (lambda: group_std([[1.0, 0.0]], correction=2), "correction"),
-    (lambda: pass_rate([1, 0, 0.5]), "binary"),
-    (lambda: std_from_pass_rate(1.5), r"\[0, 1\]"),
-    (lambda: std_from_pass_rate(0.5, correction=1), "group_size=G"),
-    (lambda: silent_probability(0.5, 0), "positive integers"),
-    (lambda: silent_probability(0.5, 2.5), "positive integers"),
-    (lambda: expected_group_std(0.5, 1), "at least 2"),
-    (lambda: tries_needed(0.5, 1.0), "strictly between 0 and 1"),
-    (lambda: update_weight(0.5, DAPO, nonsilent_fraction=0.0), "nonsilent_fraction"),
-    (lambda: update_weight(0.5, GRPO.replace(std_correction=1)), "group_size=G"),
-    (lambda: bessel_factor(1), "at least 2"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: group_std([1.0, float("nan"), 0.0]), "NaN"),
+        (lambda: group_std([]), "empty"),
+        (lambda: group_std([1.0]), "at least 2"),
+        (lambda: group_std([[1.0, 0.0]], correction=2), "correction"),
+        (lambda: pass_rate([1, 0, 0.5]), "binary"),
+        (lambda: std_from_pass_rate(1.5), r"\[0, 1\]"),
+        (lambda: std_from_pass_rate(0.5, correction=1), "group_size=G"),
+        (lambda: silent_probability(0.5, 0), "positive integers"),
+        (lambda: silent_probability(0.5, 2.5), "positive integers"),
+        (lambda: expected_group_std(0.5, 1), "at least 2"),
+        (lambda: tries_needed(0.5, 1.0), "strictly between 0 and 1"),
+        (lambda: update_weight(0.5, DAPO, nonsilent_fraction=0.0), "nonsilent_fraction"),
+        (lambda: update_weight(0.5, GRPO.replace(std_correction=1)), "group_size=G"),
+        (lambda: bessel_factor(1), "at least 2"),
+    ],
+)
 def test_bad_input_raises_clear_value_error(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
 
 
 # --- the theory of chapters 5 and 6 (Bay and Yearick, 2026, §3-§6) -----------------------------
-
 
 
 def test_rloo_rescaled_is_group_mean_centring() -> None:
@@ -176,8 +196,12 @@ def test_rloo_rescaled_is_group_mean_centring() -> None:
 
 
 #: The paper's Table 2: exact G (G* rounded) for fidelity 90/95/99% at p = 0.5, 0.3, 0.1, 0.05.
-PAPER_GROUP_SIZES = {0.5: [(7, 5), (11, 10), (51, 50)], 0.3: [(9, 6), (14, 12), (61, 60)],
-                     0.1: [(22, 14), (36, 28), (144, 139)], 0.05: [(42, 26), (69, 53), (273, 263)]}
+PAPER_GROUP_SIZES = {
+    0.5: [(7, 5), (11, 10), (51, 50)],
+    0.3: [(9, 6), (14, 12), (61, 60)],
+    0.1: [(22, 14), (36, 28), (144, 139)],
+    0.05: [(42, 26), (69, 53), (273, 263)],
+}
 
 
 @pytest.mark.parametrize("p", sorted(PAPER_GROUP_SIZES))
@@ -214,12 +238,16 @@ def test_difficulty_weight_is_the_derivative_of_the_arcsine_objective() -> None:
     assert round(float(difficulty_weight(0.05)), 1) == 4.6  # the paper's "w ≈ 4.6"
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: gradient_fidelity(0.0, 8), "gradient fidelity is defined for 0 < solve_rate < 1 only"),
-    (lambda: difficulty_weight(1.0), "difficulty weight is defined for 0 < solve_rate < 1 only"),
-    (lambda: group_size_law(0.0, 0.5), "tolerance ε must lie strictly between 0 and 1"),
-    (lambda: minimal_group_size(1.5, 0.5), "tolerance ε must lie strictly between 0 and 1; got 1.5"),
-    (lambda: attenuated_fidelity(1.0, 8), "attenuation is defined for 0 < solve_rate < 1 only")])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: gradient_fidelity(0.0, 8), "gradient fidelity is defined for 0 < solve_rate < 1 only"),
+        (lambda: difficulty_weight(1.0), "difficulty weight is defined for 0 < solve_rate < 1 only"),
+        (lambda: group_size_law(0.0, 0.5), "tolerance ε must lie strictly between 0 and 1"),
+        (lambda: minimal_group_size(1.5, 0.5), "tolerance ε must lie strictly between 0 and 1; got 1.5"),
+        (lambda: attenuated_fidelity(1.0, 8), "attenuation is defined for 0 < solve_rate < 1 only"),
+    ],
+)
 def test_theory_bad_input(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
@@ -227,8 +255,9 @@ def test_theory_bad_input(call, message: str) -> None:
 
 def test_refill_weight_same_prompt_redraw_matches_simulation() -> None:
     """Same-prompt redraw (at most T draws): Monte Carlo of the redraw loop against the closed form."""
-    from stddial_book.identity import expected_update_weight, refill_weight, update_weight
-    from stddial_book.recipes import GRPO
+    from stddial_book.theory.identity import update_weight
+    from stddial_book.theory.recipes import GRPO
+    from stddial_book.theory.silent import expected_update_weight, refill_weight
 
     rng = np.random.default_rng(0)
     G, T, n = 8, 4, 200_000

@@ -1,4 +1,4 @@
-"""The numbers and tables chapters 2 to 4 show about the identity (stddial_book.identity_report)."""
+"""The numbers and tables chapters 2 to 4 show about the identity (stddial_book.experiments.identity_report)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,18 @@ import pytest
 import torch
 
 from stddial_book import DR_GRPO, GRPO, group_advantages
-from stddial_book.gradcheck import build_group, drift_study, drift_summary
-from stddial_book.identity_report import (advantage_table, clip_shares, drift_after, drift_numbers,
-                                          eps_shortfall_gap, numeric_identity_errors, ratio_one_errors)
-from stddial_book.model import tiny_model
-from stddial_book.tasks import make_problem
+from stddial_book.experiments.identity_report import (
+    advantage_table,
+    clip_shares,
+    drift_after,
+    drift_numbers,
+    eps_shortfall_gap,
+    numeric_identity_errors,
+    ratio_one_errors,
+)
+from stddial_book.rl.gradcheck import build_group, drift_study, drift_summary
+from stddial_book.rl.model import tiny_model
+from stddial_book.rl.tasks import make_problem
 
 EXACT = GRPO.replace(kl_coef=0.0)
 
@@ -34,10 +41,13 @@ def drift_setup():
 
 # --- chapter 2 --------------------------------------------------------------------------------
 
+
 def test_advantage_table_shows_hand_computed_advantages_and_marks_silent_groups() -> None:
     correct = np.concatenate([np.arange(4) < k for k in (1, 0, 4)]).astype(float)
-    advantages = {"GRPO": group_advantages(correct, 4, GRPO).reshape(-1, 4),
-                  "Dr. GRPO": group_advantages(correct, 4, DR_GRPO).reshape(-1, 4)}
+    advantages = {
+        "GRPO": group_advantages(correct, 4, GRPO).reshape(-1, 4),
+        "Dr. GRPO": group_advantages(correct, 4, DR_GRPO).reshape(-1, 4),
+    }
     text = advantage_table(advantages, [1, 0, 4]).data
     lines = text.splitlines()
     assert lines[0] == "| correct samples | GRPO: A₊ / A₋ | Dr. GRPO: A₊ / A₋ |"
@@ -60,6 +70,7 @@ def test_advantage_table_refuses_mismatched_shapes() -> None:
 
 # --- chapter 3 --------------------------------------------------------------------------------
 
+
 def test_numeric_identity_errors_counts_every_mixed_group_and_finds_rounding_only() -> None:
     checks = numeric_identity_errors(max_group_size=6, dim=3, seed=1)
     assert checks["n_numeric_groups"] == 1 + 2 + 3 + 4 + 5  # G = 2..6, k = 1..G-1
@@ -69,13 +80,15 @@ def test_numeric_identity_errors_counts_every_mixed_group_and_finds_rounding_onl
 
 # --- chapter 4 --------------------------------------------------------------------------------
 
+
 def test_ratio_one_errors_separates_the_right_normaliser_from_the_wrong_one() -> None:
     model = _small_model()
     gen = torch.Generator().manual_seed(0)
     groups = [build_group(model, make_problem(57, 68, 2), 6, k, 6, gen) for k in (1, 3)]
     per_sequence = DR_GRPO.replace(loss_aggregation="seq-mean-token-mean")
-    errors = ratio_one_errors(model, groups, {"grpo": (EXACT, EXACT), "dr": (DR_GRPO, DR_GRPO),
-                                              "wrong": (per_sequence, DR_GRPO)}, 6)
+    errors = ratio_one_errors(
+        model, groups, {"grpo": (EXACT, EXACT), "dr": (DR_GRPO, DR_GRPO), "wrong": (per_sequence, DR_GRPO)}, 6
+    )
     assert list(errors) == ["grpo", "dr", "wrong"] and all(len(v) == 2 for v in errors.values())
     assert max(errors["grpo"] + errors["dr"]) < 1e-10
     assert min(errors["wrong"]) > 0.01
@@ -85,16 +98,28 @@ def test_ratio_one_errors_separates_the_right_normaliser_from_the_wrong_one() ->
 
 
 def test_drift_numbers_reads_a_hand_made_summary() -> None:
-    row = {"clipped_high": 0.0, "rel_error_median_clipped_groups": math.nan,
-           "rel_error_median_unclipped_groups": 0.0}
+    row = {"clipped_high": 0.0, "rel_error_median_clipped_groups": math.nan, "rel_error_median_unclipped_groups": 0.0}
     summary = [
-        {**row, "step": 0, "clipped": 0.0, "groups_clipped": 0.0, "rel_error_median": 1e-15,
-         "ratio_error_median": 1e-15},
-        {**row, "step": 1, "clipped": 0.04, "clipped_high": 0.03, "groups_clipped": 0.5,
-         "rel_error_median": 0.2, "ratio_error_median": 0.05,
-         "rel_error_median_clipped_groups": 0.4, "rel_error_median_unclipped_groups": 0.05},
-        {**row, "step": 2, "clipped": 0.1, "groups_clipped": 1.0, "rel_error_median": 0.6,
-         "ratio_error_median": 0.1},
+        {
+            **row,
+            "step": 0,
+            "clipped": 0.0,
+            "groups_clipped": 0.0,
+            "rel_error_median": 1e-15,
+            "ratio_error_median": 1e-15,
+        },
+        {
+            **row,
+            "step": 1,
+            "clipped": 0.04,
+            "clipped_high": 0.03,
+            "groups_clipped": 0.5,
+            "rel_error_median": 0.2,
+            "ratio_error_median": 0.05,
+            "rel_error_median_clipped_groups": 0.4,
+            "rel_error_median_unclipped_groups": 0.05,
+        },
+        {**row, "step": 2, "clipped": 0.1, "groups_clipped": 1.0, "rel_error_median": 0.6, "ratio_error_median": 0.1},
     ]
     numbers = drift_numbers(summary)
     assert numbers["clipped_1"] == 0.04 and numbers["groups_clipped_2"] == 1.0

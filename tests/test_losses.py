@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.losses import k3_kl, policy_loss
+from stddial_book.rl.losses import k3_kl, policy_loss
 
 NO_KL = GRPO.replace(kl_coef=0.0)
 
@@ -25,11 +25,11 @@ def test_three_aggregations_by_hand() -> None:
     lp, old, adv, mask = batch_at_ratio_one()
     # per-token loss at ratio 1 is −A: sample 1 gives −1, −1; sample 2 gives 0.5, 0.5, 0.5
     grpo = policy_loss(lp, old, adv, mask, NO_KL).loss
-    assert grpo.item() == pytest.approx((-1.0 + 0.5) / 2)          # per-sequence means, then mean
+    assert grpo.item() == pytest.approx((-1.0 + 0.5) / 2)  # per-sequence means, then mean
     dr = policy_loss(lp, old, adv, mask, DR_GRPO, max_new_tokens=5).loss
-    assert dr.item() == pytest.approx((-2.0 + 1.5) / (2 * 5))      # sums / (B · L_max)
+    assert dr.item() == pytest.approx((-2.0 + 1.5) / (2 * 5))  # sums / (B · L_max)
     dapo = policy_loss(lp, old, adv, mask, DAPO).loss
-    assert dapo.item() == pytest.approx((-2.0 + 1.5) / 5)          # sum / all 5 tokens
+    assert dapo.item() == pytest.approx((-2.0 + 1.5) / 5)  # sum / all 5 tokens
 
 
 def test_dr_grpo_normaliser_is_the_cap_not_the_padded_width() -> None:
@@ -48,20 +48,22 @@ def test_gradient_at_ratio_one_is_minus_advantage_times_score() -> None:
     torch.testing.assert_close(lp.grad, expected)
 
 
-@pytest.mark.parametrize("recipe, adv, ratio, loss, grad_zero, region", [
-    (GRPO, 1.0, 1.5, -1.2, True, "high"),     # A > 0, ρ above 1 + 0.2: clipped
-    (DAPO, 1.0, 1.25, -1.25, False, None),    # clip-higher: 1.25 < 1.28, not clipped
-    (DAPO, 1.0, 1.5, -1.28, True, "high"),
-    (GRPO, -1.0, 0.5, 0.8, True, "low"),      # A < 0, ρ below 1 − 0.2: clipped
-    (GRPO, -1.0, 1.5, 1.5, False, None),      # A < 0, ρ large: the unclipped term is the min
-    (GRPO, 1.0, 0.5, -0.5, False, None),      # A > 0, ρ small: unclipped
-])
+@pytest.mark.parametrize(
+    "recipe, adv, ratio, loss, grad_zero, region",
+    [
+        (GRPO, 1.0, 1.5, -1.2, True, "high"),  # A > 0, ρ above 1 + 0.2: clipped
+        (DAPO, 1.0, 1.25, -1.25, False, None),  # clip-higher: 1.25 < 1.28, not clipped
+        (DAPO, 1.0, 1.5, -1.28, True, "high"),
+        (GRPO, -1.0, 0.5, 0.8, True, "low"),  # A < 0, ρ below 1 − 0.2: clipped
+        (GRPO, -1.0, 1.5, 1.5, False, None),  # A < 0, ρ large: the unclipped term is the min
+        (GRPO, 1.0, 0.5, -0.5, False, None),  # A > 0, ρ small: unclipped
+    ],
+)
 def test_clip_bounds(recipe, adv, ratio, loss, grad_zero, region) -> None:
     recipe = recipe.replace(kl_coef=0.0)
     old = torch.zeros(1, 1, dtype=torch.float64)
     lp = torch.full((1, 1), math.log(ratio), dtype=torch.float64, requires_grad=True)
-    out = policy_loss(lp, old, torch.tensor([adv], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool),
-                      recipe)
+    out = policy_loss(lp, old, torch.tensor([adv], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool), recipe)
     out.loss.backward()
     assert out.loss.item() == pytest.approx(loss)
     assert (lp.grad.abs().item() == 0.0) == grad_zero
@@ -76,8 +78,9 @@ def test_k3_kl_by_hand_and_in_the_loss() -> None:
     expected = 0.5 - math.log(0.5) - 1.0
     assert k3_kl(lp, ref).item() == pytest.approx(expected)
     assert k3_kl(lp, lp).item() == 0.0
-    out = policy_loss(lp, lp, torch.tensor([0.0], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool),
-                      GRPO, ref_logprobs=ref)
+    out = policy_loss(
+        lp, lp, torch.tensor([0.0], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool), GRPO, ref_logprobs=ref
+    )
     assert out.loss.item() == pytest.approx(0.04 * expected)
     assert out.metrics["kl"] == pytest.approx(expected)
 
@@ -97,16 +100,23 @@ def test_token_mean_is_invariant_to_micro_batching() -> None:
             split = base.clone().requires_grad_()
             total = 0.0
             for rows in torch.arange(B).chunk(k):
-                out = policy_loss(split[rows], old[rows], adv[rows], mask[rows], recipe,
-                                  step_num_tokens=int(mask.sum()), step_num_sequences=B, **extra)
+                out = policy_loss(
+                    split[rows],
+                    old[rows],
+                    adv[rows],
+                    mask[rows],
+                    recipe,
+                    step_num_tokens=int(mask.sum()),
+                    step_num_sequences=B,
+                    **extra,
+                )
                 out.loss.backward()
                 total += out.loss.item()
             full = policy_loss(base, old, adv, mask, recipe, **extra).loss.item()
             assert total == pytest.approx(full, rel=1e-12)
             torch.testing.assert_close(split.grad, whole.grad)
     # the trap: averaging micro-batch token means is not the step's token mean
-    naive = sum(policy_loss(base[r], old[r], adv[r], mask[r], DAPO).loss.item()
-                for r in torch.arange(B).chunk(4)) / 4
+    naive = sum(policy_loss(base[r], old[r], adv[r], mask[r], DAPO).loss.item() for r in torch.arange(B).chunk(4)) / 4
     assert naive != pytest.approx(policy_loss(base, old, adv, mask, DAPO).loss.item(), rel=1e-6)
 
 
@@ -114,7 +124,7 @@ def test_overlong_filter_masks_truncated_samples() -> None:
     lp, old, adv, mask = batch_at_ratio_one()
     truncated = torch.tensor([False, True])
     dapo = policy_loss(lp, old, adv, mask, DAPO, truncated=truncated).loss
-    assert dapo.item() == pytest.approx(-2.0 / 2)   # only sample 1's two tokens remain
+    assert dapo.item() == pytest.approx(-2.0 / 2)  # only sample 1's two tokens remain
     grpo = policy_loss(lp, old, adv, mask, NO_KL, truncated=truncated).loss
     assert grpo.item() == pytest.approx((-1.0 + 0.5) / 2)  # GRPO does not filter
 
@@ -126,15 +136,18 @@ def test_entropy_metric() -> None:
     assert out.metrics["entropy"] == pytest.approx((0 + 1 + 4 + 5 + 6) / 5)
 
 
-@pytest.mark.parametrize("change, message", [
-    ("old_shape", "old_logprobs has shape"),
-    ("adv_shape", "advantages must have shape"),
-    ("empty_mask", "mask selects no token"),
-    ("too_long", "more than max_new_tokens"),
-    ("no_cap", "pass max_new_tokens"),
-    ("no_ref", "no ref_logprobs"),
-    ("truncated_shape", "truncated must have shape"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ("old_shape", "old_logprobs has shape"),
+        ("adv_shape", "advantages must have shape"),
+        ("empty_mask", "mask selects no token"),
+        ("too_long", "more than max_new_tokens"),
+        ("no_cap", "pass max_new_tokens"),
+        ("no_ref", "no ref_logprobs"),
+        ("truncated_shape", "truncated must have shape"),
+    ],
+)
 def test_bad_input(change: str, message: str) -> None:
     lp, old, adv, mask = batch_at_ratio_one()
     recipe, kwargs = DR_GRPO, {"max_new_tokens": 4}

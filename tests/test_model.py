@@ -7,9 +7,8 @@ import time
 import pytest
 import torch
 
-from stddial_book.model import (
-    EOS, PAD, VOCAB, CharCodec, load, load_hub_model, make_tokenizer, save, tiny_model,
-)
+from stddial_book.rl.model import PAD, VOCAB, CharCodec, load, load_hub_model, make_tokenizer, save, tiny_model
+from stddial_book.rl.tasks import EOS
 
 
 def test_codec_and_tokenizer_agree() -> None:

@@ -7,6 +7,7 @@ and an accepted directory may only add the new directory and the tool's marker.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -19,8 +20,8 @@ from hypothesis import strategies as st
 
 import stddial_book
 from stddial_book.cli import main
-from stddial_book.experiments import remove_stale_run
-from stddial_book.outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
+from stddial_book.core.outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
+from stddial_book.experiments.testbed import remove_stale_run
 
 PACKAGE = Path(stddial_book.__file__).resolve().parent
 
@@ -64,20 +65,40 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 #: A typed path and what the refusal must say about it (claiming it; removing a stale run there).
 DANGEROUS = {
-    "": "current directory", " ": "current directory", ".": "current directory", "..": "current directory",
-    "./": "current directory", "../": "home directory", "~/desk": "current directory",
-    "~": "home directory", "~/": "home directory", "$HOME": "home directory", "${HOME}": "home directory",
-    "~/..": "home directory or one of its parents", "../..": "home directory or one of its parents",
-    "/": "filesystem root", "project": "repository's root", "$UNSET_VARIABLE_XYZ/run": "environment variable",
-    "theirs": "not empty and was not written", "./theirs": "not empty and was not written",
-    "theirs/": "not empty and was not written", "project/../theirs": "not empty and was not written",
-    "~/desk/theirs": "not empty and was not written", "link": "a file or a link", "afile": "is a file",
+    "": "current directory",
+    " ": "current directory",
+    ".": "current directory",
+    "..": "current directory",
+    "./": "current directory",
+    "../": "home directory",
+    "~/desk": "current directory",
+    "~": "home directory",
+    "~/": "home directory",
+    "$HOME": "home directory",
+    "${HOME}": "home directory",
+    "~/..": "home directory or one of its parents",
+    "../..": "home directory or one of its parents",
+    "/": "filesystem root",
+    "project": "repository's root",
+    "$UNSET_VARIABLE_XYZ/run": "environment variable",
+    "theirs": "not empty and was not written",
+    "./theirs": "not empty and was not written",
+    "theirs/": "not empty and was not written",
+    "project/../theirs": "not empty and was not written",
+    "~/desk/theirs": "not empty and was not written",
+    "link": "a file or a link",
+    "afile": "is a file",
 }
 #: What removing a stale run says where the directory exists but is not the tool's.
-NOT_THE_TOOLS = {"theirs": "not written by stddial_book", "./theirs": "not written by stddial_book",
-                 "theirs/": "not written by stddial_book", "project/../theirs": "not written by stddial_book",
-                 "~/desk/theirs": "not written by stddial_book", "link": "not written by stddial_book",
-                 "afile": "is a file"}
+NOT_THE_TOOLS = {
+    "theirs": "not written by stddial_book",
+    "./theirs": "not written by stddial_book",
+    "theirs/": "not written by stddial_book",
+    "project/../theirs": "not written by stddial_book",
+    "~/desk/theirs": "not written by stddial_book",
+    "link": "not written by stddial_book",
+    "afile": "is a file",
+}
 
 
 @pytest.mark.parametrize("path", DANGEROUS)
@@ -137,8 +158,25 @@ def test_remove_owned_touches_only_named_entries_of_a_marked_directory(sandbox: 
 # A path a reader might type: pieces of real names, dots, ~, variables and slashes, relative to the
 # working directory or written out from the sandbox's root ("ROOT/" stands for it). Every accepted
 # path lands inside the sandbox: ".." climbs at most to the home directory's parent, the root.
-PIECES = st.sampled_from(["", ".", "..", "~", "$HOME", "theirs", "project", "empty", "afile", "link", "new",
-                          "checkpoint", "metrics.jsonl", "desk", "home"])
+PIECES = st.sampled_from(
+    [
+        "",
+        ".",
+        "..",
+        "~",
+        "$HOME",
+        "theirs",
+        "project",
+        "empty",
+        "afile",
+        "link",
+        "new",
+        "checkpoint",
+        "metrics.jsonl",
+        "desk",
+        "home",
+    ]
+)
 PATHS = st.one_of(
     st.lists(PIECES, min_size=1, max_size=3).map("/".join),
     st.lists(PIECES, min_size=0, max_size=3).map(lambda parts: "ROOT/" + "/".join(parts)),
@@ -188,10 +226,8 @@ def test_any_typed_path_leaves_the_readers_files_byte_identical(monkeypatch) -> 
             remove_stale_run(made)
             assert {k: v for k, v in snapshot(root).items() if k in before} == before, path
         for name in ("theirs", "project", "empty", "link"):
-            try:
+            with contextlib.suppress(ValueError):
                 remove_stale_run(name)
-            except ValueError:
-                pass
         assert {k: v for k, v in snapshot(root).items() if k in before} == before, path
         assert sorted(p.name for p in PACKAGE.iterdir()) == package_before
 
@@ -209,31 +245,34 @@ def _one_line_error(capsys) -> str:
 def tiny_profile(monkeypatch):
     from test_train import TINY
 
-    from stddial_book import profiles
+    from stddial_book.rl import profiles
 
     monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
     return TINY
 
 
-@pytest.mark.parametrize("command", [
-    ["sft", "--profile", "tiny", "--out", "theirs"],
-    ["sft", "--profile", "tiny", "--out", ""],
-    ["sft", "--profile", "tiny", "--out", "~"],
-    ["sft", "--profile", "tiny", "--out", "project"],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ""],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "~"],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ".."],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs"],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs", "--resume"],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE)],
-    ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE / "runs")],
-    ["record", "--profile", "tiny", "--seeds", "0", "--work", "theirs", "--out", "new", "--allow-dirty"],
-    ["record", "--profile", "tiny", "--seeds", "0", "--work", "new", "--out", "theirs", "--allow-dirty"],
-    ["record", "--profile", "tiny", "--seeds", "0", "--work", "~", "--out", "new", "--allow-dirty"],
-], ids=lambda c: " ".join(c[:1] + c[c.index("--out"):c.index("--out") + 2] if "--out" in c else c))
-def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tiny_profile, capsys,
-                                                           monkeypatch) -> None:
-    from stddial_book import train as train_module
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sft", "--profile", "tiny", "--out", "theirs"],
+        ["sft", "--profile", "tiny", "--out", ""],
+        ["sft", "--profile", "tiny", "--out", "~"],
+        ["sft", "--profile", "tiny", "--out", "project"],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ""],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "~"],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", ".."],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs"],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", "theirs", "--resume"],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE)],
+        ["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(PACKAGE / "runs")],
+        ["record", "--profile", "tiny", "--seeds", "0", "--work", "theirs", "--out", "new", "--allow-dirty"],
+        ["record", "--profile", "tiny", "--seeds", "0", "--work", "new", "--out", "theirs", "--allow-dirty"],
+        ["record", "--profile", "tiny", "--seeds", "0", "--work", "~", "--out", "new", "--allow-dirty"],
+    ],
+    ids=lambda c: " ".join(c[:1] + c[c.index("--out") : c.index("--out") + 2] if "--out" in c else c),
+)
+def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tiny_profile, capsys, monkeypatch) -> None:
+    from stddial_book.rl import trainer as train_module
 
     monkeypatch.setattr(train_module, "sft", lambda *a, **k: pytest.fail("work started before refusing"))
     monkeypatch.setattr(train_module, "train", lambda *a, **k: pytest.fail("work started before refusing"))
@@ -248,8 +287,8 @@ def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tin
 def test_the_table_builders_refuse_a_readers_folder(sandbox: Path, capsys) -> None:
     """build-tables and the figure/curve tables write only into a new, empty or marked folder (the
     committed data/solve_rates and data/dapo carry the marker), never into a reader's."""
-    from stddial_book.resources import data_path, write_table
-    from stddial_book.solve_rates import _main
+    from stddial_book.core.resources import data_path, write_table
+    from stddial_book.corpora.solve_tables import _main
 
     before = snapshot(sandbox)
     with pytest.raises(ValueError, match="not empty and was not written by stddial_book"):

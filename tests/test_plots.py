@@ -1,4 +1,4 @@
-"""The run figures of chapters 9-12 (stddial_book.plots): legible in the book's text column (at most
+"""The run figures of chapters 9-12 (stddial_book.presentation.plots): legible in the book's text column (at most
 10 inches wide, at most three panels, 10-point type or larger) and drawn from the logs they are given."""
 
 from __future__ import annotations
@@ -7,17 +7,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
 
-from stddial_book import plots  # noqa: E402
-from stddial_book.analysis import (mass_by_sigma, pool_study, recorded_runs, silent_sides,  # noqa: E402
-                                   warm_start_numbers)
-from stddial_book.resources import data_path  # noqa: E402
-from stddial_book.runs import load_run  # noqa: E402
-from stddial_book.tasks import make_problem  # noqa: E402
-from stddial_book.train import EvalResult  # noqa: E402
+from stddial_book.core.resources import data_path
+from stddial_book.experiments.logs import mass_by_sigma
+from stddial_book.experiments.predictions import pool_study
+from stddial_book.experiments.testbed_numbers import silent_sides, warm_start_numbers
+from stddial_book.presentation import plots
+from stddial_book.rl.evaluate import EvalResult
+from stddial_book.rl.runlog import (
+    load_run,
+    recorded_runs,
+)
+from stddial_book.rl.tasks import make_problem
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +64,22 @@ def test_run_dial_figure_bars_are_the_mass_shares(recorded) -> None:
 
 
 def identity_log() -> list[dict]:
-    return [{"step": 1, "samples/generated": 256, "identity/minibatch": [0, 1], "identity/rel_error": [1e-6, 0.3],
-             "identity/clipped": [0.0, 0.1]},
-            {"step": 9, "samples/generated": 2304, "identity/minibatch": [0, 1], "identity/rel_error": [2e-6, 0.05],
-             "identity/clipped": [0.0, 0.0]}]
+    return [
+        {
+            "step": 1,
+            "samples/generated": 256,
+            "identity/minibatch": [0, 1],
+            "identity/rel_error": [1e-6, 0.3],
+            "identity/clipped": [0.0, 0.1],
+        },
+        {
+            "step": 9,
+            "samples/generated": 2304,
+            "identity/minibatch": [0, 1],
+            "identity/rel_error": [2e-6, 0.05],
+            "identity/clipped": [0.0, 0.0],
+        },
+    ]
 
 
 def test_identity_check_figure_plots_each_checked_group() -> None:
@@ -103,10 +119,16 @@ def test_chapter_9_figures(recorded) -> None:
     sft_dir = data_path("runs", "reference", "sft")
     fig = plots.warm_start_figure(load_run(sft_dir)[1], warm_start_numbers(sft_dir), 128)
     legible(fig, 1)
-    problems = [make_problem(10, 10, 2), make_problem(15, 15, 2), make_problem(100, 100, 3),
-                make_problem(999, 1, 3)]
-    evaluation = EvalResult(greedy=0.5, sampled=0.5, greedy_by_bucket={}, sampled_by_bucket={},
-                            successes=np.array([4, 1, 2, 0]), num_samples=4, buckets=np.array(["D2", "D2", "D3", "D3"]))
+    problems = [make_problem(10, 10, 2), make_problem(15, 15, 2), make_problem(100, 100, 3), make_problem(999, 1, 3)]
+    evaluation = EvalResult(
+        greedy=0.5,
+        sampled=0.5,
+        greedy_by_bucket={},
+        sampled_by_bucket={},
+        successes=np.array([4, 1, 2, 0]),
+        num_samples=4,
+        buckets=np.array(["D2", "D2", "D3", "D3"]),
+    )
     fig = plots.start_difficulty_figure(evaluation, problems)
     assert [line.get_ydata().tolist() for line in fig.axes[1].get_lines()] == [[1.0, 0.25], [0.5, 0.0]]
     legible(fig, 2)
@@ -122,7 +144,7 @@ def test_chapter_9_figures(recorded) -> None:
 def test_end_labels_are_spread_to_the_gap_and_far_ones_stay() -> None:
     """Quartile end labels closer than the gap are pushed apart upwards, in order of height; a
     label already far enough from its neighbour stays at its curve's end."""
-    from stddial_book.plots import _spread_labels
+    from stddial_book.presentation.plots import _spread_labels
 
     placed = _spread_labels([(0.52, 1, "b"), (0.9, 2, "c"), (0.5, 0, "a"), (0.55, 3, "d")], gap=0.07)
     assert [band for _, band, _ in placed] == [0, 1, 3, 2]

@@ -1,4 +1,4 @@
-"""The figures of chapters 1, 3 and 4 (stddial_book.plots): what they show, and legible sizes."""
+"""The figures of chapters 1, 3 and 4 (stddial_book.presentation.plots): what they show, and legible sizes."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from stddial_book.plots import (dial_figure, drift_figure, identity_errors_figure,  # noqa: E402
-                                mean_abs_advantage_figure)
+from stddial_book.presentation.plots import dial_figure, drift_figure, identity_errors_figure, mean_abs_advantage_figure
 
 
 def _check_legible(fig: plt.Figure) -> None:
@@ -65,11 +63,17 @@ def test_identity_errors_figure_has_one_bar_per_group_and_comparison() -> None:
 
 def test_drift_figure_plots_the_median_per_step() -> None:
     steps = np.repeat([0, 1, 2], 3)
-    study = {"step": steps, "group": np.tile([0, 1, 2], 3), "tokens": np.full(9, 10),
-             "clipped": np.array([0, 0, 0, 0, 0.1, 0, 0.2, 0.3, 0.1]),
-             "clipped_high": np.zeros(9), "rel_error": np.array([0, 0, 0, .1, .2, .3, .4, .5, .9]),
-             "ratio_error": np.array([0, 0, 0, .1, .1, .1, .2, .2, .2]),
-             "clip_error": np.zeros(9), "norm_ratio": np.ones(9)}
+    study = {
+        "step": steps,
+        "group": np.tile([0, 1, 2], 3),
+        "tokens": np.full(9, 10),
+        "clipped": np.array([0, 0, 0, 0, 0.1, 0, 0.2, 0.3, 0.1]),
+        "clipped_high": np.zeros(9),
+        "rel_error": np.array([0, 0, 0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.9]),
+        "ratio_error": np.array([0, 0, 0, 0.1, 0.1, 0.1, 0.2, 0.2, 0.2]),
+        "clip_error": np.zeros(9),
+        "norm_ratio": np.ones(9),
+    }
     fig = drift_figure(study)
     total = fig.axes[0].get_lines()[0]
     np.testing.assert_allclose(total.get_ydata(), [0.0, 0.2, 0.5])

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stddial_book.pools import budget_bands, deepscaler_provenance, pool_numbers
-from stddial_book.solve_rates import KHistogram, load_committed_histograms
+from stddial_book.corpora.histograms import KHistogram
+from stddial_book.corpora.pools import budget_bands, deepscaler_provenance, pool_numbers
+from stddial_book.corpora.solve_tables import load_committed_histograms
 
 
 def test_pool_numbers_by_hand() -> None:
@@ -42,7 +43,7 @@ def test_budget_bands_by_hand() -> None:
     root = np.sqrt(0.0475)
     assert bands["ext_grpo"] == pytest.approx(root / (root + 0.5))
     assert bands["ext_dr_8"] == pytest.approx(bands["ext_dr"])  # (G − 1)/G cancels in a share
-    assert bands["ext_grpo_8"] < bands["ext_grpo"]              # the finite group attenuates the extreme
+    assert bands["ext_grpo_8"] < bands["ext_grpo"]  # the finite group attenuates the extreme
     assert set(bands) == {f"{b}_{r}{s}" for b in ("ext", "med") for r in ("dr", "grpo") for s in ("", "_8")}
     with pytest.raises(TypeError, match="group_sizes must be a list of group sizes"):
         budget_bands(KHistogram(20, counts), group_sizes=8)

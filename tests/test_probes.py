@@ -1,4 +1,4 @@
-"""Cheap measurements in place of training runs (stddial_book.probes, chapters 10 and 11)."""
+"""Cheap measurements in place of training runs (stddial_book.experiments.probes, chapters 10 and 11)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.gradcheck import GroupBatch
-from stddial_book.model import CharCodec, tiny_model
-from stddial_book.probes import kl_gradient_share, rollout_groups, token_weights, update_comparison
-from stddial_book.tasks import make_problem
+from stddial_book.experiments.probes import kl_gradient_share, rollout_groups, token_weights, update_comparison
+from stddial_book.rl.gradcheck import GroupBatch
+from stddial_book.rl.model import CharCodec, tiny_model
+from stddial_book.rl.tasks import make_problem
 
 
 def small_model(seed: int = 0):
@@ -29,8 +29,8 @@ def hand_batch() -> GroupBatch:
     completion = torch.full((8, width), codec.pad_id)
     mask = torch.zeros(8, width, dtype=torch.bool)
     for row, seq in enumerate(ids):
-        completion[row, :len(seq)] = torch.tensor(seq)
-        mask[row, :len(seq)] = True
+        completion[row, : len(seq)] = torch.tensor(seq)
+        mask[row, : len(seq)] = True
     rewards = np.array([1, 0, 1, 0, 1, 0, 0, 0])
     return GroupBatch(prompt, torch.ones_like(prompt, dtype=torch.bool), completion, mask, rewards)
 
@@ -59,14 +59,24 @@ def test_update_comparison_reward_gap_scales_dr_grpo_not_grpo() -> None:
     # their norms by 0.09% here (deterministic; the bounds leave room for float32 and library rounding).
     # Plain SGD would give a norm ratio of 2, no ε at all a difference of 0
     assert 1e-3 < dr["adam_rel_diff"] < 1e-2 and dr["adam_norm_ratio"] == pytest.approx(1.0, abs=3e-3)
-    unclipped = update_comparison(model, batch, DR_GRPO, DR_GRPO.replace(reward_wrong=-1.0), 4, 8, steps=1,
-                                  lr=1e-3, max_grad_norm=None)
+    unclipped = update_comparison(
+        model, batch, DR_GRPO, DR_GRPO.replace(reward_wrong=-1.0), 4, 8, steps=1, lr=1e-3, max_grad_norm=None
+    )
     assert unclipped["gradient_ratio"] == pytest.approx(2.0, rel=1e-5)
     assert unclipped["gradient_norm"] == pytest.approx(dr["gradient_norm"]) and dr["gradient_norm"] > 0
     # a clip that binds on both sides at every step leaves two gradients of the same direction and
     # norm: the updates agree to rounding, ε included
-    both = update_comparison(model, batch, DR_GRPO, DR_GRPO.replace(reward_wrong=-1.0), 4, 8, steps=2,
-                             lr=1e-3, max_grad_norm=1e-3 * dr["gradient_norm"])
+    both = update_comparison(
+        model,
+        batch,
+        DR_GRPO,
+        DR_GRPO.replace(reward_wrong=-1.0),
+        4,
+        8,
+        steps=2,
+        lr=1e-3,
+        max_grad_norm=1e-3 * dr["gradient_norm"],
+    )
     assert both["adam_rel_diff"] < 1e-5 < dr["adam_rel_diff"]
     plain = GRPO.replace(kl_coef=0.0)
     grpo = update_comparison(model, batch, plain, plain.replace(reward_wrong=-1.0), 4, 8, steps=2, lr=1e-3)

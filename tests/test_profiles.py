@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stddial_book.model import model_for_profile
-from stddial_book.profiles import PROFILES, active_profile, cuda_available
+from stddial_book.rl.model import model_for_profile
+from stddial_book.rl.profiles import PROFILES, active_profile, cuda_available
 
 
 def test_selection_by_argument_and_environment(monkeypatch) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from stddial_book import LAYERS
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
 
@@ -20,7 +22,7 @@ def _makefile_recipe(target: str) -> list[str]:
     lines = (ROOT / "Makefile").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if re.match(rf"^{target}:", line))
     body = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("\t"):
             break
         body.append(line.strip())
@@ -83,7 +85,7 @@ def test_the_front_page_lists_every_page_of_the_book() -> None:
 def test_build_tooling_lives_outside_the_package() -> None:
     """The site's Sphinx extensions are local extensions in _ext/ (each a module with a top-level
     setup; read, not imported, since the package's own environment need not have Sphinx) and the
-    screenshot script is in tools/: the package holds no build tooling but _colab."""
+    screenshot script and the Colab notebook generator are in tools/: the package holds no build tooling."""
     import ast
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -92,12 +94,14 @@ def test_build_tooling_lives_outside_the_package() -> None:
     for name, folder in local.items():
         path = ROOT / folder / f"{name}.py"
         tree = ast.parse(path.read_text())
-        assert any(isinstance(node, ast.FunctionDef) and node.name == "setup" for node in tree.body), \
+        assert any(isinstance(node, ast.FunctionDef) and node.name == "setup" for node in tree.body), (
             f"{path} has no Sphinx setup()"
+        )
     assert not config["sphinx"].get("extra_extensions")
     assert (ROOT / "tools" / "screenshots.py").is_file()
-    package = {p.name for p in (ROOT / "stddial_book").glob("_*.py")}
-    assert package == {"__init__.py", "__main__.py", "_arrays.py", "_colab.py"}, package
+    package = {str(p.relative_to(ROOT / "stddial_book")) for p in (ROOT / "stddial_book").rglob("_*.py")}
+    assert package == {"__init__.py", "__main__.py"} | {f"{layer}/__init__.py" for layer in LAYERS}, package
+    assert (ROOT / "tools" / "colab.py").is_file()
     assert {"_ext", "tools"} <= set(config["exclude_patterns"])
 
 

@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stddial_book import (
-    DAPO, DR_GRPO, GRPO, PRESETS, Recipe, get_recipe, group_advantages, group_std,
+    DAPO,
+    DR_GRPO,
+    GRPO,
+    PRESETS,
+    Recipe,
+    get_recipe,
+    group_advantages,
+    group_std,
 )
 
 EXACT_GRPO = GRPO.replace(std_correction=0, std_eps=0.0)
@@ -46,13 +53,11 @@ def test_hand_computed_advantages() -> None:
     s = math.sqrt(3) / 4
     np.testing.assert_allclose(a[:4], [0.75 / s, -0.25 / s, -0.25 / s, -0.25 / s], rtol=1e-15)
     np.testing.assert_allclose(a[4:], [1, 1, -1, -1], rtol=1e-15)
-    np.testing.assert_allclose(group_advantages(rewards, 4, DR_GRPO),
-                               [0.75, -0.25, -0.25, -0.25, 0.5, 0.5, -0.5, -0.5])
+    np.testing.assert_allclose(group_advantages(rewards, 4, DR_GRPO), [0.75, -0.25, -0.25, -0.25, 0.5, 0.5, -0.5, -0.5])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(2, 64).flatmap(lambda G: st.tuples(st.just(G), st.integers(1, G - 1))),
-       st.integers(0, 2**32 - 1))
+@given(st.integers(2, 64).flatmap(lambda G: st.tuples(st.just(G), st.integers(1, G - 1))), st.integers(0, 2**32 - 1))
 def test_identity_every_group(Gk: tuple[int, int], seed: int) -> None:
     """mean|A| = 2σ and (1/G) Σ A_i g_i = σ(ḡ₊ − ḡ₋) (GRPO), σ²(ḡ₊ − ḡ₋) (Dr. GRPO)."""
     G, k = Gk
@@ -83,16 +88,21 @@ def test_bessel_multiplies_grpo_by_sqrt_g_minus_1_over_g(Gk: tuple[int, int]) ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(2, 32).flatmap(lambda G: st.tuples(st.just(G), st.integers(1, G - 1))),
-       st.floats(-5, 5), st.floats(0.1, 10))
+@given(
+    st.integers(2, 32).flatmap(lambda G: st.tuples(st.just(G), st.integers(1, G - 1))),
+    st.floats(-5, 5),
+    st.floats(0.1, 10),
+)
 def test_grpo_affine_invariant_dr_grpo_not(Gk: tuple[int, int], shift: float, scale: float) -> None:
     G, k = Gk
     rewards = group(G, k)
     moved = scale * rewards + shift
-    np.testing.assert_allclose(group_advantages(moved, G, EXACT_GRPO),
-                               group_advantages(rewards, G, EXACT_GRPO), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(group_advantages(moved, G, DR_GRPO),
-                               scale * group_advantages(rewards, G, DR_GRPO), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        group_advantages(moved, G, EXACT_GRPO), group_advantages(rewards, G, EXACT_GRPO), rtol=1e-9, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        group_advantages(moved, G, DR_GRPO), scale * group_advantages(rewards, G, DR_GRPO), rtol=1e-9, atol=1e-9
+    )
     if not math.isclose(scale, 1.0, rel_tol=1e-3):
         assert not np.allclose(group_advantages(moved, G, DR_GRPO), group_advantages(rewards, G, DR_GRPO))
 
@@ -104,8 +114,8 @@ def test_silent_groups_give_exact_zeros(G: int, value: float, recipe: Recipe) ->
     # a float-noise "silent" group, detected by the tolerance rather than == 0
     noisy = np.full(G, 0.7) + np.r_[1e-12, np.zeros(G - 1)]
     a = group_advantages(np.concatenate([rewards, noisy]), G, recipe)
-    assert np.all(a[:G] == 0.0) and np.all(a[2 * G:] == 0.0)
-    assert np.all(np.isfinite(a)) and np.any(a[G:2 * G] != 0)
+    assert np.all(a[:G] == 0.0) and np.all(a[2 * G :] == 0.0)
+    assert np.all(np.isfinite(a)) and np.any(a[G : 2 * G] != 0)
 
 
 def test_torch_in_torch_out() -> None:
@@ -126,28 +136,34 @@ def test_eps_shrinks_by_exactly_eps_over_sigma() -> None:
     np.testing.assert_allclose(a0 / a_eps - 1, eps / sigma, rtol=1e-12)
 
 
-@pytest.mark.parametrize("rewards, G, message", [
-    ([1.0, 0.0, 1.0], 2, "does not divide"),
-    ([1.0, 0.0], 1, "at least 2"),
-    ([1.0, 0.0], 2.5, "integer"),
-    ([], 2, "empty"),
-    ([1.0, float("nan")], 2, "NaN"),
-    ([[1.0, 0.0], [0.0, 1.0]], 2, "flat 1-D"),
-    (["a", "b"], 2, "numeric"),
-])
+@pytest.mark.parametrize(
+    "rewards, G, message",
+    [
+        ([1.0, 0.0, 1.0], 2, "does not divide"),
+        ([1.0, 0.0], 1, "at least 2"),
+        ([1.0, 0.0], 2.5, "integer"),
+        ([], 2, "empty"),
+        ([1.0, float("nan")], 2, "NaN"),
+        ([[1.0, 0.0], [0.0, 1.0]], 2, "flat 1-D"),
+        (["a", "b"], 2, "numeric"),
+    ],
+)
 def test_group_advantages_bad_input(rewards, G, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         group_advantages(rewards, G, GRPO)
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"std_correction": 2}, "std_correction"),
-    ({"loss_aggregation": "mean"}, "loss_aggregation"),
-    ({"clip_low": 1.0}, "clip_low"),
-    ({"std_eps": -1.0}, "std_eps"),
-    ({"overlong_penalty": True}, "overlong_cache_fraction"),
-    ({"reward_correct": 0.0}, "must exceed"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"std_correction": 2}, "std_correction"),
+        ({"loss_aggregation": "mean"}, "loss_aggregation"),
+        ({"clip_low": 1.0}, "clip_low"),
+        ({"std_eps": -1.0}, "std_eps"),
+        ({"overlong_penalty": True}, "overlong_cache_fraction"),
+        ({"reward_correct": 0.0}, "must exceed"),
+    ],
+)
 def test_recipe_validation(changes: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GRPO.replace(**changes)
@@ -162,7 +178,7 @@ def test_truncated_samples_do_not_shape_the_group_statistics() -> None:
     """With DAPO's overlong filter and soft penalty together, truncated samples are masked out of the
     loss; they must not move the mean and std either. A group of 1 correct, 2 short wrong and 5
     truncated (penalised) answers gave the short wrong answers A = +0.378 when all 8 counted."""
-    from stddial_book.recipes import DAPO, GRPO, group_advantages
+    from stddial_book.theory.recipes import DAPO, GRPO, group_advantages
 
     rewards = np.array([1.0, -1, -1, -2, -2, -2, -2, -2])
     truncated = np.array([0, 0, 0, 1, 1, 1, 1, 1], dtype=bool)

@@ -2,7 +2,7 @@
 from, the versions, the device and a wall time, and the log is stored compressed.
 
 These read the files under ``data/runs/`` as they are committed; ``record`` writes them (see
-``stddial_book.record``), so a hand-copied or dirty-tree run fails here.
+``stddial_book.experiments.record``), so a hand-copied or dirty-tree run fails here.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stddial_book.outdir import MARKER, read_marker
-from stddial_book.runs import RECORDED_DIR, load_run, read_json
+from stddial_book.core.outdir import MARKER, read_marker
+from stddial_book.rl.runlog import RECORDED_DIR, load_run, read_json
 
 PROFILES = sorted(p for p in Path(RECORDED_DIR).iterdir() if p.is_dir()) if Path(RECORDED_DIR).is_dir() else []
 RUNS = [run for profile in PROFILES for run in sorted(profile.iterdir()) if (run / "provenance.json").is_file()]
@@ -39,8 +39,9 @@ def test_each_provenance_names_a_clean_commit_and_what_ran(run: Path) -> None:
     assert "metrics.jsonl.gz" in names and "metrics.jsonl" not in names, f"{run}: log not stored compressed"
     assert MARKER in names and read_marker(run)["kind"] == "recorded"
     if "-seed" in run.name:
-        assert records[-1]["samples/generated"] >= provenance["config"]["train"]["sample_budget"], \
+        assert records[-1]["samples/generated"] >= provenance["config"]["train"]["sample_budget"], (
             f"{run}: the log stops before the run's sample budget"
+        )
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from stddial_book.bernoulli import controlled_run_study
-from stddial_book.bigmath_figure import load_big_math_histogram
-from stddial_book.reproduction import Row, controlled_run_rows, identity_max_error, reproduction_rows, rloo_max_error
+from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+from stddial_book.experiments.controlled import controlled_run_study
+from stddial_book.experiments.reproduction import (
+    Row,
+    controlled_run_rows,
+    identity_max_error,
+    reproduction_rows,
+    rloo_max_error,
+)
 
 _HIST = load_big_math_histogram()
-ROWS = reproduction_rows(dapo_bootstrap=300, controlled_run=controlled_run_rows(
-    controlled_run_study(_HIST.solve_rates, _HIST.counts, seeds=5)))
+ROWS = reproduction_rows(
+    dapo_bootstrap=300,
+    controlled_run=controlled_run_rows(controlled_run_study(_HIST.solve_rates, _HIST.counts, seeds=5)),
+)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.section} {r.quantity}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stddial_book.model import CharCodec, tiny_model
-from stddial_book.rollout import completion_logprobs, sample, shared_prompt_logprobs
+from stddial_book.rl.model import CharCodec, tiny_model
+from stddial_book.rl.rollout import completion_logprobs, sample, shared_prompt_logprobs
 
 CODEC = CharCodec()
 
@@ -46,13 +46,23 @@ def test_logprobs_by_a_plain_forward_pass_in_the_test() -> None:
         logits = model(torch.tensor([prompt + completion])).logits[0]
     log_softmax = torch.log_softmax(logits, dim=-1)
     expected = torch.stack([log_softmax[len(prompt) - 1 + t, token] for t, token in enumerate(completion)])
-    got = completion_logprobs(model, torch.tensor([prompt]), torch.ones(1, len(prompt), dtype=torch.bool),
-                              torch.tensor([completion]), torch.ones(1, len(completion), dtype=torch.bool))
+    got = completion_logprobs(
+        model,
+        torch.tensor([prompt]),
+        torch.ones(1, len(prompt), dtype=torch.bool),
+        torch.tensor([completion]),
+        torch.ones(1, len(completion), dtype=torch.bool),
+    )
     torch.testing.assert_close(got[0], expected, atol=1e-12, rtol=1e-12)
     # temperature T divides the logits before the softmax
-    hot = completion_logprobs(model, torch.tensor([prompt]), torch.ones(1, len(prompt), dtype=torch.bool),
-                              torch.tensor([completion]), torch.ones(1, len(completion), dtype=torch.bool),
-                              temperature=2.0)
+    hot = completion_logprobs(
+        model,
+        torch.tensor([prompt]),
+        torch.ones(1, len(prompt), dtype=torch.bool),
+        torch.tensor([completion]),
+        torch.ones(1, len(completion), dtype=torch.bool),
+        temperature=2.0,
+    )
     log_softmax = torch.log_softmax(logits / 2.0, dim=-1)
     expected = torch.stack([log_softmax[len(prompt) - 1 + t, token] for t, token in enumerate(completion)])
     torch.testing.assert_close(hot[0], expected, atol=1e-12, rtol=1e-12)
@@ -66,11 +76,13 @@ def test_left_padded_prompts_match_unpadded() -> None:
     completion = torch.tensor([CODEC.encode("3" + "<eos>"), CODEC.encode("64")])
     cmask = torch.ones_like(completion, dtype=torch.bool)
     lp_pad = completion_logprobs(model, padded, pmask, completion, cmask)
-    lp_alone = completion_logprobs(model, torch.tensor([short]), torch.ones(1, 4, dtype=torch.bool),
-                                   completion[:1], cmask[:1])
+    lp_alone = completion_logprobs(
+        model, torch.tensor([short]), torch.ones(1, 4, dtype=torch.bool), completion[:1], cmask[:1]
+    )
     torch.testing.assert_close(lp_pad[:1], lp_alone, atol=1e-9, rtol=1e-9)
-    out = sample(model, padded, 4, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask,
-                 generator=torch.Generator().manual_seed(2))
+    out = sample(
+        model, padded, 4, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask, generator=torch.Generator().manual_seed(2)
+    )
     again = completion_logprobs(model, padded, pmask, out.completion_ids, out.mask)
     torch.testing.assert_close(again, out.logprobs, atol=1e-9, rtol=1e-9)
 
@@ -90,16 +102,18 @@ def test_entropy_from_the_same_pass() -> None:
     ids = prompts(["12+34="])
     comp = torch.tensor([CODEC.encode("64<eos>")])
     cmask = torch.ones_like(comp, dtype=torch.bool)
-    lp, ent = completion_logprobs(model, ids, torch.ones_like(ids, dtype=torch.bool), comp, cmask,
-                                  with_entropy=True)
+    lp, ent = completion_logprobs(model, ids, torch.ones_like(ids, dtype=torch.bool), comp, cmask, with_entropy=True)
     vocab = model.config.vocab_size
     assert torch.all(ent > 0) and torch.all(ent <= torch.log(torch.tensor(float(vocab))) + 1e-9)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_new_tokens": 0}, "max_new_tokens"),
-    ({"temperature": 0.0}, "temperature"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"temperature": 0.0}, "temperature"),
+    ],
+)
 def test_bad_input(kwargs, message) -> None:
     args = {"max_new_tokens": 3, **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -117,8 +131,7 @@ def eos_prone_model():
 def test_groups_share_the_prompt_and_finished_rows_leave() -> None:
     model = eos_prone_model()
     ids = prompts(["12+34=", "99+01=", "50+50="])
-    out = sample(model, ids, 8, CODEC.eos_id, CODEC.pad_id, num_samples=4,
-                 generator=torch.Generator().manual_seed(3))
+    out = sample(model, ids, 8, CODEC.eos_id, CODEC.pad_id, num_samples=4, generator=torch.Generator().manual_seed(3))
     assert out.completion_ids.shape[0] == 12
     assert torch.equal(out.prompt_ids, ids.repeat_interleave(4, dim=0))  # groups contiguous
     lengths = out.lengths
@@ -127,7 +140,7 @@ def test_groups_share_the_prompt_and_finished_rows_leave() -> None:
     torch.testing.assert_close(recomputed, out.logprobs, atol=1e-9, rtol=1e-9)
     for row, n, trunc in zip(out.completion_ids, lengths, out.truncated):
         assert bool(trunc) == (row[int(n) - 1] != CODEC.eos_id)
-        assert torch.all(row[int(n):] == CODEC.pad_id)
+        assert torch.all(row[int(n) :] == CODEC.pad_id)
 
 
 def test_left_padded_groups_with_early_finish() -> None:
@@ -135,14 +148,23 @@ def test_left_padded_groups_with_early_finish() -> None:
     short, long = CODEC.encode("1+2="), CODEC.encode("12+34=")
     padded = torch.tensor([[CODEC.pad_id] * 2 + short, long])
     pmask = torch.tensor([[False, False] + [True] * 4, [True] * 6])
-    out = sample(model, padded, 6, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask, num_samples=5,
-                 generator=torch.Generator().manual_seed(4))
+    out = sample(
+        model,
+        padded,
+        6,
+        CODEC.eos_id,
+        CODEC.pad_id,
+        prompt_mask=pmask,
+        num_samples=5,
+        generator=torch.Generator().manual_seed(4),
+    )
     recomputed = completion_logprobs(model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask)
     torch.testing.assert_close(recomputed, out.logprobs, atol=1e-9, rtol=1e-9)
 
 
-@pytest.mark.parametrize("texts", [["12+34=", "99+01=", "50+50="], ["1+2=", "12+345=", "7+8="]],
-                         ids=["unpadded", "left-padded"])
+@pytest.mark.parametrize(
+    "texts", [["12+34=", "99+01=", "50+50="], ["1+2=", "12+345=", "7+8="]], ids=["unpadded", "left-padded"]
+)
 def test_shared_prompts_give_the_same_logprobs_and_gradients(texts) -> None:
     """Encoding each prompt once and sharing its cache: the log-probs, entropies and gradients of
     one pass over the prompts repeated row by row (float64, to 1e-10)."""
@@ -151,16 +173,24 @@ def test_shared_prompts_give_the_same_logprobs_and_gradients(texts) -> None:
     width = max(map(len, encoded))
     ids = torch.tensor([[CODEC.pad_id] * (width - len(e)) + e for e in encoded])
     pmask = torch.tensor([[False] * (width - len(e)) + [True] * len(e) for e in encoded])
-    out = sample(model, ids, 6, CODEC.eos_id, CODEC.pad_id, prompt_mask=pmask,
-                 generator=torch.Generator().manual_seed(3), num_samples=4)
+    out = sample(
+        model,
+        ids,
+        6,
+        CODEC.eos_id,
+        CODEC.pad_id,
+        prompt_mask=pmask,
+        generator=torch.Generator().manual_seed(3),
+        num_samples=4,
+    )
     # rows out of order, one prompt used only once, as a length-sorted pass has them
     rows = torch.tensor([5, 0, 9, 1, 2, 11, 3])
     groups, prompt_rows = torch.unique(rows // 4, return_inverse=True)
     args = (out.completion_ids[rows], out.mask[rows])
-    full, full_ent = completion_logprobs(model, out.prompt_ids[rows], out.prompt_mask[rows], *args,
-                                         with_entropy=True)
-    shared, shared_ent = shared_prompt_logprobs(model, ids[groups], pmask[groups], prompt_rows, *args,
-                                                with_entropy=True)
+    full, full_ent = completion_logprobs(model, out.prompt_ids[rows], out.prompt_mask[rows], *args, with_entropy=True)
+    shared, shared_ent = shared_prompt_logprobs(
+        model, ids[groups], pmask[groups], prompt_rows, *args, with_entropy=True
+    )
     torch.testing.assert_close(shared, full, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(shared_ent, full_ent, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(shared, out.logprobs[rows], atol=1e-10, rtol=1e-10)

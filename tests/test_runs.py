@@ -7,12 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from stddial_book.runs import RunLog, load_run, metric_series
+from stddial_book.rl.runlog import RunLog, load_run, metric_series
 
 
 def test_write_and_load(tmp_path) -> None:
-    log = RunLog(tmp_path, command="python -m stddial_book train --recipe dapo", seed=3, profile="quick",
-                 config={"group_size": 8})
+    log = RunLog(
+        tmp_path,
+        command="python -m stddial_book train --recipe dapo",
+        seed=3,
+        profile="quick",
+        config={"group_size": 8},
+    )
     log.log(0, {"reward": np.float64(0.5), "kl": float("nan")})
     log.log(1, {"reward": 0.75, "frac_reward_zero_std": 0.25})
     log.finish()
@@ -48,7 +53,7 @@ def test_load_run_rejects_other_folders(tmp_path) -> None:
 
 def test_a_cpu_run_is_recorded_as_cpu(tmp_path) -> None:
     """Never labelled with a GPU it did not use: the device comes from the run, not the machine."""
-    from stddial_book.runs import environment
+    from stddial_book.rl.runlog import environment
 
     assert environment("cpu")["device"].startswith("cpu (") and environment()["device"].startswith("cpu (")
     log = RunLog(tmp_path, "cmd", 0, "quick", device="cpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stddial_book.sampling import DynamicSampler, nonsilent_groups, overlong_penalty
+from stddial_book.rl.sampling import DynamicSampler, nonsilent_groups, overlong_penalty
 
 
 def test_filter_on_correctness() -> None:
@@ -27,8 +27,8 @@ def test_dynamic_sampling_keeps_only_mixed_groups_and_counts_the_rest() -> None:
     """A draw that ignores the size it is asked for: the surplus mixed group is dropped and counted."""
     G = 4
     rounds = [
-        np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]),   # silent, mixed, silent
-        np.array([0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1]),   # mixed, silent, mixed
+        np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]),  # silent, mixed, silent
+        np.array([0, 1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1]),  # mixed, silent, mixed
     ]
     asked = []
 
@@ -53,6 +53,7 @@ def test_rounds_sized_to_the_missing_groups_cost_one_over_one_minus_f() -> None:
     rng = np.random.default_rng(0)
     f, G, ratios = 0.4, 4, []
     for _ in range(400):
+
         def draw(i, num_groups):
             silent = rng.random(num_groups) < f
             correct = np.where(silent[:, None], 0, np.r_[1, 0, 0, 0][None, :]).reshape(-1)
@@ -73,11 +74,14 @@ def test_dynamic_sampling_cap() -> None:
     assert kept == [] and cost.hit_cap and cost.rounds == 3 and cost.samples_generated == 24
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"num_groups": 0, "group_size": 4}, "num_groups"),
-    ({"num_groups": 1, "group_size": 1}, "at least 2"),
-    ({"num_groups": 1, "group_size": 4, "max_rounds": 0}, "max_rounds"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_groups": 0, "group_size": 4}, "num_groups"),
+        ({"num_groups": 1, "group_size": 1}, "at least 2"),
+        ({"num_groups": 1, "group_size": 4, "max_rounds": 0}, "max_rounds"),
+    ],
+)
 def test_bad_config(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         DynamicSampler(**kwargs)

@@ -12,9 +12,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from stddial_book import DAPO, DR_GRPO, GRPO, silent_probability, update_weight
-from stddial_book.solve_rates import (
-    KHistogram, SolveCounts, build_deepscaler_tables, dapo_oversampling, expected_update_mass,
-    load_big_math, load_committed_histograms, silent_fraction, union_of_deepscaler,
+from stddial_book.corpora.histograms import (
+    KHistogram,
+    SolveCounts,
+    dapo_oversampling,
+    expected_update_mass,
+    silent_fraction,
+)
+from stddial_book.corpora.solve_tables import (
+    build_deepscaler_tables,
+    load_big_math,
+    load_committed_histograms,
+    union_of_deepscaler,
 )
 
 
@@ -49,8 +58,9 @@ def test_expected_update_mass_matches_direct_expectation() -> None:
         mass = expected_update_mass(hist, G, recipe)
         for k in range(5):
             p = k / 4
-            direct = sum(math.comb(G, j) * p**j * (1 - p) ** (G - j) * update_weight(j / G, recipe, G)
-                         for j in range(G + 1))
+            direct = sum(
+                math.comb(G, j) * p**j * (1 - p) ** (G - j) * update_weight(j / G, recipe, G) for j in range(G + 1)
+            )
             if recipe.dynamic_sampling:
                 direct /= 1 - silent_fraction(hist, G)[0]
             assert mass[k] == pytest.approx(direct, abs=1e-14)
@@ -107,10 +117,17 @@ def test_big_math_wrong_schema_and_offline(tmp_path: Path, monkeypatch) -> None:
 
 
 def write_deepscaler(path: Path, texts, ks) -> Path:
-    pq.write_table(pa.table({
-        "prompt": [[{"content": t, "role": "user"}] for t in texts],
-        "extra_info": [{"difficulty": 100 * (1 - k / 128), "index": i, "split": "train"} for i, k in enumerate(ks)],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [[{"content": t, "role": "user"}] for t in texts],
+                "extra_info": [
+                    {"difficulty": 100 * (1 - k / 128), "index": i, "split": "train"} for i, k in enumerate(ks)
+                ],
+            }
+        ),
+        path,
+    )
     return path
 
 
@@ -123,9 +140,15 @@ def test_deepscaler_loader_and_union(tmp_path: Path) -> None:
     pq.write_table(pa.table({"text": ["x"]}), tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match="lacks the 'prompt' and 'extra_info' columns"):
         union_of_deepscaler([tmp_path / "bad.parquet"])
-    pq.write_table(pa.table({"prompt": [[{"content": "x", "role": "user"}]],
-                             "extra_info": [{"difficulty": 33.3, "index": 0, "split": "t"}]}),
-                   tmp_path / "frac.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "prompt": [[{"content": "x", "role": "user"}]],
+                "extra_info": [{"difficulty": 33.3, "index": 0, "split": "t"}],
+            }
+        ),
+        tmp_path / "frac.parquet",
+    )
     with pytest.raises(ValueError, match="integer k"):
         union_of_deepscaler([tmp_path / "frac.parquet"])
 
@@ -150,10 +173,10 @@ def test_committed_tables_regenerate_from_shared(tmp_path: Path, shared_data) ->
 def test_model_solve_counts_match_a_direct_count() -> None:
     import torch
 
-    from stddial_book.model import CharCodec, tiny_model
-    from stddial_book.rollout import sample
-    from stddial_book.solve_rates import model_solve_counts
-    from stddial_book.tasks import make_problem, reward
+    from stddial_book.rl.evaluate import model_solve_counts
+    from stddial_book.rl.model import CharCodec, tiny_model
+    from stddial_book.rl.rollout import sample
+    from stddial_book.rl.tasks import make_problem, reward
 
     model = tiny_model(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=3).eval()
     codec = CharCodec()
@@ -172,10 +195,9 @@ def test_model_solve_counts_match_a_direct_count() -> None:
     assert 0 < table.num_correct[0] < 16  # a mixed count, so the comparison below has content
     # the same sampling, done by hand for the two one-digit prompts (they share a batch)
     ids = torch.tensor([codec.encode(p.prompt) for p in problems[:2]])
-    out = sample(model, ids, 3, codec.eos_id, codec.pad_id, generator=torch.Generator().manual_seed(0),
-                 num_samples=16)
+    out = sample(model, ids, 3, codec.eos_id, codec.pad_id, generator=torch.Generator().manual_seed(0), num_samples=16)
     texts = [codec.decode(r[m].tolist()) for r, m in zip(out.completion_ids, out.mask)]
-    direct = [sum(reward(t, p) for t in texts[16 * i:16 * (i + 1)]) for i, p in enumerate(problems[:2])]
+    direct = [sum(reward(t, p) for t in texts[16 * i : 16 * (i + 1)]) for i, p in enumerate(problems[:2])]
     assert table.num_correct[:2].tolist() == direct
     with pytest.raises(ValueError, match="empty"):
         model_solve_counts(model, [], 4, 3)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from stddial_book import bigmath_figure, dapo_curve
-from stddial_book.resources import data_path, sha256
+from stddial_book.core.resources import data_path, sha256
+from stddial_book.corpora import bigmath_figure
+from stddial_book.corpora import dapo_fig3b as dapo_curve
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,14 +30,17 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO_DATA = ROOT / "data"
 WHEEL_DATA_LIMIT = 4_000_000  # bytes: data/ may take at most 4 MB of the wheel
 
-ROW = re.compile(r"^\|\s*`(?P<name>[^`/]+)`\s*\|\s*(?P<size>[0-9][0-9,]*)\s*\|\s*`(?P<sha256>[0-9a-f]{64})`\s*\|\s*$",
-                 re.MULTILINE)
+ROW = re.compile(
+    r"^\|\s*`(?P<name>[^`/]+)`\s*\|\s*(?P<size>[0-9][0-9,]*)\s*\|\s*`(?P<sha256>[0-9a-f]{64})`\s*\|\s*$", re.MULTILINE
+)
 
 
 def listed_files(source_md: Path) -> dict[str, tuple[int, str]]:
     """``{file name: (bytes, sha256)}`` from the table rows of a SOURCE.md."""
-    return {m["name"]: (int(m["size"].replace(",", "")), m["sha256"])
-            for m in ROW.finditer(source_md.read_text(encoding="utf-8"))}
+    return {
+        m["name"]: (int(m["size"].replace(",", "")), m["sha256"])
+        for m in ROW.finditer(source_md.read_text(encoding="utf-8"))
+    }
 
 
 def source_problems(folder: Path) -> list[str]:
@@ -79,8 +83,10 @@ def test_each_vendored_file_has_the_sha256_its_source_md_gives(folder: Path) -> 
 
 def test_source_md_and_the_modules_name_the_same_file() -> None:
     """The sha256 in SOURCE.md is the one the extraction code refuses any other file by."""
-    for parts, expected in ((bigmath_figure.FIGURE_FILE, bigmath_figure.FIGURE_SOURCE["sha256"]),
-                            (dapo_curve.SOURCE_FILE, dapo_curve.DAPO_SOURCE["sha256"])):
+    for parts, expected in (
+        (bigmath_figure.FIGURE_FILE, bigmath_figure.FIGURE_SOURCE["sha256"]),
+        (dapo_curve.SOURCE_FILE, dapo_curve.DAPO_SOURCE["sha256"]),
+    ):
         listed = listed_files(data_path(*parts[:-1], "SOURCE.md"))
         assert listed[parts[-1]][1] == expected
 
@@ -112,8 +118,14 @@ def shipped_data_files() -> list[Path]:
 def test_no_file_under_data_is_left_out_of_the_wheel() -> None:
     shipped = set(shipped_data_files())
     assert REPO_DATA / "sources" / "bigmath" / "fig_realdata.pdf" in shipped
-    everything = {p for p in REPO_DATA.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                  and not p.name.startswith(".") and p.suffix not in {".py", ".pyc"}}
+    everything = {
+        p
+        for p in REPO_DATA.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and not p.name.startswith(".")
+        and p.suffix not in {".py", ".pyc"}
+    }
     assert sorted(str(p.relative_to(REPO_DATA)) for p in everything - shipped) == []
 
 
@@ -142,4 +154,5 @@ def test_data_in_the_wheel_stays_under_4_mb() -> None:
         in_wheel += _deflated_size(path.read_bytes()) + (30 + name) + (46 + name) + (name + 80)
     assert in_wheel <= WHEEL_DATA_LIMIT, (
         f"data/ would take {in_wheel / 1e6:.2f} MB of the wheel ({raw / 1e6:.2f} MB unpacked, {len(files)} files); "
-        f"the limit is {WHEEL_DATA_LIMIT / 1e6:.0f} MB")
+        f"the limit is {WHEEL_DATA_LIMIT / 1e6:.0f} MB"
+    )

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stddial_book.tasks import (
-    EOS, _carry_histogram, count_carries, make_problem, make_split, reward, rewards, sample_problems,
+from stddial_book.rl.tasks import (
+    EOS,
+    _carry_histogram,
+    count_carries,
+    make_problem,
+    make_split,
+    reward,
+    rewards,
+    sample_problems,
 )
 
 
@@ -17,8 +24,9 @@ def test_prompt_and_answer_format() -> None:
     assert q.prompt == "03+04=" and q.answer == "7" and q.carries == 0
 
 
-@pytest.mark.parametrize("a, b, carries", [(0, 0, 0), (5, 5, 1), (99, 1, 2), (999, 999, 3),
-                                           (450, 550, 2), (123, 456, 0)])
+@pytest.mark.parametrize(
+    "a, b, carries", [(0, 0, 0), (5, 5, 1), (99, 1, 2), (999, 999, 3), (450, 550, 2), (123, 456, 0)]
+)
 def test_count_carries(a: int, b: int, carries: int) -> None:
     assert count_carries(a, b) == carries
 
@@ -56,12 +64,15 @@ def test_verifier_exact_answer_then_eos_only() -> None:
     np.testing.assert_array_equal(rewards(["521" + EOS, "x"], [p, p]), [1.0, 0.0])
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: make_problem(100, 1, 2), "operands"),
-    (lambda: sample_problems(3, 0), "digits"),
-    (lambda: sample_problems(3, 2, carries=3), "carries"),
-    (lambda: rewards(["1"], []), "repeat each problem"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: make_problem(100, 1, 2), "operands"),
+        (lambda: sample_problems(3, 0), "digits"),
+        (lambda: sample_problems(3, 2, carries=3), "carries"),
+        (lambda: rewards(["1"], []), "repeat each problem"),
+    ],
+)
 def test_bad_input(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()

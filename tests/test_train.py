@@ -11,31 +11,56 @@ import pytest
 import torch
 from safetensors.torch import load_model, save_model
 
-from stddial_book import experiments, profiles
-from stddial_book import train as train_module
 from stddial_book.cli import main
-from stddial_book.resources import sha256 as file_sha256
-from stddial_book.outdir import MARKER, claim_dir, read_marker
-from stddial_book.model import model_for_profile
-from stddial_book.recipes import DAPO, GRPO
-from stddial_book.runs import load_run, metric_series
-from stddial_book.train import (Batch, SFTConfig, TaskConfig, TrainConfig, bucket_of, evaluate, make_problems,
-                                sft, train)
+from stddial_book.core.outdir import MARKER, claim_dir, read_marker
+from stddial_book.core.resources import sha256 as file_sha256
+from stddial_book.experiments import testbed as experiments
+from stddial_book.rl import profiles, update
+from stddial_book.rl import trainer as train_module
+from stddial_book.rl.batches import Batch, bucket_of, make_problems
+from stddial_book.rl.configs import SFTConfig, TaskConfig, TrainConfig
+from stddial_book.rl.evaluate import evaluate
+from stddial_book.rl.model import model_for_profile
+from stddial_book.rl.runlog import load_run, metric_series
+from stddial_book.rl.sft import sft
+from stddial_book.rl.trainer import train
+from stddial_book.theory import recipes
+from stddial_book.theory.recipes import DAPO, GRPO
 
 # A profile small enough for tests: 1-digit sums, a 2-layer model of width 32, groups of 4.
 TINY = profiles.Profile(
-    "tiny", "cpu", "test-sized runs",
+    "tiny",
+    "cpu",
+    "test-sized runs",
     model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
     task=dict(digits=(1,), num_train=80, num_heldout=20),
-    sft=dict(lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4,
-             max_steps=1000),  # the crossing step depends on the init, which differs across transformers versions
-    train=dict(group_size=4, prompts_per_step=8, num_minibatches=2, lr=1e-3, max_new_tokens=4,
-               sample_budget=96, eval_every=2, eval_samples=4, checkpoint_every=2),
+    sft=dict(
+        lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4, max_steps=1000
+    ),  # the crossing step depends on the init, which differs across transformers versions
+    train=dict(
+        group_size=4,
+        prompts_per_step=8,
+        num_minibatches=2,
+        lr=1e-3,
+        max_new_tokens=4,
+        sample_budget=96,
+        eval_every=2,
+        eval_samples=4,
+        checkpoint_every=2,
+    ),
 )
 
-TRL_NAMES = ["reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
-             "completions/clipped_ratio", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
-             "clip_ratio/region_mean"]
+TRL_NAMES = [
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "entropy",
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "clip_ratio/region_mean",
+]
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +114,7 @@ def test_each_recipe_end_to_end(recipe, problems, warm, tmp_path) -> None:
     if recipe == "dapo":
         for r in steps:  # only mixed groups reach the update
             assert all(s > 0 for s in r.get("groups/sigma", []))
-        assert result.samples_kept < result.samples_generated or all(
-            r["dial/silent_fraction"] == 0 for r in steps)
+        assert result.samples_kept < result.samples_generated or all(r["dial/silent_fraction"] == 0 for r in steps)
     else:
         assert result.samples_kept == result.samples_generated
 
@@ -102,10 +126,12 @@ def test_a_fixed_pool_is_measured_and_every_group_names_its_prompt(recipe, probl
     train(fresh(warm), train_set, heldout, config, tmp_path)
     _, records = load_run(tmp_path)
     measured = [r for r in records if "pool/k" in r]
-    assert measured[0]["step"] == 0 and [r["step"] for r in measured] == \
-        [r["step"] for r in records if "eval/accuracy_greedy" in r]
-    assert all(len(r["pool/k"]) == 12 and r["pool/n"] == 6 and 0 <= min(r["pool/k"]) <= max(r["pool/k"]) <= 6
-               for r in measured)
+    assert measured[0]["step"] == 0 and [r["step"] for r in measured] == [
+        r["step"] for r in records if "eval/accuracy_greedy" in r
+    ]
+    assert all(
+        len(r["pool/k"]) == 12 and r["pool/n"] == 6 and 0 <= min(r["pool/k"]) <= max(r["pool/k"]) <= 6 for r in measured
+    )
     for r in records[1:]:
         G = config.group_size
         assert all(0 <= i < 12 for i in r["groups_generated/prompt"])  # only pool prompts are drawn
@@ -131,8 +157,7 @@ def test_pool_settings_are_checked(problems) -> None:
 def test_update_mass_is_the_identity_weight(problems, warm, tmp_path) -> None:
     """Logged per-group weight mean|A|/2 is σ for GRPO (0/1 rewards, population std)."""
     train_set, heldout = problems
-    train(fresh(warm), train_set, heldout, TINY.train_config(GRPO.replace(kl_coef=0.0), sample_budget=32),
-          tmp_path)
+    train(fresh(warm), train_set, heldout, TINY.train_config(GRPO.replace(kl_coef=0.0), sample_budget=32), tmp_path)
     record = load_run(tmp_path)[1][1]
     assert np.allclose(record["groups/weight"], record["groups/sigma"], atol=1e-6)
     mass = sum(v for k, v in record.items() if k.startswith("dial/update_mass/"))
@@ -172,8 +197,8 @@ def test_resume_survives_crash_debris(problems, warm, tmp_path) -> None:
     train(straight, train_set, heldout, config, tmp_path / "a")
     train(fresh(warm), train_set, heldout, config, tmp_path / "b", stop_after=3)
     run = tmp_path / "b"
-    (run / "checkpoint").rename(run / "checkpoint.old")       # the crash: the new checkpoint not in place
-    (run / "checkpoint.tmp").mkdir()                           # and a half-written one beside it
+    (run / "checkpoint").rename(run / "checkpoint.old")  # the crash: the new checkpoint not in place
+    (run / "checkpoint.tmp").mkdir()  # and a half-written one beside it
     with open(run / "metrics.jsonl", "a") as handle:
         handle.write('{"step": 4, "rew')
     resumed = fresh(warm)
@@ -227,17 +252,25 @@ def test_a_resumed_finished_run_returns_its_final_evaluation(problems, warm, tmp
 def test_frac_reward_zero_std_is_trls_metric_under_shaped_rewards() -> None:
     """TRL counts groups whose (shaped) reward std is zero; the dial's silent fraction counts groups
     unanimous in correctness. A length penalty inside an all-wrong group separates the two."""
-    from stddial_book.train import _batch_metrics
+    from stddial_book.rl.update import _batch_metrics
 
     G = 4
     n = 2 * G
     correct = np.zeros(n)
     rewards = np.zeros(n)
     rewards[1] = -0.5  # group 0: all wrong, one penalised for length; group 1: all wrong, unpenalised
-    batch = Batch(torch.zeros(n, 2, dtype=torch.long), torch.ones(n, 2, dtype=torch.bool),
-                  torch.zeros(n, 3, dtype=torch.long), torch.ones(n, 3, dtype=torch.bool),
-                  torch.zeros(n, dtype=torch.bool), torch.zeros(n, 3), correct, rewards,
-                  np.array(["D1"] * n), np.repeat(np.arange(2), G))
+    batch = Batch(
+        torch.zeros(n, 2, dtype=torch.long),
+        torch.ones(n, 2, dtype=torch.bool),
+        torch.zeros(n, 3, dtype=torch.long),
+        torch.ones(n, 3, dtype=torch.bool),
+        torch.zeros(n, dtype=torch.bool),
+        torch.zeros(n, 3),
+        correct,
+        rewards,
+        np.array(["D1"] * n),
+        np.repeat(np.arange(2), G),
+    )
     config = TrainConfig(recipe="grpo", group_size=G, prompts_per_step=2, num_minibatches=1)
     metrics = _batch_metrics([batch], batch[np.array([], dtype=int)], np.zeros(0), config)
     assert metrics["dial/silent_fraction"] == 1.0 and metrics["frac_reward_zero_std"] == 0.5
@@ -263,8 +296,7 @@ def test_identity_check_inside_the_update(recipe, problems, warm, tmp_path) -> N
     rounding on the first minibatch (ratio 1), measurably off on the second (the policy moved).
     The check only reads the model: the run is the same with and without it."""
     train_set, heldout = problems
-    config = TINY.train_config(recipe, sample_budget=64, eval_every=0, identity_check_every=1,
-                               identity_check_groups=4)
+    config = TINY.train_config(recipe, sample_budget=64, eval_every=0, identity_check_every=1, identity_check_groups=4)
     checked, plain = fresh(warm), fresh(warm)
     train(checked, train_set, heldout, config, tmp_path / "checked")
     train(plain, train_set, heldout, dataclasses.replace(config, identity_check_every=0), tmp_path / "plain")
@@ -274,7 +306,7 @@ def test_identity_check_inside_the_update(recipe, problems, warm, tmp_path) -> N
     first = [e for r in records for e, m in zip(r["identity/rel_error"], r["identity/minibatch"]) if m == 0]
     later = [e for r in records for e, m in zip(r["identity/rel_error"], r["identity/minibatch"]) if m > 0]
     assert first and later
-    assert max(first) < 1e-3, first          # float32 rounding only
+    assert max(first) < 1e-3, first  # float32 rounding only
     assert min(later) > 10 * max(first), (first, later)  # the moved policy is seen
     assert all(0.0 < s <= 0.5 for r in records for s in r["identity/sigma"])
 
@@ -354,8 +386,9 @@ def test_evaluate_per_bucket_adds_up(problems, warm) -> None:
 @pytest.mark.slow
 def test_sft_reports_an_unreached_target(problems) -> None:
     train_set, heldout = problems
-    config = SFTConfig(lr=1e-3, batch_size=8, target_pass_rate=1.0, eval_every=2, eval_prompts=4,
-                       eval_samples=2, max_steps=4)
+    config = SFTConfig(
+        lr=1e-3, batch_size=8, target_pass_rate=1.0, eval_every=2, eval_prompts=4, eval_samples=2, max_steps=4
+    )
     result = sft(model_for_profile(TINY), train_set, heldout, config, max_new_tokens=4)
     assert not result.reached and result.steps == 4 and len(result.history) == 2
 
@@ -363,10 +396,18 @@ def test_sft_reports_an_unreached_target(problems) -> None:
 def test_batch_concatenation_pads_both_sides() -> None:
     def part(prompt_width, completion_width, fill):
         n = 2
-        return Batch(torch.full((n, prompt_width), fill), torch.ones(n, prompt_width, dtype=torch.bool),
-                     torch.full((n, completion_width), fill), torch.ones(n, completion_width, dtype=torch.bool),
-                     torch.zeros(n, dtype=torch.bool), torch.zeros(n, completion_width),
-                     np.ones(n), np.ones(n), np.array(["a"] * n), np.arange(n) + fill)
+        return Batch(
+            torch.full((n, prompt_width), fill),
+            torch.ones(n, prompt_width, dtype=torch.bool),
+            torch.full((n, completion_width), fill),
+            torch.ones(n, completion_width, dtype=torch.bool),
+            torch.zeros(n, dtype=torch.bool),
+            torch.zeros(n, completion_width),
+            np.ones(n),
+            np.ones(n),
+            np.array(["a"] * n),
+            np.arange(n) + fill,
+        )
 
     out = Batch.cat([part(4, 2, 5), part(6, 3, 7)], pad_id=0)
     assert out.prompt_ids.shape == (4, 6) and out.completion_ids.shape == (4, 3)
@@ -376,31 +417,37 @@ def test_batch_concatenation_pads_both_sides() -> None:
     assert out.prompt_index.tolist() == [5, 6, 7, 8] and out[np.array([3])].prompt_index.tolist() == [8]
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(group_size=1), "group_size G must be at least 2"),
-    (dict(prompts_per_step=6, num_minibatches=4), "not divisible by num_minibatches"),
-    (dict(micro_batch_size=5), "must divide the minibatch"),
-    (dict(recipe="ppo"), "unknown recipe 'ppo'"),
-    (dict(recipe=DAPO, max_new_tokens=2), "penalty band"),
-    (dict(eval_every=-1), "eval_every must be >= 0"),
-    (dict(seed=-1), "seed must be a whole number from 0 to"),
-    (dict(seed=2**40), "seed must be a whole number from 0 to"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(group_size=1), "group_size G must be at least 2"),
+        (dict(prompts_per_step=6, num_minibatches=4), "not divisible by num_minibatches"),
+        (dict(micro_batch_size=5), "must divide the minibatch"),
+        (dict(recipe="ppo"), "unknown recipe 'ppo'"),
+        (dict(recipe=DAPO, max_new_tokens=2), "penalty band"),
+        (dict(eval_every=-1), "eval_every must be >= 0"),
+        (dict(seed=-1), "seed must be a whole number from 0 to"),
+        (dict(seed=2**40), "seed must be a whole number from 0 to"),
+    ],
+)
 def test_bad_configs_name_the_fix(changes, message) -> None:
     with pytest.raises(ValueError, match=message):
         TrainConfig(**{"recipe": "grpo", **changes})
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: TrainConfig(group_size="8"), "group_size must be a whole number"),
-    (lambda: TrainConfig(prompts_per_step=32.0), "prompts_per_step must be a whole number"),
-    (lambda: TrainConfig(pool_size=2.5), "pool_size must be a whole number or None"),
-    (lambda: TrainConfig(max_rounds=True), "max_rounds must be a whole number"),
-    (lambda: SFTConfig(batch_size="128"), "batch_size must be a whole number"),
-    (lambda: SFTConfig(lr="1e-3"), "lr must be a number"),
-    (lambda: TaskConfig(digits=2), "digits must be a sequence"),
-    (lambda: TaskConfig(num_train=10.5), "num_train must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: TrainConfig(group_size="8"), "group_size must be a whole number"),
+        (lambda: TrainConfig(prompts_per_step=32.0), "prompts_per_step must be a whole number"),
+        (lambda: TrainConfig(pool_size=2.5), "pool_size must be a whole number or None"),
+        (lambda: TrainConfig(max_rounds=True), "max_rounds must be a whole number"),
+        (lambda: SFTConfig(batch_size="128"), "batch_size must be a whole number"),
+        (lambda: SFTConfig(lr="1e-3"), "lr must be a number"),
+        (lambda: TaskConfig(digits=2), "digits must be a sequence"),
+        (lambda: TaskConfig(num_train=10.5), "num_train must be a whole number"),
+    ],
+)
 def test_config_fields_of_the_wrong_type_are_named(make, message) -> None:
     with pytest.raises(TypeError, match=message):
         make()
@@ -410,7 +457,7 @@ def test_config_fields_of_the_wrong_type_are_named(make, message) -> None:
 def test_overlong_cache_longer_than_the_cap_is_refused() -> None:
     with pytest.raises(ValueError, match="overlong_cache_fraction"):
         DAPO.replace(overlong_cache_fraction=1.5)
-    from stddial_book.sampling import overlong_penalty
+    from stddial_book.rl.sampling import overlong_penalty
 
     with pytest.raises(ValueError, match="must lie in"):
         overlong_penalty([3], max_new_tokens=4, overlong_cache=5)
@@ -438,7 +485,9 @@ def test_cli_train_then_eval(tiny_profile, tmp_path, capsys) -> None:
     assert main(["train", "--recipe", "dapo", "--profile", "tiny", "--out", str(out), "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["samples_generated"] >= TINY.train["sample_budget"]
-    assert (out / "sft" / "model.safetensors").exists() and json.loads((out / "sft" / "sft.json").read_text())["reached"]
+    assert (out / "sft" / "model.safetensors").exists() and json.loads((out / "sft" / "sft.json").read_text())[
+        "reached"
+    ]
     provenance, records = load_run(out)
     assert provenance["command"].startswith("python -m stddial_book train --recipe dapo")
     steps, acc = metric_series(records, "eval/accuracy_sampled")
@@ -447,8 +496,7 @@ def test_cli_train_then_eval(tiny_profile, tmp_path, capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     assert 0.0 <= report["accuracy_greedy"] <= 1.0 and "accuracy_sampled/D1" in report
     # resuming a finished run with another recipe is refused with a readable message
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume",
-                 "--no-progress"]) == 2
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume", "--no-progress"]) == 2
     assert "different configuration" in capsys.readouterr().err
 
 
@@ -478,22 +526,67 @@ def _one_line_error(capsys) -> str:
 
 def test_cli_checks_the_configuration_before_any_work(tiny_profile, tmp_path, capsys) -> None:
     out = tmp_path / "run"
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--sample-budget", "-5",
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--recipe",
+                "grpo",
+                "--profile",
+                "tiny",
+                "--out",
+                str(out),
+                "--sample-budget",
+                "-5",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "--sample-budget: -5 is out of range" in _one_line_error(capsys)
     assert not out.exists()  # no SFT was run first
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--micro-batch-size", "5",
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--recipe",
+                "grpo",
+                "--profile",
+                "tiny",
+                "--out",
+                str(out),
+                "--micro-batch-size",
+                "5",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "must divide the minibatch" in _one_line_error(capsys) and not out.exists()
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--init",
-                 str(tmp_path / "missing"), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--recipe",
+                "grpo",
+                "--profile",
+                "tiny",
+                "--out",
+                str(out),
+                "--init",
+                str(tmp_path / "missing"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "holds no SFT model" in _one_line_error(capsys)
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume",
-                 "--no-progress"]) == 2
+    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(out), "--resume", "--no-progress"]) == 2
     assert "cannot resume" in _one_line_error(capsys) and not out.exists()
     (tmp_path / "afile").write_text("x")
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path / "afile"),
-                 "--no-progress"]) == 2
+    assert (
+        main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(tmp_path / "afile"), "--no-progress"]) == 2
+    )
     assert "is a file" in _one_line_error(capsys)
 
 
@@ -512,12 +605,47 @@ def test_cli_names_damaged_and_mismatched_files(tiny_profile, tmp_path, capsys, 
     assert "does not match profile 'small'" in _one_line_error(capsys)
     # a damaged run log: resume names the file and the line
     run = tmp_path / "run"
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(run), "--init", str(sft_dir),
-                 "--sample-budget", "64", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--recipe",
+                "grpo",
+                "--profile",
+                "tiny",
+                "--out",
+                str(run),
+                "--init",
+                str(sft_dir),
+                "--sample-budget",
+                "64",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     (run / "provenance.json").write_text("{")
-    assert main(["train", "--recipe", "grpo", "--profile", "tiny", "--out", str(run), "--init", str(sft_dir),
-                 "--sample-budget", "64", "--resume", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--recipe",
+                "grpo",
+                "--profile",
+                "tiny",
+                "--out",
+                str(run),
+                "--init",
+                str(sft_dir),
+                "--sample-budget",
+                "64",
+                "--resume",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "provenance.json is damaged" in _one_line_error(capsys)
 
 
@@ -538,7 +666,7 @@ def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
 
 
 def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profile, tmp_path) -> None:
-    from stddial_book.record import record_runs
+    from stddial_book.experiments.record import record_runs
 
     out = tmp_path / "data"
     paths = record_runs(tiny_profile, ["grpo", "dapo"], [0], tmp_path / "work", out, allow_dirty=True)
@@ -558,21 +686,37 @@ def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profil
     assert (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns == before
 
 
-def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(tiny_profile, tmp_path, monkeypatch,
-                                                                        capsys) -> None:
+def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(
+    tiny_profile, tmp_path, monkeypatch, capsys
+) -> None:
     """A recorded run must come from a commit: a checkout with uncommitted changes is refused (unless
     allowed, which the provenance then says), and so is every bad argument, before SFT starts."""
-    from stddial_book import record, runs
+    from stddial_book.experiments import record
+    from stddial_book.rl import runlog as runs
 
     monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", True))
     monkeypatch.setattr(experiments, "sft_to_dir", lambda *a, **k: pytest.fail("SFT ran before the checks"))
-    args = ["record", "--profile", "tiny", "--seeds", "0", "--work", str(tmp_path / "w"), "--out",
-            str(tmp_path / "o"), "--no-progress"]
+    args = [
+        "record",
+        "--profile",
+        "tiny",
+        "--seeds",
+        "0",
+        "--work",
+        str(tmp_path / "w"),
+        "--out",
+        str(tmp_path / "o"),
+        "--no-progress",
+    ]
     assert main(args) == 2
     assert "uncommitted changes" in _one_line_error(capsys)
     monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", False))
-    for bad, message in ((["--recipes", "ppo"], "unknown recipe"), (["--out", ""], "--out: "),
-                         (["--work", "~"], "home directory"), (["--seeds", "-1"], "out of range")):
+    for bad, message in (
+        (["--recipes", "ppo"], "unknown recipe"),
+        (["--out", ""], "--out: "),
+        (["--work", "~"], "home directory"),
+        (["--seeds", "-1"], "out of range"),
+    ):
         assert main(args + bad) == 2
         assert message in _one_line_error(capsys)
     assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
@@ -580,15 +724,18 @@ def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(tiny_prof
         record.check_record(tiny_profile, [], [0], tmp_path / "w", tmp_path / "o")
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda m, p: evaluate(None, p[1], 4), TypeError, "model must be a torch module"),
-    (lambda m, p: evaluate(m, ["1+1="], 4), TypeError, "must hold Problem objects"),
-    (lambda m, p: sft(m, p[0], p[1], {"lr": 1e-3}), TypeError, "config must be a SFTConfig"),
-    (lambda m, p: train(m, p[0], p[1], {"group_size": 4}, "unused"), TypeError, "config must be a TrainConfig"),
-    (lambda m, p: train(m, p[0], p[1], TINY.train_config("grpo"), None), TypeError, "out must be a directory"),
-    (lambda m, p: bucket_of("D2"), TypeError, "bucket_of takes a Problem"),
-    (lambda m, p: profiles.active_profile(3), TypeError, "profile name must be a string"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda m, p: evaluate(None, p[1], 4), TypeError, "model must be a torch module"),
+        (lambda m, p: evaluate(m, ["1+1="], 4), TypeError, "must hold Problem objects"),
+        (lambda m, p: sft(m, p[0], p[1], {"lr": 1e-3}), TypeError, "config must be a SFTConfig"),
+        (lambda m, p: train(m, p[0], p[1], {"group_size": 4}, "unused"), TypeError, "config must be a TrainConfig"),
+        (lambda m, p: train(m, p[0], p[1], TINY.train_config("grpo"), None), TypeError, "out must be a directory"),
+        (lambda m, p: bucket_of("D2"), TypeError, "bucket_of takes a Problem"),
+        (lambda m, p: profiles.active_profile(3), TypeError, "profile name must be a string"),
+    ],
+)
 def test_the_training_path_names_a_wrong_argument(call, error, message, problems) -> None:
     with pytest.raises(error, match=message):
         call(model_for_profile(TINY), problems)
@@ -607,8 +754,13 @@ def test_tempered_sampling_starts_at_ratio_one(problems, warm, tmp_path) -> None
     untempered loss put ratios at 0.6 to 1.4 at temperature 0.5, and clipped many tokens."""
     train_set, heldout = problems
     model = fresh(warm, torch.float64)
-    config = TINY.train_config(GRPO.replace(kl_coef=0.0, clip_low=0.01, clip_high=0.01), sample_budget=64,
-                               num_minibatches=1, temperature=0.5, eval_every=0)
+    config = TINY.train_config(
+        GRPO.replace(kl_coef=0.0, clip_low=0.01, clip_high=0.01),
+        sample_budget=64,
+        num_minibatches=1,
+        temperature=0.5,
+        eval_every=0,
+    )
     train(model, train_set, heldout, config, tmp_path / "tempered")
     steps = [r for r in load_run(tmp_path / "tempered")[1] if r["step"] > 0]
     assert len(steps) >= 2 and all(r["clip_ratio/region_mean"] == 0.0 for r in steps)
@@ -618,7 +770,7 @@ def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypa
     """Starting a run afresh removes an unfinished run's own files, never anything else: `--out ''`
     once meant the current directory, which was deleted; a folder with run-like names
     (metrics.jsonl, checkpoint/) is a reader's unless the tool's marker is in it."""
-    from stddial_book.experiments import remove_stale_run
+    from stddial_book.experiments.testbed import remove_stale_run
 
     work = tmp_path / "work"
     (work / "notes").mkdir(parents=True)
@@ -654,14 +806,30 @@ def test_the_cache_key_covers_the_code_a_run_executes() -> None:
     identity check imports gradcheck inside a function); the figures, widgets and build tooling are
     left out, so editing a page's helpers does not retrain every chapter's runs."""
     modules = set(experiments.run_modules())
-    assert {"train", "rollout", "losses", "recipes", "sampling", "tasks", "model", "gradcheck", "solve_rates",
-            "identity", "runs", "profiles"} <= modules
-    assert not modules & {"widgets", "plots", "_colab", "display", "trl_bridge", "edition", "analysis"}
+    assert {
+        "rl.trainer",
+        "rl.update",
+        "rl.sft",
+        "rl.checkpoints",
+        "rl.rollout",
+        "rl.losses",
+        "theory.recipes",
+        "rl.sampling",
+        "rl.tasks",
+        "rl.model",
+        "rl.gradcheck",
+        "corpora.histograms",
+        "theory.identity",
+        "rl.runlog",
+        "rl.profiles",
+    } <= modules
+    assert not {m for m in modules if m.split(".")[0] in ("presentation", "bridges", "teaching")}
+    assert all((Path(experiments.__file__).parents[1] / (m.replace(".", "/") + ".py")).is_file() for m in modules)
 
 
 def test_the_cache_key_ignores_documentation_but_not_code() -> None:
     """Rewording a docstring or a comment keeps a module's fingerprint; changing a statement does not."""
-    from stddial_book.experiments import _code_of
+    from stddial_book.experiments.testbed import _code_of
 
     base = 'def f(x):\n    """Double x."""\n    return 2 * x  # twice\n'
     reworded = '"""A module."""\n\n\ndef f(x):\n    """Twice x, reworded."""\n    # the same code\n    return 2 * x\n'
@@ -671,13 +839,13 @@ def test_the_cache_key_ignores_documentation_but_not_code() -> None:
     assert _code_of(only_doc) == _code_of("class A:\n    pass\n")
 
 
-def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(problems, warm, tmp_path,
-                                                                            monkeypatch) -> None:
+def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(
+    problems, warm, tmp_path, monkeypatch
+) -> None:
     """The trainer passes the overlong filter's mask to group_advantages (and no mask without it)."""
-    import stddial_book.train as train_module
 
     seen = []
-    real = train_module.group_advantages
+    real = recipes.group_advantages
 
     def spy(rewards, group_size, recipe, valid=None):
         seen.append(valid)
@@ -686,28 +854,37 @@ def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(probl
     monkeypatch.setattr(train_module, "group_advantages", spy)
     train_set, heldout = problems
     cut = DAPO.replace(overlong_penalty=False, overlong_cache_fraction=0.0, dynamic_sampling=False)
-    train(fresh(warm), train_set, heldout, TINY.train_config(cut, max_new_tokens=2, sample_budget=32,
-                                                             eval_every=0), tmp_path / "cut")
+    train(
+        fresh(warm),
+        train_set,
+        heldout,
+        TINY.train_config(cut, max_new_tokens=2, sample_budget=32, eval_every=0),
+        tmp_path / "cut",
+    )
     records = [r for r in load_run(tmp_path / "cut")[1] if r["step"] > 0]
     assert seen and all(v is not None and v.dtype == bool for v in seen)
     assert any((~v).any() for v in seen) and records[0]["completions/clipped_ratio"] > 0
     seen.clear()
-    train(fresh(warm), train_set, heldout, TINY.train_config("grpo", sample_budget=32, eval_every=0),
-          tmp_path / "plain")
+    train(
+        fresh(warm), train_set, heldout, TINY.train_config("grpo", sample_budget=32, eval_every=0), tmp_path / "plain"
+    )
     assert seen and all(v is None for v in seen)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: make_problems(None), TypeError, "make_problems takes a TaskConfig"),
-    (lambda: Batch.cat([], 0), ValueError, "at least one batch"),
-    (lambda: TaskConfig(digits=(2, 2)), ValueError, "twice"),
-    (lambda: experiments.warm_start(None), TypeError, "profile must be a Profile"),
-    (lambda: experiments.rl_run("quick", "grpo"), TypeError, "profile must be a Profile"),
-    (lambda: load_run(None), TypeError, "load_run takes a run directory"),
-    (lambda: metric_series([{"x": 1}], "x"), ValueError, "with a 'step' each"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: make_problems(None), TypeError, "make_problems takes a TaskConfig"),
+        (lambda: Batch.cat([], 0), ValueError, "at least one batch"),
+        (lambda: TaskConfig(digits=(2, 2)), ValueError, "twice"),
+        (lambda: experiments.warm_start(None), TypeError, "profile must be a Profile"),
+        (lambda: experiments.rl_run("quick", "grpo"), TypeError, "profile must be a Profile"),
+        (lambda: load_run(None), TypeError, "load_run takes a run directory"),
+        (lambda: metric_series([{"x": 1}], "x"), ValueError, "with a 'step' each"),
+    ],
+)
 def test_more_wrong_arguments_are_named(call, error, message) -> None:
-    from stddial_book.train import checkpoint_dir
+    from stddial_book.rl.checkpoints import checkpoint_dir
 
     with pytest.raises(error, match=message):
         call()
@@ -718,13 +895,21 @@ def test_more_wrong_arguments_are_named(call, error, message) -> None:
 def _padded_batch(prompt_lens, completion_lens, prompt_width=6, completion_width=8) -> Batch:
     """A batch with left-padded prompts and right-padded completions of the given lengths."""
     n = len(prompt_lens)
-    prompt_mask = torch.arange(prompt_width)[None, :] >= torch.tensor(
-        [prompt_width - p for p in prompt_lens])[:, None]
+    prompt_mask = torch.arange(prompt_width)[None, :] >= torch.tensor([prompt_width - p for p in prompt_lens])[:, None]
     mask = torch.arange(completion_width)[None, :] < torch.tensor(completion_lens)[:, None]
     ids = torch.full((n, prompt_width), 2)
-    return Batch(ids, prompt_mask, torch.full((n, completion_width), 3), mask,
-                 torch.zeros(n, dtype=torch.bool), torch.zeros(n, completion_width),
-                 np.zeros(n), np.zeros(n), np.array(["b"] * n), np.arange(n))
+    return Batch(
+        ids,
+        prompt_mask,
+        torch.full((n, completion_width), 3),
+        mask,
+        torch.zeros(n, dtype=torch.bool),
+        torch.zeros(n, completion_width),
+        np.zeros(n),
+        np.zeros(n),
+        np.array(["b"] * n),
+        np.arange(n),
+    )
 
 
 def test_passes_cover_every_row_and_every_real_token() -> None:
@@ -735,7 +920,7 @@ def test_passes_cover_every_row_and_every_real_token() -> None:
         completion_lens = rng.integers(1, 9, size=16).tolist()
         batch = _padded_batch(prompt_lens, completion_lens)
         rows = torch.arange(2, 14)
-        passes = train_module._passes(batch, rows, 4, micro)
+        passes = update._passes(batch, rows, 4, micro)
         seen = torch.cat([r for r, _, _ in passes]).tolist()
         assert sorted(seen) == rows.tolist()
         for r, start, width in passes:
@@ -749,10 +934,10 @@ def test_passes_cover_every_row_and_every_real_token() -> None:
 def test_passes_split_by_length_only_where_it_saves_work() -> None:
     """Half the rows need 1 completion column and half 8: two passes; equal lengths: one pass."""
     mixed = _padded_batch([6] * 64, [1] * 32 + [8] * 32)
-    passes = train_module._passes(mixed, torch.arange(64), 8, None)
+    passes = update._passes(mixed, torch.arange(64), 8, None)
     assert [(len(r), w) for r, _, w in passes] == [(32, 1), (32, 8)]
     alike = _padded_batch([6] * 64, [3] * 63 + [4])
-    assert len(train_module._passes(alike, torch.arange(64), 8, None)) == 1
+    assert len(update._passes(alike, torch.arange(64), 8, None)) == 1
 
 
 def test_length_cuts_are_the_cheapest_split_at_length_boundaries() -> None:
@@ -760,7 +945,7 @@ def test_length_cuts_are_the_cheapest_split_at_length_boundaries() -> None:
     import itertools
 
     rng = np.random.default_rng(1)
-    cost_per_pass = train_module._PASS_COST_TOKENS
+    cost_per_pass = update._PASS_COST_TOKENS
     for _ in range(30):
         n = int(rng.integers(1, 40))
         prompt = rng.integers(2, 7, size=n)
@@ -772,13 +957,17 @@ def test_length_cuts_are_the_cheapest_split_at_length_boundaries() -> None:
 
         def cost(cuts):
             # each distinct prompt once at the widest prompt, completions less their last column
-            return sum(len(set(group[a:b])) * max(prompt[a:b])
-                       + (b - a) * (max(completion[a:b]) - 1) + cost_per_pass
-                       for a, b in zip(cuts[:-1], cuts[1:]))
+            return sum(
+                len(set(group[a:b])) * max(prompt[a:b]) + (b - a) * (max(completion[a:b]) - 1) + cost_per_pass
+                for a, b in zip(cuts[:-1], cuts[1:])
+            )
 
-        best = min(cost([0, *chosen, n]) for k in range(len(boundaries) + 1)
-                   for chosen in itertools.combinations(boundaries, k))
-        cuts = train_module._length_cuts(prompt, completion, group)
+        best = min(
+            cost([0, *chosen, n])
+            for k in range(len(boundaries) + 1)
+            for chosen in itertools.combinations(boundaries, k)
+        )
+        cuts = update._length_cuts(prompt, completion, group)
         assert cuts[0] == 0 and cuts[-1] == n and cost(cuts) == best
 
 

@@ -19,26 +19,54 @@ import numpy as np
 import pytest
 import torch
 
-from stddial_book.identity import bessel_factor, group_std
-from stddial_book.model import CharCodec, tiny_model
-from stddial_book.profiles import Profile
-from stddial_book.recipes import DAPO, DR_GRPO, GRPO, PRESETS, group_advantages
-from stddial_book.rollout import completion_logprobs
-from stddial_book.sampling import overlong_penalty
-from stddial_book.tasks import make_problem
-from stddial_book.train import TrainConfig, encode_prompts
-from stddial_book.trl_bridge import (TRL_STD_EPS, grpo_config, one_batch_check, reward_settings, trl_equivalent_recipe,
-                                     trl_gaps, trl_reward_funcs, trl_settings, trl_settings_for, trl_testbed_run)
+from stddial_book.bridges.trl_check import one_batch_check, trl_testbed_run
+from stddial_book.bridges.trl_rewards import trl_reward_funcs
+from stddial_book.bridges.trl_settings import (
+    TRL_STD_EPS,
+    grpo_config,
+    reward_settings,
+    trl_equivalent_recipe,
+    trl_gaps,
+    trl_settings,
+    trl_settings_for,
+)
+from stddial_book.rl.batches import encode_prompts
+from stddial_book.rl.configs import TrainConfig
+from stddial_book.rl.model import CharCodec, tiny_model
+from stddial_book.rl.profiles import Profile
+from stddial_book.rl.rollout import completion_logprobs
+from stddial_book.rl.sampling import overlong_penalty
+from stddial_book.rl.tasks import make_problem
+from stddial_book.theory.identity import bessel_factor, group_std
+from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, PRESETS, group_advantages
 
 # ----------------------------------------------------------------------------------- the mapping, no TRL
 
 OBJECTIVE = {  # per preset: the GRPOConfig settings of the objective (DESIGN §9)
-    "grpo": dict(scale_rewards="group", loss_type="grpo", epsilon=0.2, epsilon_high=0.2, beta=0.04,
-                 mask_truncated_completions=False),
-    "dr_grpo": dict(scale_rewards="none", loss_type="dr_grpo", epsilon=0.2, epsilon_high=0.2, beta=0.0,
-                    mask_truncated_completions=False),
-    "dapo": dict(scale_rewards="group", loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0,
-                 mask_truncated_completions=True),
+    "grpo": dict(
+        scale_rewards="group",
+        loss_type="grpo",
+        epsilon=0.2,
+        epsilon_high=0.2,
+        beta=0.04,
+        mask_truncated_completions=False,
+    ),
+    "dr_grpo": dict(
+        scale_rewards="none",
+        loss_type="dr_grpo",
+        epsilon=0.2,
+        epsilon_high=0.2,
+        beta=0.0,
+        mask_truncated_completions=False,
+    ),
+    "dapo": dict(
+        scale_rewards="group",
+        loss_type="dapo",
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        mask_truncated_completions=True,
+    ),
 }
 
 
@@ -50,15 +78,25 @@ def test_preset_settings(key: str) -> None:
     assert (settings["num_generations"], settings["max_completion_length"]) == (8, 8)
     assert (settings["top_k"], settings["top_p"], settings["temperature"]) == (0, 1.0, 1.0)
     # the testbed's schedule: 32 prompts x 8 = 256 completions, two optimizer steps, each rollout used once
-    assert [settings[k] for k in ("generation_batch_size", "per_device_train_batch_size",
-                                  "gradient_accumulation_steps", "num_iterations")] == [256, 128, 1, 1]
+    assert [
+        settings[k]
+        for k in (
+            "generation_batch_size",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "num_iterations",
+        )
+    ] == [256, 128, 1, 1]
     assert trl_settings(PRESETS[key], group_size=8, max_new_tokens=8) == settings
 
 
 def test_schedule_micro_batches_and_processes() -> None:
-    s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=4,
-                     micro_batch_size=8)
-    assert (s["generation_batch_size"], s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (64, 8, 2)
+    s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=4, micro_batch_size=8)
+    assert (s["generation_batch_size"], s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (
+        64,
+        8,
+        2,
+    )
     s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=2, num_processes=2)
     assert (s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (16, 1)
     # TRL's steps_per_generation = generation batch / (per device x processes) = optimizer steps x accumulation
@@ -73,21 +111,31 @@ def test_defaults_are_train_configs() -> None:
 
 
 def test_settings_for_a_train_config() -> None:
-    config = TrainConfig(recipe="grpo", group_size=8, prompts_per_step=32, num_minibatches=2, lr=3e-4,
-                         sample_budget=1000, seed=5)
+    config = TrainConfig(
+        recipe="grpo", group_size=8, prompts_per_step=32, num_minibatches=2, lr=3e-4, sample_budget=1000, seed=5
+    )
     s = trl_settings_for(config)
     assert s["max_steps"] == math.ceil(1000 / 256) * 2  # the rollouts the budget buys, two steps each
-    assert (s["learning_rate"], s["lr_scheduler_type"], s["weight_decay"], s["max_grad_norm"]) == (3e-4, "constant",
-                                                                                                  0.0, 1.0)
+    assert (s["learning_rate"], s["lr_scheduler_type"], s["weight_decay"], s["max_grad_norm"]) == (
+        3e-4,
+        "constant",
+        0.0,
+        1.0,
+    )
     assert (s["bf16"], s["fp16"], s["activation_checkpointing"], s["seed"]) == (False, False, False, 5)
     with pytest.raises(TypeError, match="TrainConfig"):
         trl_settings_for("grpo")
 
 
 def test_gaps_per_preset() -> None:
-    knobs = {key: [g.knob for g in trl_gaps(recipe, group_size=8, num_minibatches=2)] for key, recipe in PRESETS.items()}
-    assert knobs == {"grpo": ["std_correction", "std_eps", "minibatches"], "dr_grpo": ["minibatches"],
-                     "dapo": ["dynamic_sampling", "std_correction", "std_eps", "overlong_filter", "minibatches"]}
+    knobs = {
+        key: [g.knob for g in trl_gaps(recipe, group_size=8, num_minibatches=2)] for key, recipe in PRESETS.items()
+    }
+    assert knobs == {
+        "grpo": ["std_correction", "std_eps", "minibatches"],
+        "dr_grpo": ["minibatches"],
+        "dapo": ["dynamic_sampling", "std_correction", "std_eps", "overlong_filter", "minibatches"],
+    }
     assert trl_gaps(DR_GRPO, group_size=8, num_minibatches=1) == []  # the L_max normaliser is TRL's dr_grpo
     bessel = {g.knob: g for g in trl_gaps(GRPO, group_size=8, num_minibatches=1)}
     assert "0.9354" in bessel["std_correction"].effect
@@ -124,21 +172,28 @@ def test_equivalent_recipe() -> None:
     assert float(group_std(four_of_eight)) == 0.5 and abs(float(group_std(four_of_eight, correction=1)) - 0.5345) < 1e-4
     assert group_advantages(four_of_eight, 8, GRPO)[0] == pytest.approx(1.0)
     assert group_advantages(four_of_eight, 8, trl_equivalent_recipe(GRPO))[0] == pytest.approx(
-        0.5 / (0.5 * math.sqrt(8 / 7) + 1e-4))
+        0.5 / (0.5 * math.sqrt(8 / 7) + 1e-4)
+    )
 
 
 def test_reward_settings() -> None:
-    assert reward_settings("grpo", max_new_tokens=8) == {"reward_correct": 1.0, "reward_wrong": 0.0,
-                                                         "soft_overlong_punishment": None}
+    assert reward_settings("grpo", max_new_tokens=8) == {
+        "reward_correct": 1.0,
+        "reward_wrong": 0.0,
+        "soft_overlong_punishment": None,
+    }
     assert reward_settings("dapo", max_new_tokens=8) == {
-        "reward_correct": 1.0, "reward_wrong": -1.0,
-        "soft_overlong_punishment": {"max_completion_len": 8, "soft_punish_cache": 2}}
+        "reward_correct": 1.0,
+        "reward_wrong": -1.0,
+        "soft_overlong_punishment": {"max_completion_len": 8, "soft_punish_cache": 2},
+    }
     with pytest.raises(ValueError, match="empty"):
         reward_settings("dapo", max_new_tokens=2)  # round(0.2 * 2) = 0 tokens
     verifier = trl_reward_funcs("grpo", max_new_tokens=8)[0]
     codec = CharCodec()
-    assert verifier(completion_ids=[codec.encode("521<eos>"), codec.encode("521"), codec.encode("52<eos>")],
-                    answer=["521"] * 3) == [1.0, 0.0, 0.0]
+    assert verifier(
+        completion_ids=[codec.encode("521<eos>"), codec.encode("521"), codec.encode("52<eos>")], answer=["521"] * 3
+    ) == [1.0, 0.0, 0.0]
 
 
 def test_bad_input() -> None:
@@ -154,11 +209,12 @@ def test_bad_input() -> None:
         trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=48)
     with pytest.raises(ValueError, match="processes"):
         trl_settings("grpo", group_size=8, max_new_tokens=8, micro_batch_size=8, num_processes=3)
-    for bad, error, message in ((dict(group_size="8"), TypeError, "group_size must be a whole number; got str '8'"),
-                                (dict(max_new_tokens=None), TypeError,
-                                 "max_new_tokens must be a whole number; got NoneType"),
-                                (dict(temperature="hot"), TypeError, "temperature must be a number; got str 'hot'"),
-                                (dict(num_minibatches=2.5), ValueError, "num_minibatches must be a whole number; got 2.5")):
+    for bad, error, message in (
+        (dict(group_size="8"), TypeError, "group_size must be a whole number; got str '8'"),
+        (dict(max_new_tokens=None), TypeError, "max_new_tokens must be a whole number; got NoneType"),
+        (dict(temperature="hot"), TypeError, "temperature must be a number; got str 'hot'"),
+        (dict(num_minibatches=2.5), ValueError, "num_minibatches must be a whole number; got 2.5"),
+    ):
         with pytest.raises(error, match=message):
             trl_settings("grpo", **{**dict(group_size=8, max_new_tokens=8), **bad})
     not_a_recipe = r"recipe must be a Recipe or a preset name \(\['dapo', 'dr_grpo', 'grpo'\]\); got "
@@ -178,8 +234,9 @@ def test_bad_input() -> None:
         grpo_config(TrainConfig(recipe=trl_equivalent_recipe(DAPO), num_minibatches=1), "out", exact=True)
     assert "overlong_filter=False" in str(info.value) and "num_minibatches=1" not in str(info.value)
     with pytest.raises(ValueError, match="use_vllm=False"):
-        grpo_config(TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), "out", exact=True,
-                    use_vllm=True)
+        grpo_config(
+            TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), "out", exact=True, use_vllm=True
+        )
     with pytest.raises(TypeError, match="use_vllm"):
         trl_gaps("grpo", use_vllm="yes")
     policy = tiny_model(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
@@ -224,10 +281,12 @@ def batch():
     """Four groups of four: 2- and 3-digit prompts (left-padded together), cut-off completions, a silent group."""
     codec = CharCodec()
     prompts = [make_problem(57, 68, 2), make_problem(123, 456, 3), make_problem(5, 7, 2), make_problem(999, 1, 3)]
-    texts = [["521<eos>", "522<eos>", "5210000000", "1<eos>"],           # 57+68=125: one right, one cut off
-             ["975<eos>", "975<eos>", "97500000<eos>", "0000000000"],   # 123+456=579: two right, one of length 9
-             ["3<eos>", "22<eos>", "2<eos>", "111111111<eos>"],          # 5+7=12: silent, all wrong
-             ["0001<eos>", "0001<eos>", "1000<eos>", "0001<eos>"]]       # 999+1=1000: three right
+    texts = [
+        ["521<eos>", "522<eos>", "5210000000", "1<eos>"],  # 57+68=125: one right, one cut off
+        ["975<eos>", "975<eos>", "97500000<eos>", "0000000000"],  # 123+456=579: two right, one of length 9
+        ["3<eos>", "22<eos>", "2<eos>", "111111111<eos>"],  # 5+7=12: silent, all wrong
+        ["0001<eos>", "0001<eos>", "1000<eos>", "0001<eos>"],
+    ]  # 999+1=1000: three right
     problems = [p for p in prompts for _ in range(G)]
     completions = [codec.encode(t) for group in texts for t in group]
     small = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
@@ -243,7 +302,7 @@ def batch():
     width = max(map(len, completions))
     ids = torch.full((len(completions), width), codec.pad_id)
     for row, c in enumerate(completions):
-        ids[row, :len(c)] = torch.tensor(c)
+        ids[row, : len(c)] = torch.tensor(c)
     with torch.no_grad():
         old = completion_logprobs(old_model, prompt_ids, prompt_mask, ids, ids != codec.pad_id)
     assert not bool(prompt_mask.all())  # the batch is left-padded
@@ -252,8 +311,16 @@ def batch():
 
 def check(recipe, batch, tmp_path: Path, **kw):
     kw = {"old_logprobs": batch["old"], "ref_model": batch["reference"], **kw}
-    return one_batch_check(recipe, batch["policy"], batch["problems"], batch["completions"], group_size=G,
-                           max_new_tokens=L_MAX, workdir=tmp_path / "work", **kw)
+    return one_batch_check(
+        recipe,
+        batch["policy"],
+        batch["problems"],
+        batch["completions"],
+        group_size=G,
+        max_new_tokens=L_MAX,
+        workdir=tmp_path / "work",
+        **kw,
+    )
 
 
 @pytest.mark.trl
@@ -281,7 +348,7 @@ def test_trl_divides_by_bessels_std(trl, batch, tmp_path: Path) -> None:
     rewards = result["rewards"].reshape(-1, G)
     ours = group_advantages(result["rewards"], G, GRPO).reshape(-1, G)  # the population std
     theirs = result["advantages_trl"].reshape(-1, G)
-    mixed = (rewards.min(axis=1) < rewards.max(axis=1))
+    mixed = rewards.min(axis=1) < rewards.max(axis=1)
     s = group_std(rewards[mixed], correction=1)
     ratio = theirs[mixed] / ours[mixed]
     np.testing.assert_allclose(ratio, (bessel_factor(G) * s / (s + TRL_STD_EPS))[:, None] * np.ones(G), rtol=1e-6)
@@ -327,20 +394,31 @@ def test_grpo_config(trl, tmp_path: Path) -> None:
     config = grpo_config(TrainConfig(recipe="dr_grpo", sample_budget=512), tmp_path, use_cpu=True)
     assert isinstance(config, trl.GRPOConfig)
     assert (config.loss_type, config.scale_rewards, config.steps_per_generation, config.max_steps) == (
-        "dr_grpo", "none", 2, 4)
+        "dr_grpo",
+        "none",
+        2,
+        4,
+    )
     assert (config.activation_checkpointing, config.bf16) == (False, False)
-    exact = grpo_config(TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), tmp_path, exact=True,
-                        use_cpu=True)
+    exact = grpo_config(
+        TrainConfig(recipe=trl_equivalent_recipe(GRPO), num_minibatches=1), tmp_path, exact=True, use_cpu=True
+    )
     assert exact.beta == 0.04 and exact.use_bias_correction_kl is False
     # the traps chapter 14 and trl_settings rely on are GRPOConfig's defaults
     defaults = {f.name: f.default for f in dataclasses.fields(trl.GRPOConfig)}
     assert (defaults["loss_type"], defaults["scale_rewards"], defaults["use_bias_correction_kl"]) == (
-        "dapo", "group", True)
-    assert (defaults["use_vllm"], defaults["vllm_importance_sampling_correction"],
-            defaults["vllm_importance_sampling_mode"], defaults["vllm_importance_sampling_clip_max"]) == (
-        False, True, "sequence_mask", 3.0)  # what trl_gaps(..., use_vllm=True) says
+        "dapo",
+        "group",
+        True,
+    )
+    assert (
+        defaults["use_vllm"],
+        defaults["vllm_importance_sampling_correction"],
+        defaults["vllm_importance_sampling_mode"],
+        defaults["vllm_importance_sampling_clip_max"],
+    ) == (False, True, "sequence_mask", 3.0)  # what trl_gaps(..., use_vllm=True) says
     # following the message of exact=True gives a config that exact=True accepts, for every preset
-    for key, recipe in PRESETS.items():
+    for _key, recipe in PRESETS.items():
         with pytest.raises(ValueError, match="cannot express") as info:
             grpo_config(TrainConfig(recipe=recipe), tmp_path, exact=True, use_cpu=True)
         message = str(info.value)
@@ -349,8 +427,7 @@ def test_grpo_config(trl, tmp_path: Path) -> None:
         if "overlong_filter=False" in message:
             recipe = recipe.replace(overlong_filter=False)
         minibatches = 1 if "num_minibatches=1" in message else TrainConfig().num_minibatches
-        fixed = grpo_config(TrainConfig(recipe=recipe, num_minibatches=minibatches), tmp_path, exact=True,
-                            use_cpu=True)
+        fixed = grpo_config(TrainConfig(recipe=recipe, num_minibatches=minibatches), tmp_path, exact=True, use_cpu=True)
         assert isinstance(fixed, trl.GRPOConfig) and fixed.steps_per_generation == 1
 
 
@@ -358,11 +435,14 @@ def test_grpo_config(trl, tmp_path: Path) -> None:
 def test_testbed_run(trl, tmp_path: Path) -> None:
     from safetensors.torch import save_model
 
-    profile = Profile("tiny", "cpu", "test-sized", model=dict(hidden_size=32, num_layers=2, num_heads=2,
-                                                             intermediate_size=64),
-                      task=dict(digits=(1,), num_train=40, num_heldout=8),
-                      train=dict(group_size=4, prompts_per_step=4, num_minibatches=2, lr=1e-3, max_new_tokens=4,
-                                 pool_size=16))
+    profile = Profile(
+        "tiny",
+        "cpu",
+        "test-sized",
+        model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
+        task=dict(digits=(1,), num_train=40, num_heldout=8),
+        train=dict(group_size=4, prompts_per_step=4, num_minibatches=2, lr=1e-3, max_new_tokens=4, pool_size=16),
+    )
     sft = tmp_path / "sft"
     sft.mkdir()
     save_model(tiny_model(seed=0, **profile.model), str(sft / "model.safetensors"))

@@ -11,9 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from stddial_book.identity import expected_update_weight, silent_probability, update_weight
-from stddial_book.recipes import PRESETS
-from stddial_book.widgets import silent_explorer, silent_explorer_data, silent_explorer_html
+from stddial_book.presentation.widgets import silent_explorer, silent_explorer_data, silent_explorer_html
+from stddial_book.theory.identity import update_weight
+from stddial_book.theory.recipes import PRESETS
+from stddial_book.theory.silent import expected_update_weight, silent_probability
 
 
 def test_explorer_data_are_the_closed_forms() -> None:
@@ -36,7 +37,7 @@ def test_explorer_data_are_the_closed_forms() -> None:
 
 def test_explorer_html_is_self_contained() -> None:
     markup = silent_explorer_html(group_size=16, solve_rate=0.1, recipe_name="Dr. GRPO").data
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", markup)      # nothing from the network
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", markup)  # nothing from the network
     payload = re.search(r'<script type="application/json">(.*?)</script>', markup, re.S).group(1)
     data = json.loads(payload)
     assert data["group_sizes"][int(re.search(r'class="g"[^>]*value="(\d+)"', markup).group(1))] == 16
@@ -44,7 +45,7 @@ def test_explorer_html_is_self_contained() -> None:
     assert '<option value="dr_grpo" selected>' in markup
     ids = re.findall(r'id="(stddial-explorer-[0-9a-f]+)"', markup)
     assert len(ids) == 1 and ids[0] in re.search(r"<script>(.*?)</script>", markup, re.S).group(1)
-    assert ids[0] not in silent_explorer_html().data                           # two explorers on a page
+    assert ids[0] not in silent_explorer_html().data  # two explorers on a page
 
 
 def test_explorer_refuses_bad_settings() -> None:

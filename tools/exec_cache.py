@@ -51,8 +51,9 @@ def fingerprint(root: Path = ROOT) -> str:
             digest.update(name.encode() + b"\0" + (root / name).read_bytes())
     # one entry per distribution: run from the checkout's root, Python also finds the editable
     # install's stddial_book.egg-info there, a second copy of the same name and version
-    versions = sorted({f"{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower()}=={d.version}"
-                       for d in metadata.distributions()})
+    versions = sorted(
+        {f"{re.sub(r'[-_.]+', '-', d.metadata['Name']).lower()}=={d.version}" for d in metadata.distributions()}
+    )
     digest.update("\n".join(versions).encode())
     digest.update(f"{sys.version}|{platform.machine()}".encode())
     for name in _ENV:
@@ -81,8 +82,10 @@ def _prepare_unlocked(cache: Path) -> Path:
         return cache
     if cache.exists():
         if not (stamp.is_file() or (cache / "global.db").is_file()):
-            raise SystemExit(f"{cache} exists but is not an execution cache (no {STAMP}, no global.db); "
-                             "move it away or point STDDIAL_BOOK_CACHE elsewhere.")
+            raise SystemExit(
+                f"{cache} exists but is not an execution cache (no {STAMP}, no global.db); "
+                "move it away or point STDDIAL_BOOK_CACHE elsewhere."
+            )
         shutil.rmtree(cache)
     cache.mkdir(parents=True)
     stamp.write_text(current + "\n")
@@ -101,8 +104,9 @@ def read_page(path: Path):
     from myst_nb.core.read import read_myst_markdown_notebook
     from myst_parser.config.main import MdParserConfig
 
-    return read_myst_markdown_notebook(Path(path).read_text(encoding="utf-8"), MdParserConfig(),
-                                       add_source_map=True, path=path)
+    return read_myst_markdown_notebook(
+        Path(path).read_text(encoding="utf-8"), MdParserConfig(), add_source_map=True, path=path
+    )
 
 
 def store(notebook, path: Path, seconds: float, cache: Path = DEFAULT_CACHE) -> None:
@@ -114,7 +118,9 @@ def store(notebook, path: Path, seconds: float, cache: Path = DEFAULT_CACHE) -> 
         _prepare_unlocked(cache)
         get_cache(str(cache)).cache_notebook_bundle(
             CacheBundleIn(notebook, str(Path(path).resolve()), data={"execution_seconds": seconds}),
-            check_validity=False, overwrite=True)
+            check_validity=False,
+            overwrite=True,
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from screenshots import CHROMIUM_FLAGS, chromium_path, find_pages  # noqa: E402
+from screenshots import CHROMIUM_FLAGS, chromium_path, find_pages
 
 #: The probe: after load (plus time for MathJax), write the offenders into a <pre> that
 #: ``--dump-dom`` then shows. MathJax's hidden assistive copies are not drawn and are skipped.
@@ -62,10 +62,20 @@ def offenders(chromium: str, page: Path, width: int) -> list[dict]:
     try:
         with tempfile.TemporaryDirectory(prefix="stddial-chromium-") as profile:
             proc = subprocess.run(
-                [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                 f"--window-size={width},2000", "--virtual-time-budget=15000", "--dump-dom",
-                 probe_page.resolve().as_uri()],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT_S)
+                [
+                    chromium,
+                    *CHROMIUM_FLAGS,
+                    f"--user-data-dir={profile}",
+                    f"--window-size={width},2000",
+                    "--virtual-time-budget=15000",
+                    "--dump-dom",
+                    probe_page.resolve().as_uri(),
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
     finally:
         probe_page.unlink(missing_ok=True)
     match = re.search(r'<pre id="stddial-overflow">(.*?)</pre>', proc.stdout, re.S)
@@ -80,15 +90,13 @@ def offenders(chromium: str, page: Path, width: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/overflow.py",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tools/overflow.py", description=__doc__.splitlines()[0])
     parser.add_argument("--html", default="_build/html", type=Path, help="built site")
     parser.add_argument("--width", default=1280, type=int, help="window width in px")
     parser.add_argument("--chromium", default=None, help="Chromium binary")
     args = parser.parse_args(argv)
     if not (args.html / "index.html").is_file():
-        print(f"{args.html}/index.html not found: build the book first (make book)",
-              file=sys.stderr)
+        print(f"{args.html}/index.html not found: build the book first (make book)", file=sys.stderr)
         return 2
     chromium = chromium_path(args.chromium)
     bad = 0
@@ -96,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         found = offenders(chromium, page, args.width)
         print(f"{page.relative_to(args.html)}: {len(found) or 'nothing'} past the column")
         for item in found:
-            print(f"    <{item['tag']}> {item['past']:+d} px, scrolls {item['scroll']} px: "
-                  f"{item['text']!r}")
+            print(f"    <{item['tag']}> {item['past']:+d} px, scrolls {item['scroll']} px: {item['text']!r}")
         bad += bool(found)
     return 1 if bad else 0
 

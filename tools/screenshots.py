@@ -67,15 +67,12 @@ def chromium_path(explicit: str | None = None) -> str:
     found = shutil.which(candidate) if not os.path.isabs(candidate) else candidate
     if not found or not os.access(found, os.X_OK):
         raise SystemExit(
-            f"Chromium not found at {candidate}. Screenshots need Debian's "
-            "Chromium: apt-get install chromium"
+            f"Chromium not found at {candidate}. Screenshots need Debian's Chromium: apt-get install chromium"
         )
     return found
 
 
-def screenshot(
-    chromium: str, page: Path, png: Path, width: int, height: int
-) -> None:
+def screenshot(chromium: str, page: Path, png: Path, width: int, height: int) -> None:
     """Render one page to ``png``; raise RuntimeError when Chromium fails."""
     with tempfile.TemporaryDirectory(prefix="stddial-chromium-") as profile:
         cmd = [
@@ -95,14 +92,10 @@ def screenshot(
                 timeout=TIMEOUT_S,
             )
         except subprocess.TimeoutExpired as err:
-            raise RuntimeError(
-                f"chromium took over {TIMEOUT_S} s on {page}"
-            ) from err
+            raise RuntimeError(f"chromium took over {TIMEOUT_S} s on {page}") from err
     if proc.returncode != 0 or not png.is_file() or png.stat().st_size == 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-10:])
-        raise RuntimeError(
-            f"chromium failed on {page} (exit {proc.returncode}):\n{tail}"
-        )
+        raise RuntimeError(f"chromium failed on {page} (exit {proc.returncode}):\n{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,20 +103,18 @@ def main(argv: list[str] | None = None) -> int:
         prog="python tools/screenshots.py",
         description="PNG screenshots of every page of the built book.",
     )
-    parser.add_argument("--html", default="_build/html", type=Path,
-                        help="built site (default: _build/html)")
-    parser.add_argument("--out", default="_build/screenshots", type=Path,
-                        help="where the PNGs go (default: _build/screenshots)")
+    parser.add_argument("--html", default="_build/html", type=Path, help="built site (default: _build/html)")
+    parser.add_argument(
+        "--out", default="_build/screenshots", type=Path, help="where the PNGs go (default: _build/screenshots)"
+    )
     parser.add_argument("--width", default=1280, type=int)
     parser.add_argument("--height", default=2000, type=int)
-    parser.add_argument("--chromium", default=None,
-                        help=f"Chromium binary (default: $CHROMIUM or {DEFAULT_CHROMIUM})")
+    parser.add_argument("--chromium", default=None, help=f"Chromium binary (default: $CHROMIUM or {DEFAULT_CHROMIUM})")
     args = parser.parse_args(argv)
 
     html_dir: Path = args.html
     if not (html_dir / "index.html").is_file():
-        print(f"{html_dir}/index.html not found: build the book first (make book)",
-              file=sys.stderr)
+        print(f"{html_dir}/index.html not found: build the book first (make book)", file=sys.stderr)
         return 2
     chromium = chromium_path(args.chromium)
     pages = find_pages(html_dir)

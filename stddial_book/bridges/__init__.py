@@ -1,0 +1,1 @@
+"""Bridges to other libraries: TRL's GRPOConfig and GRPOTrainer."""

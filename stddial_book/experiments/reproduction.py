@@ -1,0 +1,312 @@
+"""Every numbered result of the source paper beside the book's value (the appendix's reproduction page).
+
+Each :class:`Row` holds the paper's value as printed, the book's value computed now from the
+package (closed forms, the committed Big-Math and DAPO tables, Monte Carlo), the number of
+decimals the paper prints, and whether the two agree at that rounding. Nothing here is typed
+from the paper except the ``paper`` column; the tests assert that every row agrees, except
+those marked ``expected_to_differ`` with the reason in ``note``.
+
+Bay and Yearick (2026), arXiv 2607.00152: §2 (RLOO), §3 (identity, attenuation), §4 (group-size law and table),
+§5 (DAPO), §6 (difficulty weight), §7 (Big-Math tables), §8 (controlled run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stddial_book.core.checks import check_int, check_number
+
+__all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
+
+
+@dataclass(frozen=True)
+class Row:
+    section: str
+    quantity: str
+    paper: float
+    book: float
+    decimals: int
+    unit: str = ""  # "%" when both values are percentages
+    note: str = ""
+    expected_to_differ: bool = False
+    spread: float = 0.0  # standard deviation over seeds, for results of random runs
+
+    def __post_init__(self) -> None:
+        for name in ("section", "quantity", "unit", "note"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"Row.{name} must be a string; got {type(getattr(self, name)).__name__}.")
+        for name in ("paper", "book", "spread"):  # checked, kept as given (an int stays an int)
+            check_number(getattr(self, name), f"Row.{name}", hint="Rows hold finite numbers (a NaN cannot agree).")
+        if check_int(self.decimals, "Row.decimals", minimum=0) > 20:
+            raise ValueError(f"Row.decimals is how many decimals the paper prints (0..20); got {self.decimals}.")
+        if self.spread < 0:
+            raise ValueError(f"Row.spread is a standard deviation and must be >= 0; got {self.spread}.")
+        if not isinstance(self.expected_to_differ, bool):
+            raise TypeError(f"Row.expected_to_differ must be True or False; got {self.expected_to_differ!r:.40}.")
+
+    @property
+    def agrees(self) -> bool:
+        """Equal at the paper's rounding; for a random result (``spread`` > 0), the paper's value
+        lies within two standard deviations over seeds of the book's mean, give or take the
+        paper's rounding."""
+        if self.spread > 0:
+            return bool(abs(self.book - self.paper) <= 2 * self.spread + 0.5 * 10.0**-self.decimals)
+        return bool(round(self.book, self.decimals) == round(self.paper, self.decimals))
+
+
+def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -> float:
+    """Largest relative gap between (1/G) Σ Aᵢ sᵢ and σ(s̄₊ − s̄₋) over every k of every G ≤ 64,
+    with random score vectors and a random reward baseline (the identity holds for any)."""
+    from stddial_book.theory.identity import std_from_pass_rate
+    from stddial_book.theory.recipes import GRPO, group_advantages
+
+    max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
+    dims = check_int(dims, "dims", minimum=1)
+    if max_group_size > 512 or dims > 1000:
+        raise ValueError(
+            f"max_group_size={max_group_size} and dims={dims} must stay at most 512 and 1000 (every k of "
+            "every G is checked: the work grows as G²); the paper's check is G ≤ 64."
+        )
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
+    worst = 0.0
+    for G in range(2, max_group_size + 1):
+        for k in range(1, G):
+            scores = rng.normal(size=(G, dims))
+            rewards = np.r_[np.ones(k), np.zeros(G - k)] + rng.normal()  # any baseline shift
+            sigma = float(std_from_pass_rate(k / G))
+            advantages = group_advantages(rewards, G, GRPO)  # the advantages the trainer uses
+            lhs = (advantages[:, None] * scores).mean(axis=0)
+            rhs = sigma * (scores[:k].mean(axis=0) - scores[k:].mean(axis=0))
+            worst = max(worst, float(np.max(np.abs(lhs - rhs)) / np.max(np.abs(rhs))))
+    return worst
+
+
+def rloo_max_error(max_group_size: int = 64, seed: int = 0) -> float:
+    """Largest |(Rᵢ − μ) − (G − 1)/G (Rᵢ − bᵢ)| over random real rewards, G ≤ 64 (Prop. 1)."""
+    from stddial_book.theory.identity import rloo_advantages
+
+    max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
+    if max_group_size > 10_000:
+        raise ValueError(f"max_group_size={max_group_size} must stay at most 10000 (the paper's check is G ≤ 64).")
+    rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
+    worst = 0.0
+    for G in range(2, max_group_size + 1):
+        r = rng.normal(size=(8, G))
+        gap = (r - r.mean(axis=1, keepdims=True)) - (G - 1) / G * rloo_advantages(r)
+        worst = max(worst, float(np.max(np.abs(gap))))
+    return worst
+
+
+def _group_size_rows() -> list[Row]:
+    from stddial_book.theory.group_size import group_size_law, minimal_group_size
+
+    table = {
+        0.5: [(7, 5), (11, 10), (51, 50)],
+        0.3: [(9, 6), (14, 12), (61, 60)],
+        0.1: [(22, 14), (36, 28), (144, 139)],
+        0.05: [(42, 26), (69, 53), (273, 263)],
+    }
+    rows = []
+    for p, cells in table.items():
+        for eps, (exact, law) in zip((0.1, 0.05, 0.01), cells):
+            label = f"p = {p:g}, fidelity {100 * (1 - eps):.0f}%"
+            rows.append(Row("§4, group-size table", f"exact G, {label}", exact, minimal_group_size(eps, p), 0))
+            rows.append(
+                Row("§4, group-size table", f"G* = 1/(8εp(1−p)), {label}", law, float(group_size_law(eps, p)), 0)
+            )
+    return rows
+
+
+def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
+    """The §8 rows from :func:`stddial_book.experiments.controlled.controlled_run_study` (mean ± SD over seeds)."""
+    needed = (
+        "matched_lr",
+        "silent_r2/grpo",
+        "extreme_share/grpo",
+        "extreme_share/dr_grpo",
+        "quartile/grpo",
+        "quartile/dr_grpo",
+        "dapo_oversampling",
+    )
+    if not isinstance(study, dict) or any(key not in study for key in needed):
+        raise ValueError(
+            "study must be what stddial_book.experiments.controlled.controlled_run_study returns (it needs "
+            f"{', '.join(needed)})."
+        )
+    if len(study["matched_lr"]) < 2:
+        raise ValueError("the study needs at least 2 seeds for the spread over seeds.")
+
+    def row(quantity: str, paper: float, values: np.ndarray, decimals: int, unit: str = "", **kw) -> Row:
+        values = np.asarray(values, dtype=np.float64)
+        scale = 100.0 if unit == "%" else 1.0
+        return Row(
+            "§8, controlled run",
+            quantity,
+            paper,
+            scale * float(values.mean()),
+            decimals,
+            unit,
+            spread=scale * float(values.std(ddof=1)),
+            **kw,
+        )
+
+    n = len(study["matched_lr"])
+    return [
+        row(f"silent fraction vs closed form, R² (GRPO, {n} seeds)", 0.999, study["silent_r2/grpo"], 3),
+        row(f"GRPO update mass on extreme prompts, first step ({n} seeds)", 17.0, study["extreme_share/grpo"], 1, "%"),
+        row(
+            f"Dr. GRPO update mass on extreme prompts, first step ({n} seeds)",
+            14.3,
+            study["extreme_share/dr_grpo"],
+            1,
+            "%",
+        ),
+        row(
+            f"hardest quartile's mean solve rate after 150 steps, GRPO ({n} seeds)",
+            0.99,
+            study["quartile/grpo"][:, -1],
+            2,
+        ),
+        row(
+            f"hardest quartile's mean solve rate after 150 steps, Dr. GRPO ({n} seeds)",
+            0.88,
+            study["quartile/dr_grpo"][:, -1],
+            2,
+        ),
+        row(f"DAPO groups drawn per prompt and step ({n} seeds)", 3.5, study["dapo_oversampling"], 1),
+    ]
+
+
+def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:
+    """All rows, in the paper's order. ``controlled_run`` appends the §8 rows (chapter 8)."""
+    if controlled_run is not None and (
+        not isinstance(controlled_run, (list, tuple)) or not all(isinstance(r, Row) for r in controlled_run)
+    ):
+        raise TypeError("controlled_run must be None or a list of Row (what controlled_run_rows returns).")
+    from stddial_book.corpora.bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
+    from stddial_book.corpora.dapo_fig3b import fit_consistency, load_dapo_fig3b
+    from stddial_book.theory.group_size import (
+        attenuated_fidelity,
+        difficulty_weight,
+        gradient_fidelity,
+        minimal_group_size,
+    )
+
+    rows = [
+        Row(
+            "§3, the identity",
+            "identity (1/G)ΣAᵢsᵢ = σ(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
+            0.0,
+            identity_max_error(),
+            10,
+            note="exact: float64 rounding only",
+        ),
+        Row(
+            "§2, RLOO proposition",
+            "group-mean centring = (G−1)/G · RLOO: largest error, G ≤ 64",
+            0.0,
+            rloo_max_error(),
+            10,
+            note="exact: float64 rounding only",
+        ),
+        Row("§3, attenuation corollary", "fidelity φ(8, 0.05), exact sum", 0.54, float(gradient_fidelity(0.05, 8)), 2),
+        Row(
+            "§3, attenuation corollary",
+            "fidelity 1 − 1/(8Gp(1−p)) at G = 8, p = 0.05",
+            0.67,
+            float(attenuated_fidelity(0.05, 8)),
+            2,
+        ),
+        Row("§4", "fidelity φ(8, 0.5)", 0.93, float(gradient_fidelity(0.5, 8)), 2),
+    ]
+    rows += _group_size_rows()
+    rows += [
+        Row("§4", "exact G for 95% fidelity at p = 0.05", 69, minimal_group_size(0.05, 0.05), 0),
+        Row("§6", "difficulty weight w(1/2)", 2.0, float(difficulty_weight(0.5)), 1),
+        Row("§6", "difficulty weight w(0.05)", 4.6, float(difficulty_weight(0.05)), 1),
+    ]
+    names = {
+        "num_problems": ("§7", "Big-Math problems N", ""),
+        "never_solved_pct": ("§7", "never solved (k = 0)", "%"),
+        "always_solved_pct": ("§7", "always solved (k = 64)", "%"),
+        "irreducible_silent_pct": ("§7", "silent at every G", "%"),
+        "extreme_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on extreme prompts", "%"),
+        "extreme_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on extreme prompts", "%"),
+        "medium_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on medium prompts", "%"),
+        "medium_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on medium prompts", "%"),
+    }
+    for row in check_against_paper(load_big_math_histogram().counts):
+        q = str(row["quantity"])
+        if q in names:
+            section, label, unit = names[q]
+        elif q.startswith("silent_bernoulli"):
+            section, label, unit = (
+                "§7, silent-group table",
+                f"silent at G = {q.split('_G')[1].split('_')[0]}, closed form",
+                "%",
+            )
+        else:
+            section, label, unit = (
+                "§7, silent-group table",
+                f"silent at G = {q.split('_G')[1].split('_')[0]}, subsampled",
+                "%",
+            )
+        rows.append(Row(section, label, float(row["paper"]), float(row["book"]), PUBLISHED[q][1], unit))
+    hist = load_big_math_histogram()
+    steps, logged = load_dapo_fig3b()
+    fit = fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=dapo_bootstrap)
+    low, high = np.percentile(fit.bootstrap_r2, [10, 90])
+    rows += [
+        Row("§5", "DAPO Fig. 3b: R² of E[p³²], one free timescale", 0.92, fit.r2, 2),
+        Row("§5", "DAPO Fig. 3b: R² of a generic two-parameter curve", 0.98, fit.generic_r2, 2),
+        Row(
+            "§5",
+            "DAPO Fig. 3b: bootstrap R², lower end",
+            0.91,
+            float(low),
+            2,
+            note="pairs bootstrap over the 60 points, 10th percentile",
+        ),
+        Row(
+            "§5",
+            "DAPO Fig. 3b: bootstrap R², upper end",
+            0.96,
+            float(high),
+            2,
+            expected_to_differ=True,
+            note="pairs bootstrap, 90th percentile; the paper does not say how its bootstrap was drawn",
+        ),
+    ]
+    return rows + list(controlled_run or [])
+
+
+def _shown(value: float, decimals: int, unit: str) -> str:
+    if decimals >= 6:
+        return f"{value:.1e}"
+    if decimals == 0 and float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.{decimals}f}" + ("%" if unit == "%" else "")
+
+
+def rows_table(rows: list[Row]):
+    """The rows as a Markdown table (:func:`stddial_book.core.markdown.table`): where, quantity, the
+    paper's value, the book's (one more decimal, ± the SD over seeds for random results), verdict."""
+    from stddial_book.core.markdown import table
+
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, (list, tuple)) or not rows:
+        raise ValueError("rows must be a non-empty list of Row (what reproduction_rows returns).")
+    wrong = next((r for r in rows if not isinstance(r, Row)), None)
+    if wrong is not None:
+        raise TypeError(f"rows must hold Row objects (what reproduction_rows returns); found {type(wrong).__name__}.")
+    body = []
+    for r in rows:
+        more = r.decimals if r.decimals >= 6 else r.decimals + 1
+        book = _shown(r.book, more if not float(r.book).is_integer() or r.decimals else 0, r.unit)
+        if r.spread > 0:
+            book += f" ± {r.spread:.2g}" + ("%" if r.unit == "%" else "")
+        paper = "0 (exact)" if r.decimals >= 6 else _shown(r.paper, r.decimals, r.unit)
+        verdict = "yes" if r.agrees else ("differs" if r.expected_to_differ else "**no**")
+        body.append([r.section, r.quantity + (f" ({r.note})" if r.note else ""), paper, book, verdict])
+    return table(["where", "quantity", "paper", "book", "agrees"], body)

@@ -1,0 +1,358 @@
+"""Comparing recipes over seeds: summaries, Welch's test, screens, verdicts and the seeds a difference needs (chapter 13)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stddial_book.core.checks import check_int, check_number, to_numpy, unit_scale
+from stddial_book.experiments.logs import _training_steps, extreme_mass_share, final_eval
+from stddial_book.experiments.predictions import prediction_numbers
+
+__all__ = [
+    "seed_summary",
+    "comparison_screen",
+    "welch",
+    "screen_values",
+    "live_comparison_numbers",
+    "study_numbers",
+    "hard_quartile_screen",
+    "comparison_verdicts",
+    "seed_projection",
+]
+
+
+def seed_summary(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean across seeds (0 error for a single seed)."""
+    if isinstance(values, (list, tuple)) and not values:
+        raise ValueError("no values to summarise.")
+    arr = to_numpy(values, "values", allow_empty=True)
+    if arr.size == 0:
+        raise ValueError("no values to summarise.")
+    if arr.ndim > 1:
+        raise ValueError(f"values must be one number per seed (1-D); got shape {arr.shape}.")
+    unit, exponent, _ = unit_scale(arr.reshape(-1), axis=0)  # exact; no overflow in the squares
+    sem = np.ldexp(unit.std(ddof=1), exponent[0]) / math.sqrt(arr.size) if arr.size > 1 else 0.0
+    return float(np.ldexp(unit.mean(), exponent[0])), float(sem)
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    """``value`` with its sign at ``digits`` decimals, and no sign where it rounds to zero
+    (``-0.0002`` shows as ``0.000``, not ``-0.000``)."""
+    text = f"{value:+.{digits}f}"
+    return f"{0.0:.{digits}f}" if float(text) == 0 else text
+
+
+def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: float = 0.05) -> dict[str, Any]:
+    """Every pair of recipes compared on every metric, each difference against the seed noise
+    (Welch standard error), with the Bonferroni threshold z* for a two-sided family-wise ``level``
+    over all the comparisons made (chapter 13).
+
+    ``values`` maps a metric label to {recipe name: one value per seed}. Returns ``header`` and
+    ``rows`` for :func:`stddial_book.core.markdown.table` (cells "difference ± se", a * where |z| > z*),
+    ``passed`` (labels of the comparisons beyond z*), ``passed_details`` (for each of them the
+    metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b) and
+    ``summary`` (``tests``, ``passed``, ``passed_names``, ``z_star``, ``level``, ``not_testable``: the
+    comparisons with a single seed on either side, whose cells say "not testable with one seed" and
+    which never pass).
+    """
+    from itertools import combinations
+    from statistics import NormalDist
+
+    if not isinstance(values, dict):
+        raise TypeError(f"values must be a dict metric -> {{recipe: per-seed values}}; got {type(values).__name__}.")
+    if not values:
+        raise ValueError("values is empty; pass at least one metric.")
+    level = check_number(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level is a family-wise error rate and must lie strictly between 0 and 1; got {level}.")
+    recipes = list(next(iter(values.values())))
+    for label, per_recipe in values.items():
+        if not isinstance(per_recipe, dict) or set(per_recipe) != set(recipes):
+            raise ValueError(
+                f"every metric must give values for the same recipes {recipes}; {label!r} gives "
+                f"{sorted(per_recipe) if isinstance(per_recipe, dict) else type(per_recipe).__name__}."
+            )
+    pairs = list(combinations(recipes, 2))
+    tests = len(values) * len(pairs)
+    if tests == 0:
+        raise ValueError("need at least two recipes to compare.")
+    z_star = float(NormalDist().inv_cdf(1 - level / (2 * tests)))
+    rows, passed, details, untestable = [], [], [], 0
+    for label, per_recipe in values.items():
+        row = [label]
+        for a, b in pairs:
+            result = _welch_or_untestable(per_recipe[a], per_recipe[b])
+            beyond = bool(abs(result["z"]) > z_star)  # False for NaN: one seed decides nothing
+            if math.isnan(result["z"]):
+                untestable += 1
+                row.append(f"{_signed(result['difference'])} ({NOT_TESTABLE})")
+            else:
+                row.append(f"{_signed(result['difference'])} ± {result['se']:.3f}{' *' if beyond else ''}")
+            if beyond:
+                passed.append(f"{label}, {a} − {b}")
+                details.append({"metric": label, "a": a, "b": b, **result})
+        rows.append(row)
+    return {
+        "header": ["final value"] + [f"{a} − {b}" for a, b in pairs],
+        "rows": rows,
+        "passed": passed,
+        "passed_details": details,
+        "summary": {
+            "tests": tests,
+            "passed": len(passed),
+            "passed_names": "; ".join(passed) or "none",
+            "z_star": z_star,
+            "level": level,
+            "not_testable": untestable,
+        },
+    }
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se.
+
+    With no noise (se = 0) z is ±inf for a difference and 0 for none. With fewer than two values on
+    either side the noise cannot be measured (a single seed's standard error is unknown, not 0):
+    ``ValueError``, not testable with one seed.
+    """
+    ma, sa = seed_summary(a)
+    mb, sb = seed_summary(b)
+    if min(_count(a), _count(b)) < 2:
+        raise ValueError(
+            f"a difference is {NOT_TESTABLE}: welch needs at least two values (seeds) on each side to "
+            f"measure their noise; got {_count(a)} and {_count(b)}. Run more seeds."
+        )
+    se = math.sqrt(sa**2 + sb**2) if max(sa, sb) < 1e150 else math.hypot(sa, sb)  # no overflow in the squares
+    diff = ma - mb
+    if not (math.isfinite(diff) and math.isfinite(se)):
+        raise ValueError(f"the difference of means {ma:g} − {mb:g} overflows float64; rescale the values.")
+    z = diff / se if se > 0 else (float("inf") * np.sign(diff) if diff != 0 else 0.0)
+    return {"difference": diff, "se": se, "z": z}
+
+
+def _welch_or_untestable(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """:func:`welch`, or the difference of the means with ``se`` and ``z`` NaN where a side has one seed."""
+    if min(_count(a), _count(b)) < 2:
+        return {"difference": seed_summary(a)[0] - seed_summary(b)[0], "se": float("nan"), "z": float("nan")}
+    return welch(a, b)
+
+
+def _count(values: Sequence[float]) -> int:
+    """How many values (seeds) ``values`` holds; it has passed :func:`seed_summary`'s checks."""
+    return int(to_numpy(values, "values").size)
+
+
+#: What a comparison shows when a recipe has a single seed: its noise cannot be measured.
+NOT_TESTABLE = "not testable with one seed"
+
+
+def screen_values(
+    study: dict[str, Any], runs: dict[str, list[list[dict[str, Any]]]]
+) -> dict[str, dict[str, list[float]]]:
+    """The four final values chapter 13 screens, per recipe name and seed, as
+    :func:`comparison_screen` takes them: the mean solve rate of the whole pool and of its hardest
+    quartile (from a :func:`pool_study` of the runs), and the held-out accuracy, sampled and
+    greedy (:func:`final_eval`). ``runs`` maps a recipe key to the records of its seeds."""
+    from stddial_book.theory.recipes import get_recipe
+
+    if not isinstance(study, dict) or not isinstance(runs, dict) or set(study) != set(runs):
+        raise ValueError("study and runs must cover the same recipe keys (study = pool_study(runs, G)).")
+    names = {key: get_recipe(key).name for key in runs}
+    return {
+        "pool solve rate": {names[k]: [float(b.mean()) for b in study[k]["final"]] for k in runs},
+        "hardest quartile": {names[k]: [float(b[0]) for b in study[k]["final"]] for k in runs},
+        "held-out sampled": {names[k]: [final_eval(r)["accuracy_sampled"] for r in runs[k]] for k in runs},
+        "held-out greedy": {names[k]: [final_eval(r)["accuracy_greedy"] for r in runs[k]] for k in runs},
+    }
+
+
+def live_comparison_numbers(runs: dict[str, list[list[dict[str, Any]]]], group_size: int) -> dict[str, float]:
+    """Per recipe key, the seed means chapter 13 quotes: ``share_<key>``, the update mass on
+    groups with k = 1 or G − 1 (:func:`extreme_mass_share`), and ``updates_<key>``, the
+    optimizer steps a run made for its sample budget."""
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("runs must map recipe keys to the records of their seeds.")
+    out: dict[str, float] = {}
+    for key, seeds in runs.items():
+        out[f"share_{key}"] = seed_summary([extreme_mass_share(r, group_size) for r in seeds])[0]
+        out[f"updates_{key}"] = seed_summary([_training_steps(r)[-1]["updates"] for r in seeds])[0]
+    return out
+
+
+def study_numbers(study: dict[str, Any]) -> dict[str, float]:
+    """The numbers chapter 13 quotes from a :func:`pool_study` of several recipes, flat: the range of
+    the silent fraction's R² over recipes (``r2_min``, ``r2_max``), the largest RMS gap
+    (``rmse_max``) and the largest realised − closed-form mass gap (``mass_gap``); per recipe key
+    the hardest quartile's share of the update mass (``hard_<key>``) and its final mean solve rate,
+    mean and SD over seeds (``q1_<key>``, ``q1_<key>_sd``); the hardest quartile's start
+    (``q1_start``, first recipe) and the fewest seeds of a recipe (``seeds``). All from
+    :func:`prediction_numbers`."""
+    if not isinstance(study, dict) or not study:
+        raise ValueError("study must be a non-empty pool_study result.")
+    per = {key: prediction_numbers(study, key) for key in study}
+    out: dict[str, float] = {
+        "r2_min": min(p["silent_r2"] for p in per.values()),
+        "r2_max": max(p["silent_r2"] for p in per.values()),
+        "rmse_max": max(p["silent_rms"] for p in per.values()),
+        "mass_gap": max(p["mass_gap"] for p in per.values()),
+        "q1_start": next(iter(per.values()))["q1_start"],
+        "seeds": min(p["seeds"] for p in per.values()),
+    }
+    for key, p in per.items():
+        out[f"hard_{key}"] = p["mass_q1"]
+        out[f"q1_{key}"] = p["q1_end"]
+        out[f"q1_{key}_sd"] = p["q1_end_sd"]
+    return out
+
+
+def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", threshold: float = 3.0) -> dict[str, Any]:
+    """``reference`` against every other recipe of a :func:`pool_study` on the hardest quartile's
+    final mean solve rate (Welch), each difference counting only beyond ``threshold`` standard
+    errors (chapter 13). Returns ``summary`` (for ``glue_all``: ``diff_<key>``, ``se_<key>``,
+    ``z_<key>`` of reference − key, the ``threshold``, the number of ``tests`` and ``level``, the
+    family-wise chance of a false pass under the normal approximation, tests · 2Φ(−threshold), and
+    ``not_testable``, the comparisons with a single seed on either side, whose z is NaN and which never
+    pass) and ``passed``, the labels of the comparisons beyond the threshold."""
+    from statistics import NormalDist
+
+    from stddial_book.theory.recipes import get_recipe
+
+    threshold = check_number(threshold, "threshold")
+    if not threshold > 0:
+        raise ValueError(
+            f"threshold is a number of standard errors and must be positive (every |z| exceeds "
+            f"{threshold:g}); got {threshold}."
+        )
+    if not isinstance(study, dict) or not isinstance(reference, str) or reference not in study or len(study) < 2:
+        raise ValueError(f"study must hold {' '.join(repr(reference).split())[:40]} and at least one other recipe.")
+    final = {key: [float(f[0]) for f in study[key]["final"]] for key in study}
+    others = [key for key in study if key != reference]
+    summary: dict[str, float] = {
+        "threshold": threshold,
+        "tests": len(others),
+        "level": len(others) * 2 * NormalDist().cdf(-threshold),
+    }
+    passed = []
+    summary["not_testable"] = 0
+    for key in others:
+        res = _welch_or_untestable(final[reference], final[key])
+        summary.update({f"diff_{key}": res["difference"], f"se_{key}": res["se"], f"z_{key}": res["z"]})
+        summary["not_testable"] += math.isnan(res["z"])  # a single seed: no noise to compare with
+        if abs(res["z"]) > threshold:
+            passed.append(f"{get_recipe(reference).name} − {get_recipe(key).name}")
+    return {"summary": summary, "passed": passed}
+
+
+def comparison_verdicts(live: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """Chapter 13's verdicts over its two families of comparisons: ``live`` is what
+    :func:`comparison_screen` returns for the live runs, ``recorded`` what
+    :func:`hard_quartile_screen` returns for the recorded ones. Returns ``verdict`` and
+    ``verdict_summary`` (the recorded screen, in words), ``bottom_line`` (both), and the
+    accounting over both families: ``total_tests`` and ``total_level``, the sum of the two
+    family-wise levels, which bounds the chance that any comparison of the chapter passes by
+    luck (Bonferroni: the chance of a union is at most the sum of the chances)."""
+    for name, screen in (("live", live), ("recorded", recorded)):
+        if not isinstance(screen, dict) or "passed" not in screen or "summary" not in screen:
+            raise ValueError(f"{name} must be what comparison_screen / hard_quartile_screen returns.")
+    live_passed, recorded_passed = list(live["passed"]), list(recorded["passed"])
+    beyond = "; ".join(recorded_passed)
+    return {
+        "verdict": (
+            "Neither difference exceeds that screen." if not recorded_passed else f"Beyond the screen: {beyond}."
+        ),
+        "verdict_summary": (
+            "No difference between the recipes in the hardest quartile exceeds the seed noise there."
+            if not recorded_passed
+            else f"In the hardest quartile, {beyond} exceeds the seed noise."
+        ),
+        "bottom_line": (
+            "The std dial decides where the update goes as its closed forms say, live and in the "
+            "recorded runs; "
+            + (
+                "at these budgets no recipe learns measurably more than another, overall or on the hardest prompts."
+                if not live_passed and not recorded_passed
+                else "beyond the seed noise: " + "; ".join(recorded_passed + live_passed) + "."
+            )
+        ),
+        "total_tests": int(live["summary"]["tests"] + recorded["summary"]["tests"]),
+        "total_level": float(live["summary"]["level"] + recorded["summary"]["level"]),
+    }
+
+
+def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, level: float = 0.05) -> dict[str, Any]:
+    """What :func:`comparison_screen` could see with ``seeds`` seeds per recipe, if every recipe's
+    mean and seed-to-seed SD stayed as measured (chapter 13's exercise).
+
+    The screen's threshold z* depends only on the number of comparisons, not on the seeds; the
+    standard error of a difference, sqrt(s_a² / n + s_b² / n), shrinks as 1/sqrt(n), so z grows
+    as sqrt(n). Per comparison: ``z`` now, ``z_new`` with ``seeds`` seeds, ``needed``, the fewest
+    seeds per recipe for |z| to reach z*, and ``chance``, the probability of passing with
+    ``seeds`` seeds if the measured difference were the true one (normal approximation:
+    Φ(|z_new| − z*) + Φ(−|z_new| − z*)). Returns ``header`` and ``rows`` for
+    :func:`stddial_book.core.markdown.table` and ``summary`` (``z_star``, ``seeds_now``, ``seeds``,
+    ``se_factor`` = sqrt(seeds_now / seeds), ``passed_now``, ``projected``, the comparisons whose
+    ``z_new`` passes, ``projected_names``, ``likely``, those with ``chance`` > 1/2, and
+    ``fewest_needed``, over the comparisons not passed now).
+    """
+    from itertools import combinations
+    from statistics import NormalDist
+
+    seeds = check_int(seeds, "seeds", minimum=2)
+    z_star = comparison_screen(values, level)["summary"]["z_star"]
+    normal = NormalDist()
+    rows, now, projected, likely, needed_not_passed, counts = [], 0, [], 0, [], []
+    for label, per_recipe in values.items():
+        for a, b in combinations(per_recipe, 2):
+            va, vb = (to_numpy(per_recipe[x], x) for x in (a, b))
+            if va.size < 2 or vb.size < 2:
+                raise ValueError("each recipe needs at least two seeds to measure its spread.")
+            counts += [va.size, vb.size]
+            spread = float(va.var(ddof=1) + vb.var(ddof=1))
+            z = welch(va, vb)["z"]
+            diff = float(va.mean() - vb.mean())
+            z_new = diff / math.sqrt(spread / seeds) if spread > 0 else z
+            needed = max(2, math.ceil(z_star**2 * spread / diff**2)) if diff != 0 else math.inf
+            chance = normal.cdf(abs(z_new) - z_star) + normal.cdf(-abs(z_new) - z_star) if math.isfinite(z_new) else 1.0
+            now += abs(z) > z_star
+            if abs(z_new) > z_star:
+                projected.append(f"{label}, {a} − {b}")
+            likely += chance > 0.5
+            if abs(z) <= z_star:
+                needed_not_passed.append(needed)
+            rows.append(
+                [
+                    label,
+                    f"{a} − {b}",
+                    f"{z:+.1f}",
+                    f"{z_new:+.1f}",
+                    "never" if not math.isfinite(needed) else f"{needed}",
+                    f"{chance:.0%}",
+                ]
+            )
+    seeds_now = min(counts)
+    return {
+        "header": [
+            "final value",
+            "comparison",
+            "z now",
+            f"z, {seeds} seeds",
+            "seeds for z*",
+            f"chance to pass, {seeds} seeds",
+        ],
+        "rows": rows,
+        "summary": {
+            "z_star": z_star,
+            "seeds_now": seeds_now,
+            "seeds": seeds,
+            "se_factor": math.sqrt(seeds_now / seeds),
+            "passed_now": now,
+            "projected": len(projected),
+            "projected_names": "; ".join(projected) or "none",
+            "likely": likely,
+            "fewest_needed": min(needed_not_passed) if needed_not_passed else math.inf,
+        },
+    }

@@ -1,0 +1,1 @@
+"""The book's presentation: figures, glue and tables, widgets."""

@@ -1,0 +1,136 @@
+"""Problems and batches: the task's prompts encoded for the model, and the difficulty bucket of a prompt (chapter 9)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from stddial_book.rl.configs import TaskConfig, _require_problems
+from stddial_book.rl.model import CharCodec
+from stddial_book.rl.tasks import Problem, make_split
+
+__all__ = ["Batch", "bucket_of", "make_problems", "encode_prompts"]
+
+
+def bucket_of(problem: Problem) -> str:
+    """The difficulty bucket of a problem: ``D{digits}``, its digit count.
+
+    Chapter 9 measures accuracy by carries too; with the answer's digits
+    reversed, carries barely change how hard a problem is for the model,
+    while each extra digit does.
+    """
+    if not isinstance(problem, Problem):
+        name = type(problem).__name__
+        raise TypeError(f"bucket_of takes a Problem; got {name}.")
+    return f"D{problem.digits}"
+
+
+def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
+    """Train and held-out problems for every digit count of ``task``, disjoint, deterministic."""
+    if not isinstance(task, TaskConfig):
+        raise TypeError(
+            f"make_problems takes a TaskConfig (e.g. TaskConfig(digits=(2, 3))); got {type(task).__name__}."
+        )
+    train_set: list[Problem] = []
+    heldout: list[Problem] = []
+    n = len(task.digits)
+    for i, digits in enumerate(task.digits):
+        tr, he = make_split(
+            digits,
+            task.num_train // n + (i < task.num_train % n),
+            task.num_heldout // n + (i < task.num_heldout % n),
+            seed=task.seed + 7919 * i,
+        )
+        train_set += tr
+        heldout += he
+    if n > 1:  # interleave the digit counts, so any prefix (SFT's probe set) mixes them too
+        rng = np.random.default_rng(task.seed)
+        train_set = [train_set[i] for i in rng.permutation(len(train_set))]
+        heldout = [heldout[i] for i in rng.permutation(len(heldout))]
+    return train_set, heldout
+
+
+def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.device | str = "cpu"):
+    """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding)."""
+    problems = _require_problems(problems, "problems")
+    if not isinstance(codec, CharCodec):
+        raise TypeError(f"codec must be a CharCodec (model.CharCodec()); got {type(codec).__name__}.")
+    encoded = [codec.encode(p.prompt) for p in problems]
+    width = max(len(e) for e in encoded)
+    ids = torch.full((len(encoded), width), codec.pad_id, dtype=torch.long)  # cpu-then-move
+    mask = torch.zeros((len(encoded), width), dtype=torch.bool)  # cpu-then-move
+    for row, e in enumerate(encoded):
+        ids[row, width - len(e) :] = torch.tensor(e)  # cpu-then-move
+        mask[row, width - len(e) :] = True
+    return ids.to(device), mask.to(device)
+
+
+@dataclass
+class Batch:
+    """A rollout batch, one row per sample, groups of G contiguous; indexable by row arrays."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    mask: torch.Tensor
+    truncated: torch.Tensor
+    logprobs: torch.Tensor  # log π_old of each sampled token, recorded by the sampler
+    correct: np.ndarray  # verifier: 1 exact answer + EOS, else 0
+    rewards: np.ndarray  # the recipe's reward values, plus the overlong penalty if on
+    buckets: np.ndarray  # difficulty bucket per row
+    prompt_index: np.ndarray  # index of each row's prompt in the training problems
+
+    def __len__(self) -> int:
+        return len(self.correct)
+
+    def __getitem__(self, rows) -> Batch:
+        rows = np.asarray(rows)
+        t = torch.as_tensor(rows, dtype=torch.long, device=self.prompt_ids.device)
+        return Batch(
+            self.prompt_ids[t],
+            self.prompt_mask[t],
+            self.completion_ids[t],
+            self.mask[t],
+            self.truncated[t],
+            self.logprobs[t],
+            self.correct[rows],
+            self.rewards[rows],
+            self.buckets[rows],
+            self.prompt_index[rows],
+        )
+
+    @staticmethod
+    def cat(parts: Sequence[Batch], pad_id: int) -> Batch:
+        """Concatenate batches, left-padding prompts and right-padding completions to one width."""
+        if len(parts) == 0:
+            raise ValueError("Batch.cat needs at least one batch to concatenate; got none.")
+        if len(parts) == 1:
+            return parts[0]
+        pw = max(p.prompt_ids.shape[1] for p in parts)
+        cw = max(p.completion_ids.shape[1] for p in parts)
+
+        def left(x, width, value):
+            return torch.nn.functional.pad(x, (width - x.shape[1], 0), value=value)
+
+        def right(x, width, value):
+            return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
+        return Batch(
+            torch.cat([left(p.prompt_ids, pw, pad_id) for p in parts]),
+            torch.cat([left(p.prompt_mask, pw, False) for p in parts]),
+            torch.cat([right(p.completion_ids, cw, pad_id) for p in parts]),
+            torch.cat([right(p.mask, cw, False) for p in parts]),
+            torch.cat([p.truncated for p in parts]),
+            torch.cat([right(p.logprobs, cw, 0.0) for p in parts]),
+            np.concatenate([p.correct for p in parts]),
+            np.concatenate([p.rewards for p in parts]),
+            np.concatenate([p.buckets for p in parts]),
+            np.concatenate([p.prompt_index for p in parts]),
+        )
+
+
+def _decode(codec: CharCodec, ids: torch.Tensor) -> list[str]:
+    return [codec.decode(row) for row in ids.tolist()]

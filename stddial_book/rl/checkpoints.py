@@ -1,0 +1,202 @@
+"""Checkpoints of an RL run: saved, fingerprinted, resumed only into the run that wrote them (chapter 10)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from stddial_book.core.outdir import remove_owned
+from stddial_book.rl.runlog import read_records
+
+__all__ = ["checkpoint_dir"]
+
+
+CHECKPOINT = "checkpoint"
+
+
+INIT = "init"
+
+
+class _State:
+    """The counters and random states a checkpoint must carry for an exact resume."""
+
+    def __init__(self, seed: int, device) -> None:
+        self.step = 0
+        self.samples_generated = 0
+        self.samples_kept = 0
+        self.updates = 0
+        self.rng = np.random.default_rng(seed)
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "samples_generated": self.samples_generated,
+            "samples_kept": self.samples_kept,
+            "updates": self.updates,
+            "numpy_rng": self.rng.bit_generator.state,
+        }
+
+    def load(self, saved: dict[str, Any], gen_state: torch.Tensor) -> None:
+        """Restore from a checkpoint's ``state.json``; a ``ValueError`` when it is not one (edited,
+        truncated or from another program): counters must be whole numbers >= 0 with
+        ``samples_kept <= samples_generated``."""
+        if not isinstance(saved, dict):
+            raise ValueError("state.json is not a JSON object")
+        counters = {}
+        for name in ("step", "samples_generated", "samples_kept", "updates"):
+            value = saved.get(name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} is {value!r}, not a whole number >= 0")
+            counters[name] = value
+        if counters["samples_kept"] > counters["samples_generated"]:
+            raise ValueError("samples_kept exceeds samples_generated")
+        rng = saved.get("numpy_rng")
+        if not isinstance(rng, dict) or rng.get("bit_generator") != type(self.rng.bit_generator).__name__:
+            raise ValueError("numpy_rng is not the state of the run's random generator")
+        self.rng.bit_generator.state = rng
+        self.gen.set_state(gen_state)
+        for name, value in counters.items():
+            setattr(self, name, value)
+
+
+def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
+    """The last complete checkpoint of a run directory, or ``None`` when it has none.
+
+    :func:`train` writes a checkpoint into ``checkpoint.tmp``, moves the previous one to
+    ``checkpoint.old`` and renames the new one to ``checkpoint``; a crash between the two renames
+    leaves only ``checkpoint.old``, which is then the last complete checkpoint (its ``state.json``,
+    written last, marks it complete).
+    """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a run directory path (str or Path); got {type(directory).__name__}.")
+    directory = Path(directory)
+    for name in (CHECKPOINT, CHECKPOINT + ".old"):
+        if (directory / name / "state.json").is_file():
+            return directory / name
+    return None
+
+
+def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
+    """What a checkpoint must belong to: this run directory (its marker's id) and this configuration."""
+    text = json.dumps({"run_id": run_id, "train": config_dict}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerprint: str = "") -> None:
+    """Write model, optimizer and random states to ``directory/checkpoint`` (see :func:`checkpoint_dir`).
+
+    ``directory`` is a run directory the tool marked (:mod:`stddial_book.core.outdir`): only its own
+    ``checkpoint.tmp`` and ``checkpoint.old`` are ever replaced."""
+    from safetensors.torch import save_model
+
+    tmp_name, old_name = CHECKPOINT + ".tmp", CHECKPOINT + ".old"
+    remove_owned(directory, [tmp_name])
+    tmp = directory / tmp_name
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / "model.safetensors"))
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
+    saved = {**state.to_json(), "fingerprint": fingerprint}
+    (tmp / "state.json").write_text(json.dumps(saved) + "\n")  # last: marks the checkpoint complete
+    final = directory / CHECKPOINT
+    if final.exists():
+        remove_owned(directory, [old_name])
+        final.rename(directory / old_name)
+    tmp.rename(final)
+    remove_owned(directory, [old_name])
+
+
+def _damaged(path: Path, err: Exception) -> ValueError:
+    """A ``ValueError`` naming a checkpoint file that cannot be read, and what to do about it."""
+    reason = (str(err).strip().splitlines() or [""])[0][:160]
+    return ValueError(
+        f"{path} cannot be read ({type(err).__name__}: {reason}); the checkpoint is damaged: "
+        f"delete {path.parent} to resume from the one before, if any, or start the run afresh."
+    )
+
+
+def _mismatch(path: Path) -> ValueError:
+    """A ``ValueError`` for a readable checkpoint that belongs to another model or run: not damaged."""
+    return ValueError(
+        f"{path} does not fit this run (another model size, profile or configuration wrote "
+        "it); nothing was deleted: resume with the profile and settings the run was started "
+        "with, or start a new run in a new --out directory."
+    )
+
+
+def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: str | None = None) -> None:
+    """Restore model, optimizer, counters and random states from the checkpoint directory ``path``.
+
+    With ``fingerprint`` (see :func:`_config_fingerprint`), a checkpoint written for another run
+    directory or configuration is refused before anything is restored."""
+    from safetensors.torch import load_model
+
+    device = next(model.parameters()).device
+    parts: dict[str, Any] = {}
+    try:
+        saved = json.loads((path / "state.json").read_text())
+    except Exception as err:
+        raise _damaged(path / "state.json", err) from None
+    if fingerprint is not None and isinstance(saved, dict) and saved.get("fingerprint") != fingerprint:
+        raise _mismatch(path)
+    for name in ("model.safetensors", "optimizer.pt", "rng.pt"):
+        try:
+            if name == "model.safetensors":
+                load_model(model, str(path / name), device=str(device))
+            else:  # random states are CPU tensors whatever the device; the optimizer's follow the model
+                parts[name] = torch.load(
+                    path / name, weights_only=True, map_location=device if name == "optimizer.pt" else "cpu"
+                )
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except RuntimeError as err:
+            if "loading state_dict" in str(err) or "size mismatch" in str(err):  # shapes of another model
+                raise _mismatch(path) from None
+            raise _damaged(path / name, err) from None
+        except Exception as err:  # safetensors, pickle, zip and OS errors alike
+            raise _damaged(path / name, err) from None
+    try:
+        optimizer.load_state_dict(parts["optimizer.pt"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise (
+            _mismatch(path) if "size" in str(err) or "group" in str(err) else _damaged(path / "optimizer.pt", err)
+        ) from None
+    try:
+        state.load(saved, parts["rng.pt"]["generator"])
+        torch.set_rng_state(parts["rng.pt"]["torch"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise _damaged(path / "state.json", err) from None
+
+
+def _check_log_matches(directory: Path, checkpoint: Path, state: _State) -> None:
+    """A checkpoint is written right after its step is logged: its counters must be that record's."""
+    if state.step == 0:
+        return
+    record = next((r for r in read_records(directory / "metrics.jsonl") if r["step"] == state.step), None)
+    if (
+        record is None
+        or record.get("samples/generated") != state.samples_generated
+        or record.get("updates") != state.updates
+    ):
+        raise ValueError(
+            f"{checkpoint / 'state.json'} does not match {directory / 'metrics.jsonl'} at step "
+            f"{state.step} (an edited or foreign file); nothing was changed: restore the run's own "
+            "files or start a new run in a new --out directory."
+        )
+
+
+def _truncate_metrics(directory: Path, last_step: int) -> None:
+    """Drop records logged after the checkpoint (they will be logged again, identically) and a
+    partial last line a crash may have left."""
+    path = directory / "metrics.jsonl"
+    if not path.exists():
+        return
+    lines = [json.dumps(r, allow_nan=False) for r in read_records(path) if r["step"] <= last_step]
+    path.write_text("".join(ln + "\n" for ln in lines))

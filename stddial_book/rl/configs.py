@@ -1,0 +1,320 @@
+"""The settings of a testbed run: the task, the SFT warm start and the RL run, validated (chapters 9-12)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from stddial_book.core.checks import MAX_SEED, check_number
+from stddial_book.rl.tasks import Problem
+from stddial_book.theory.recipes import Recipe, get_recipe
+
+__all__ = ["TaskConfig", "SFTConfig", "TrainConfig"]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The problem pool: D-digit additions for each D in ``digits`` (mixed in equal numbers).
+
+    Difficulty buckets are ``D{digits}``, the digit count (see :func:`bucket_of`).
+    """
+
+    digits: tuple[int, ...] = (2,)
+    num_train: int = 4000
+    num_heldout: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.digits, (str, bytes)) or not hasattr(self.digits, "__iter__"):
+            raise TypeError(f"digits must be a sequence of digit counts, e.g. (2,) or (2, 3); got {self.digits!r}.")
+        digits = tuple(self.digits)
+        if not digits:
+            raise ValueError("digits must name at least one digit count, e.g. (2,) or (2, 3).")
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in digits):
+            raise ValueError(f"digits must be whole numbers >= 1, e.g. (2, 3); got {self.digits!r}.")
+        if len(set(digits)) != len(digits):
+            raise ValueError(f"digits names a digit count twice ({self.digits!r}); list each once, e.g. (2, 3).")
+        object.__setattr__(self, "digits", tuple(int(d) for d in digits))
+        _require_int(self, ("num_train", "num_heldout", "seed"))
+        _require_seed(self)
+        for name in ("num_train", "num_heldout"):
+            if getattr(self, name) < len(self.digits):
+                raise ValueError(f"{name} must be at least one problem per digit count; got {getattr(self, name)}.")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """The warm start: AdamW on answer-token cross-entropy until the held-out pass rate is reached.
+
+    DESIGN §10: lr 1e-3 and batch 128 learn 2-digit addition on one CPU core; the pass rate
+    jumps abruptly, so it is measured every ``eval_every`` steps on ``eval_prompts`` held-out
+    prompts with ``eval_samples`` temperature-1 samples each, and SFT stops at
+    ``target_pass_rate`` (or at ``max_steps``, reported as not reached). The estimate that
+    stops SFT is biased upwards (it is the first of many noisy estimates to cross the target), so
+    the pass rate reported is measured again afterwards with fresh samples: ``final_eval_samples``
+    per held-out prompt, on every held-out prompt.
+    """
+
+    lr: float = 1e-3
+    batch_size: int = 128
+    target_pass_rate: float = 0.6
+    eval_every: int = 25
+    eval_prompts: int = 128
+    eval_samples: int = 4
+    max_steps: int = 3000
+    seed: int = 0
+    final_eval_samples: int = 16
+
+    def __post_init__(self) -> None:
+        _require_int(
+            self,
+            ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps", "seed", "final_eval_samples"),
+        )
+        _require_number(self, ("lr", "target_pass_rate"))
+        _require_seed(self)
+        if not 0.0 < self.target_pass_rate <= 1.0:
+            raise ValueError(f"target_pass_rate must lie in (0, 1]; got {self.target_pass_rate}.")
+        _require_positive(
+            self, ("batch_size", "eval_every", "eval_prompts", "eval_samples", "max_steps", "final_eval_samples")
+        )
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}.")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One RL run: the recipe, the batch geometry, the budget and the bookkeeping.
+
+    Attributes:
+        recipe: the dial's setting (a :class:`Recipe` or a preset name).
+        group_size: G, samples per prompt (at least 2).
+        prompts_per_step: groups in one rollout batch (the batch holds ``prompts_per_step · G``
+            samples; with dynamic sampling, that many *non-silent* groups).
+        num_minibatches: optimizer steps per rollout batch; must divide ``prompts_per_step``
+            (minibatches hold whole groups).
+        micro_batch_size: samples per forward/backward pass inside a minibatch (gradient
+            accumulation, for memory); must divide the minibatch; ``None`` = the whole minibatch.
+        lr: AdamW learning rate (constant, no weight decay).
+        max_grad_norm: gradient-norm clip per optimizer step (TRL's default 1.0).
+        max_new_tokens: L_max, the generation cap (and Dr. GRPO's normaliser).
+        sample_budget: stop once this many samples have been generated (discarded ones count).
+        max_rounds: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
+        eval_every: evaluate on the held-out set every this many steps (and at the start and end);
+            0 never evaluates (benchmarks).
+        eval_samples: temperature-1 samples per held-out prompt for the sampled accuracy.
+        checkpoint_every: write a checkpoint every this many steps (and at the end).
+        temperature: sampling temperature of rollouts (1 = the policy itself).
+        seed: seeds the prompt order, the sampler and the minibatch order.
+        pool_size: train on the first ``pool_size`` training problems only (``None``: all of
+            them). A small pool is visited many times, so each prompt's solve rate can be
+            followed through the run (chapters 9-13): at the start and at every evaluation the
+            whole pool is measured with ``pool_samples`` samples per prompt and logged as
+            ``pool/k`` (correct counts, in pool order) and ``pool/n``.
+        pool_samples: samples per pool prompt at each measurement.
+        identity_check_every: every this many steps (and at the first), check the identity on
+            real gradients inside the update: for up to ``identity_check_groups`` mixed groups of
+            each minibatch, the group's own gradient at the weights that minibatch sees against
+            w (ḡ₊ − ḡ₋) there (:func:`stddial_book.rl.gradcheck.identity_drift`). Exact to float
+            rounding on the first minibatch, a measured drift on later ones; 0 turns it off. It
+            reads the model and changes nothing, so a run is the same with or without it.
+        identity_check_groups: groups checked per minibatch at a check step.
+    """
+
+    recipe: Recipe | str = "grpo"
+    group_size: int = 8
+    prompts_per_step: int = 32
+    num_minibatches: int = 2
+    micro_batch_size: int | None = None
+    lr: float = 1e-4
+    max_grad_norm: float = 1.0
+    max_new_tokens: int = 8
+    sample_budget: int = 16384
+    max_rounds: int = 8
+    eval_every: int = 8
+    eval_samples: int = 8
+    checkpoint_every: int = 16
+    temperature: float = 1.0
+    seed: int = 0
+    pool_size: int | None = None
+    pool_samples: int = 32
+    identity_check_every: int = 0
+    identity_check_groups: int = 2
+
+    def __post_init__(self) -> None:
+        recipe = get_recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
+        if not isinstance(recipe, Recipe):
+            raise ValueError(f"recipe must be a Recipe or a preset name; got {type(self.recipe).__name__}.")
+        object.__setattr__(self, "recipe", recipe)
+        _require_int(
+            self,
+            (
+                "group_size",
+                "prompts_per_step",
+                "num_minibatches",
+                "max_new_tokens",
+                "sample_budget",
+                "max_rounds",
+                "eval_every",
+                "eval_samples",
+                "checkpoint_every",
+                "seed",
+                "pool_samples",
+                "identity_check_every",
+                "identity_check_groups",
+            ),
+        )
+        _require_int(self, ("micro_batch_size", "pool_size"), optional=True)
+        _require_seed(self)
+        if self.group_size < 2:
+            raise ValueError(
+                f"group_size G must be at least 2 (a group of one has no spread to learn from); got {self.group_size}."
+            )
+        if self.eval_every < 0:
+            raise ValueError(f"eval_every must be >= 0 (0: never evaluate); got {self.eval_every}.")
+        _require_positive(
+            self,
+            (
+                "prompts_per_step",
+                "num_minibatches",
+                "max_new_tokens",
+                "sample_budget",
+                "max_rounds",
+                "eval_samples",
+                "checkpoint_every",
+            ),
+        )
+        if self.prompts_per_step % self.num_minibatches:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) is not divisible by num_minibatches "
+                f"({self.num_minibatches}); minibatches hold whole groups, so choose a divisor, "
+                f"e.g. num_minibatches={_divisor_near(self.prompts_per_step, self.num_minibatches)}."
+            )
+        minibatch = self.minibatch_samples
+        if self.micro_batch_size is not None and (self.micro_batch_size < 1 or minibatch % self.micro_batch_size):
+            raise ValueError(
+                f"micro_batch_size ({self.micro_batch_size}) must divide the minibatch of {minibatch} "
+                "samples (prompts_per_step · G / num_minibatches); pick a divisor or None."
+            )
+        if self.pool_size is not None and self.pool_size < self.prompts_per_step:
+            raise ValueError(
+                f"pool_size ({self.pool_size}) must hold at least prompts_per_step ({self.prompts_per_step}) "
+                "prompts, or a step could not draw distinct prompts; raise pool_size or lower prompts_per_step."
+            )
+        if self.pool_samples < 2:
+            raise ValueError(
+                f"pool_samples must be at least 2 (a solve rate from one sample is 0 or 1); got {self.pool_samples}."
+            )
+        if self.identity_check_every < 0 or self.identity_check_groups < 1:
+            raise ValueError(
+                f"identity_check_every must be >= 0 (0: off) and identity_check_groups >= 1; got "
+                f"{self.identity_check_every} and {self.identity_check_groups}."
+            )
+        for name in ("lr", "max_grad_norm", "temperature"):
+            value = check_number(getattr(self, name), name)  # TypeError for text, None, arrays; NaN refused
+            if not value > 0:
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
+            object.__setattr__(self, name, value)  # a numpy float is stored as a plain float (JSON, cache key)
+        if self.recipe.overlong_penalty and self.overlong_cache < 1:
+            raise ValueError(
+                f"the overlong penalty band L_cache = round({self.recipe.overlong_cache_fraction} · "
+                f"{self.max_new_tokens}) is empty; raise max_new_tokens or overlong_cache_fraction."
+            )
+
+    @property
+    def minibatch_samples(self) -> int:
+        return self.prompts_per_step * self.group_size // self.num_minibatches
+
+    @property
+    def overlong_cache(self) -> int:
+        """L_cache in tokens: the recipe's fraction of L_max, rounded (at least 0)."""
+        return int(round(self.recipe.overlong_cache_fraction * self.max_new_tokens))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["recipe"] = dataclasses.asdict(self.recipe)
+        return out
+
+
+def _require_problems(problems, name: str, allow_empty: bool = False) -> list[Problem]:
+    """``problems`` as a list, after checking it holds :class:`~stddial_book.rl.tasks.Problem` objects."""
+    if isinstance(problems, (str, bytes)) or not hasattr(problems, "__len__"):
+        raise TypeError(
+            f"{name} must be a list of Problem (from make_problems or tasks.make_split); got {type(problems).__name__}."
+        )
+    problems = list(problems)
+    if not problems and not allow_empty:
+        raise ValueError(f"{name} is empty; pass at least one Problem (TaskConfig.num_train / num_heldout > 0).")
+    wrong = next((p for p in problems if not isinstance(p, Problem)), None)
+    if wrong is not None:
+        raise TypeError(
+            f"{name} must hold Problem objects (from make_problems or tasks.make_split), not "
+            f"{type(wrong).__name__} {wrong!r:.40}; build them with tasks.make_problem(a, b, digits)."
+        )
+    return problems
+
+
+def _require_model(model) -> torch.device:
+    """The device of ``model``, after checking it is a torch module with parameters."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch module (e.g. model.tiny_model()); got {type(model).__name__}.")
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        raise ValueError("model has no parameters; pass a language model such as model.tiny_model().") from None
+
+
+def _require_config(config, kind: type) -> None:
+    if not isinstance(config, kind):
+        raise TypeError(
+            f"config must be a {kind.__name__} (e.g. {kind.__name__}(...) or "
+            f"profiles.PROFILES['quick'].{'sft' if kind is SFTConfig else 'train'}_config(...)); "
+            f"got {type(config).__name__}."
+        )
+
+
+def _require_int(config, names: Sequence[str], optional: bool = False) -> None:
+    """Raise ``TypeError`` naming the first field of ``names`` that is not a whole number."""
+    for name in names:
+        value = getattr(config, name)
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(
+                f"{name} must be a whole number{' or None' if optional else ''}; "
+                f"got {value!r} ({type(value).__name__})."
+            )
+
+
+def _require_seed(config) -> None:
+    if not 0 <= config.seed <= MAX_SEED:
+        raise ValueError(
+            f"seed must be a whole number from 0 to {MAX_SEED} (2**40 - 1: the run derives "
+            f"larger seeds from it that torch must accept); got {config.seed}."
+        )
+
+
+def _require_number(config, names: Sequence[str]) -> None:
+    """Raise ``TypeError`` / ``ValueError`` naming the first field of ``names`` that is not a finite number."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number; got {value!r} ({type(value).__name__}).")
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite; got {value!r}.")
+
+
+def _require_positive(config, names: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the first field of ``names`` that is below 1."""
+    for name in names:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be at least 1; got {getattr(config, name)}.")
+
+
+def _divisor_near(n: int, k: int) -> int:
+    return min((d for d in range(1, n + 1) if n % d == 0), key=lambda d: (abs(d - k), d))

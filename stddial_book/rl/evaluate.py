@@ -1,0 +1,172 @@
+"""Measuring a model: pass rates on held-out prompts and solve counts on a pool (chapters 9-12)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from stddial_book.core.checks import (
+    check_int,
+)
+from stddial_book.corpora.histograms import SolveCounts
+from stddial_book.rl.batches import _decode, bucket_of, encode_prompts
+from stddial_book.rl.configs import _require_model, _require_problems
+from stddial_book.rl.model import CharCodec
+from stddial_book.rl.rollout import sample
+from stddial_book.rl.tasks import Problem
+from stddial_book.rl.tasks import rewards as verify
+
+__all__ = ["model_solve_counts", "EvalResult", "evaluate"]
+
+
+def model_solve_counts(
+    model, problems, num_rollouts: int, max_new_tokens: int, seed: int = 0, batch_prompts: int = 64
+) -> SolveCounts:
+    """The testbed model's own solve counts: k correct of ``num_rollouts`` samples per problem.
+
+    Samples at temperature 1 with :func:`stddial_book.rl.rollout.sample` (each prompt encoded once
+    for its samples) and scores with the task's verifier; labels hold each problem's digit and
+    carry counts, so curves can be split by difficulty. Fully reproducible for a given seed.
+    """
+    import torch
+
+    from stddial_book.rl.model import CharCodec
+    from stddial_book.rl.rollout import sample
+    from stddial_book.rl.tasks import Problem, reward
+
+    num_rollouts = check_int(num_rollouts, "num_rollouts", minimum=1)
+    batch_prompts = check_int(batch_prompts, "batch_prompts", minimum=1)
+    if isinstance(problems, (str, Problem)) or not isinstance(problems, Sequence):
+        raise TypeError(f"problems must be a list of Problem objects; got {type(problems).__name__}.")
+    if not problems:
+        raise ValueError("problems is empty; pass at least one task problem.")
+    wrong = next((q for q in problems if not isinstance(q, Problem)), None)
+    if wrong is not None:
+        raise TypeError(
+            f"problems must hold Problem objects (from tasks.make_problem); found {type(wrong).__name__} {wrong!r:.40}."
+        )
+    codec = CharCodec()
+    device = next(model.parameters()).device  # ids and the generator follow the model (CPU or GPU)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    counts: list[int] = []
+    order = sorted(range(len(problems)), key=lambda i: len(problems[i].prompt))  # equal lengths together
+    by_index: dict[int, int] = {}
+    for start in range(0, len(order), batch_prompts):
+        chunk = order[start : start + batch_prompts]
+        lengths = {len(problems[i].prompt) for i in chunk}
+        for length in sorted(lengths):
+            rows = [i for i in chunk if len(problems[i].prompt) == length]
+            ids = torch.tensor([codec.encode(problems[i].prompt) for i in rows], device=device)
+            out = sample(
+                model, ids, max_new_tokens, codec.eos_id, codec.pad_id, generator=generator, num_samples=num_rollouts
+            )
+            texts = [codec.decode(r[m].tolist()) for r, m in zip(out.completion_ids, out.mask)]
+            for j, i in enumerate(rows):
+                group = texts[j * num_rollouts : (j + 1) * num_rollouts]
+                by_index[i] = int(sum(reward(t, problems[i]) for t in group))
+    counts = [by_index[i] for i in range(len(problems))]
+    labels = {"digits": np.array([p.digits for p in problems]), "carries": np.array([p.carries for p in problems])}
+    return SolveCounts("testbed", np.array(counts, dtype=np.int64), num_rollouts, labels)
+
+
+@dataclass
+class EvalResult:
+    """Held-out accuracy, overall and per bucket, greedy and sampled; per-prompt success counts."""
+
+    greedy: float
+    sampled: float
+    greedy_by_bucket: dict[str, float]
+    sampled_by_bucket: dict[str, float]
+    successes: np.ndarray  # per prompt, correct samples out of ``num_samples``
+    num_samples: int
+    buckets: np.ndarray
+
+    @property
+    def silent_fraction(self) -> float:
+        """Share of held-out prompts whose ``num_samples`` samples all agree (0 or all correct)."""
+        return float(np.mean((self.successes == 0) | (self.successes == self.num_samples)))
+
+    def metrics(self, prefix: str = "eval/") -> dict[str, float]:
+        out = {
+            f"{prefix}accuracy_greedy": self.greedy,
+            f"{prefix}accuracy_sampled": self.sampled,
+            f"{prefix}silent_fraction": self.silent_fraction,
+        }
+        for b, v in self.greedy_by_bucket.items():
+            out[f"{prefix}accuracy_greedy/{b}"] = v
+        for b, v in self.sampled_by_bucket.items():
+            out[f"{prefix}accuracy_sampled/{b}"] = v
+        return out
+
+
+#: The most sequences :func:`evaluate` samples in one pass (memory stays bounded for any num_samples).
+EVAL_ROWS = 16384
+
+
+@torch.no_grad()
+def evaluate(
+    model,
+    problems: Sequence[Problem],
+    max_new_tokens: int,
+    num_samples: int = 8,
+    generator: torch.Generator | None = None,
+    codec: CharCodec | None = None,
+    chunk: int = 256,
+    greedy: bool = True,
+) -> EvalResult:
+    """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket."""
+    if hasattr(problems, "__len__") and len(problems) == 0:
+        raise ValueError(
+            "evaluate got no problems: an accuracy over zero prompts is undefined; "
+            "pass a non-empty held-out set (TaskConfig.num_heldout > 0)."
+        )
+    problems = _require_problems(problems, "problems")
+    _require_model(model)
+    for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
+    codec = codec or CharCodec()
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    successes = np.zeros(len(problems), dtype=np.int64)
+    greedy_ok = np.zeros(len(problems))
+    # at most EVAL_ROWS sequences in one sampling pass, however many samples are asked for
+    per_pass = min(num_samples, EVAL_ROWS)
+    step = max(1, min(chunk, EVAL_ROWS // num_samples))
+    for start in range(0, len(problems), step):
+        part = list(problems[start : start + step])
+        ids, mask = encode_prompts(part, codec, device)
+        for drawn in range(0, num_samples, per_pass):
+            n = min(per_pass, num_samples - drawn)
+            out = sample(
+                model,
+                ids,
+                max_new_tokens,
+                codec.eos_id,
+                codec.pad_id,
+                prompt_mask=mask,
+                generator=generator,
+                num_samples=n,
+            )
+            ok = verify(_decode(codec, out.completion_ids), [p for p in part for _ in range(n)])
+            successes[start : start + len(part)] += ok.reshape(len(part), n).sum(axis=1).astype(np.int64)
+        if greedy:
+            out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask, greedy=True)
+            greedy_ok[start : start + len(part)] = verify(_decode(codec, out.completion_ids), part)
+    model.train(was_training)
+    buckets = np.array([bucket_of(p) for p in problems])
+    rate = successes / num_samples
+    names = sorted(set(buckets.tolist()))
+    return EvalResult(
+        greedy=float(greedy_ok.mean()) if greedy else float("nan"),
+        sampled=float(rate.mean()),
+        greedy_by_bucket={b: float(greedy_ok[buckets == b].mean()) for b in names} if greedy else {},
+        sampled_by_bucket={b: float(rate[buckets == b].mean()) for b in names},
+        successes=successes,
+        num_samples=num_samples,
+        buckets=buckets,
+    )

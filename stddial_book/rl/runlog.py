@@ -1,0 +1,296 @@
+"""Run logs: a metrics JSONL file and a provenance JSON per run (chapters 9-13).
+
+A run directory holds ``metrics.jsonl`` (one JSON object per logged step) and
+``provenance.json`` (the command, git commit, package versions, device, seed, profile, start
+time and, once finished, the wall time). Chapters plot committed run logs with
+:func:`load_run` and print their provenance beside the plot, so a GPU result is always shown
+with where it came from.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stddial_book.core.resources import data_path
+
+__all__ = [
+    "RunLog",
+    "load_run",
+    "read_json",
+    "read_records",
+    "metric_series",
+    "environment",
+    "recorded_runs",
+    "RECORDED_DIR",
+    "git_state",
+    "metrics_path",
+    "write_gzip",
+]
+
+#: Where the committed reference runs live (package data, ``data/runs/<profile>/<recipe>-seed<n>``).
+RECORDED_DIR = data_path("runs")
+
+METRICS = "metrics.jsonl"
+PROVENANCE = "provenance.json"
+
+
+#: The package's source folder: its git checkout (if it is one) is the code a run executed.
+_SOURCE = Path(__file__).resolve().parents[1]  # the package directory
+
+
+def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
+    """(commit, dirty) of the git checkout holding ``cwd`` (default: the package's own source).
+
+    ``dirty`` is True when tracked files differ from the commit, None when it cannot be told
+    (not a checkout, or no git); the commit is then ``"unknown"``."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        commit = out.stdout.strip()
+        if out.returncode != 0 or not commit:
+            return "unknown", None
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return commit, (bool(status.stdout.strip()) if status.returncode == 0 else None)
+
+
+def environment(device: str | None = None) -> dict[str, Any]:
+    """Package versions and the device a run used.
+
+    ``device`` is the torch device the run computed on (``"cpu"``, ``"cuda"``, ``"cuda:1"``):
+    a CPU run is recorded as ``cpu (<processor>, <n> cores)`` even on a machine that has a GPU, and
+    only a run on a CUDA device names the GPU. Without ``device`` the CPU is assumed.
+    """
+    versions = {}
+    for name in ("stddial-book", "torch", "transformers", "numpy"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    kind = str(device or "cpu")
+    name = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    if kind.startswith("cuda"):
+        import torch
+
+        name = torch.cuda.get_device_name(torch.device(kind))
+    return {"python": sys.version.split()[0], "packages": versions, "device": name, "platform": platform.platform()}
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe metric values: numpy and torch scalars to floats, NaN and inf to None."""
+    if hasattr(value, "item") and getattr(value, "shape", ()) == ():
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class RunLog:
+    """Writes one run's metrics and provenance; appends when the run is resumed."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        command: str,
+        seed: int,
+        profile: str,
+        config: dict[str, Any] | None = None,
+        resume: bool = False,
+        device: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ValueError(
+                f"cannot write a run log into {self.directory}: a file of that name is in the way; "
+                "choose another output directory."
+            ) from None
+        self._start = time.perf_counter()
+        path = self.directory / PROVENANCE
+        if resume and path.exists():
+            self.provenance = read_json(path)
+            self.provenance.setdefault("resumed_at", []).append(datetime.now(timezone.utc).isoformat())
+        else:
+            if not resume and (self.directory / METRICS).exists():
+                raise ValueError(
+                    f"{self.directory} already holds a run log; pass resume=True to continue it "
+                    "or choose another output directory."
+                )
+            commit, dirty = git_state()
+            self.provenance = {
+                "command": command,
+                "run_id": run_id,
+                "git_commit": commit,
+                "dirty": dirty,
+                "seed": seed,
+                "profile": profile,
+                "config": _clean(config or {}),
+                "started_at": datetime.now(timezone.utc).isoformat(),
+                **environment(device),
+                "wall_time_s": None,
+            }
+        self._write_provenance()
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Append one step's metrics (TRL's names where TRL has them)."""
+        record = {"step": int(step), **_clean(metrics)}
+        with open(self.directory / METRICS, "a") as handle:
+            handle.write(json.dumps(record, allow_nan=False) + "\n")
+
+    def finish(self) -> None:
+        """Record the wall time so far, added up across resumed segments (:func:`train` calls this
+        at every checkpoint, so an interrupted segment's time up to its last checkpoint counts)."""
+        previous = self.provenance.get("wall_time_s") or 0.0
+        self.provenance["wall_time_s"] = previous + time.perf_counter() - self._start
+        self._start = time.perf_counter()
+        self._write_provenance()
+
+    def _write_provenance(self) -> None:
+        (self.directory / PROVENANCE).write_text(json.dumps(self.provenance, indent=2) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON document in ``path``; a ``ValueError`` naming the file when it is missing or damaged."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; check the directory, or rerun what writes it.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is damaged ({err}); restore it, or delete the run directory and rerun.") from None
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` file, one JSON object a line.
+
+    A run killed while writing leaves a partial last line: it is skipped with a warning (the step
+    it belonged to was not checkpointed, so a resumed run logs it again). A damaged line anywhere
+    else is an error that names the file and the line.
+    """
+    path = Path(path)
+    try:
+        text = _read_text(path)
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; it is not a run directory written by RunLog.") from None
+    except (UnicodeDecodeError, OSError, EOFError) as err:
+        raise ValueError(f"{path} is not a readable text log ({err}); restore it or rerun the run.") from None
+    lines = text.split("\n")
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "step" not in record:
+                raise ValueError("not a record with a step")
+        except ValueError as err:
+            if number == len(lines):  # the last line, with no newline after it: a write cut short
+                warnings.warn(f"{path}: skipped a partial last line (a run stopped while writing it).", stacklevel=2)
+                break
+            raise ValueError(
+                f"{path}, line {number}, is damaged ({err}); restore the file, or delete the run directory and rerun."
+            ) from None
+        records.append(record)
+    return records
+
+
+def _read_text(path: Path) -> str:
+    """A file's text; ``.gz`` files (the committed logs) are decompressed."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return handle.read()
+    return path.read_text()
+
+
+def metrics_path(directory: str | Path) -> Path | None:
+    """A run directory's metrics log: ``metrics.jsonl``, or the compressed ``metrics.jsonl.gz`` of a
+    committed run; ``None`` when it has neither."""
+    for name in (METRICS, METRICS + ".gz"):
+        if (Path(directory) / name).is_file():
+            return Path(directory) / name
+    return None
+
+
+def write_gzip(src: str | Path, dst: str | Path) -> Path:
+    """Compress ``src`` into ``dst`` reproducibly (no time stamp or name in the header): the same log
+    gives the same bytes, so re-recording an unchanged run leaves the committed file unchanged."""
+    data = Path(src).read_bytes()
+    with open(dst, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as handle:
+        handle.write(data)
+    return Path(dst)
+
+
+def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(provenance, metric records) of a run directory (:func:`read_records` for the records)."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"load_run takes a run directory path (str or Path); got {type(directory).__name__}.")
+    path = Path(directory)
+    metrics = metrics_path(path)
+    for name, found in ((PROVENANCE, (path / PROVENANCE).is_file()), (METRICS, metrics is not None)):
+        if not found:
+            raise ValueError(f"{path} has no {name}; it is not a run directory written by RunLog.")
+    provenance = read_json(path / PROVENANCE)
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{path / PROVENANCE} is damaged (not a JSON object); restore it or rerun the run.")
+    return provenance, read_records(metrics)
+
+
+def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN."""
+    if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
+        raise TypeError(f"records must be the list of metric records load_run returns; got {type(records).__name__}.")
+    if any(not isinstance(r, dict) or "step" not in r for r in records):
+        raise ValueError("records must be metric records with a 'step' each, as load_run returns them.")
+    pairs = [(r["step"], np.nan if r[name] is None else r[name]) for r in records if name in r]
+    if not pairs:
+        available = sorted({k for r in records for k in r} - {"step"})
+        raise ValueError(f"metric {name!r} was never logged; logged metrics: {available}.")
+    steps, values = zip(*pairs)
+    try:
+        return np.array(steps), np.array(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"metric {name!r} is not a number at every step (a list or text metric?); read "
+            "such metrics from the records directly."
+        ) from None
+
+
+def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) -> dict[str, list[Path]]:
+    """Committed run directories per recipe key (``grpo``, ``dr_grpo``, ``dapo``), seeds sorted.
+
+    An empty dict means no run of that profile has been recorded yet; chapters then say so.
+    """
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")
+    base = Path(root) if root is not None else RECORDED_DIR
+    found: dict[str, list[Path]] = {}
+    for path in sorted((base / profile).glob("*-seed*")):
+        if metrics_path(path) is not None:
+            if not (path / "provenance.json").exists():
+                raise ValueError(
+                    f"{path} has metrics but no provenance.json; a recorded run must carry its provenance."
+                )
+            found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
+    return found

@@ -1,0 +1,286 @@
+"""One RL update: the rollout's groups turned into minibatch passes of the policy loss, with the identity checked inside (chapter 10)."""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+
+from stddial_book.rl.batches import Batch
+from stddial_book.rl.checkpoints import _State
+from stddial_book.rl.configs import TrainConfig
+from stddial_book.rl.losses import policy_loss
+from stddial_book.rl.rollout import shared_prompt_logprobs
+from stddial_book.rl.sampling import nonsilent_groups
+from stddial_book.theory.identity import group_std
+
+__all__ = ["peak_memory_mb"]
+
+
+def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
+    """Metrics of the samples generated this step and of the batch that reached the update."""
+    G = config.group_size
+    allgen = Batch.cat(generated, 0) if len(generated) > 1 else generated[0]
+    lengths = allgen.mask.sum(dim=1).cpu().numpy()
+    sigma_all = group_std(allgen.correct.reshape(-1, G))
+    silent = ~nonsilent_groups(allgen.correct, G)  # unanimous in correctness: the dial's silent groups
+    reward_std = group_std(allgen.rewards.reshape(-1, G), correction=1)
+    out: dict[str, Any] = {
+        "reward": float(allgen.rewards.mean()),
+        "reward_std": float(reward_std.mean()),
+        # TRL's definition: the shaped rewards' std is zero (torch.isclose(std, 0)); it differs from
+        # dial/silent_fraction when a length penalty spreads the rewards of a unanimous group
+        "frac_reward_zero_std": float(np.isclose(reward_std, 0.0).mean()),
+        "accuracy": float(allgen.correct.mean()),
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float(allgen.truncated.float().mean()),
+        "dial/sigma_mean": float(sigma_all.mean()),
+        "dial/silent_fraction": float(silent.mean()),
+        # every generated group: its prompt (index into the training problems) and k correct
+        "groups_generated/prompt": allgen.prompt_index.reshape(-1, G)[:, 0].tolist(),
+        "groups_generated/k": [int(k) for k in allgen.correct.reshape(-1, G).sum(axis=1)],
+    }
+    if len(kept):
+        sigma = group_std(kept.correct.reshape(-1, G))
+        weight = np.abs(advantages).reshape(-1, G).mean(axis=1) / 2.0  # mean|A| = 2w (chapter 3)
+        buckets = kept.buckets.reshape(-1, G)[:, 0]
+        num_groups = len(sigma)
+        out["groups/sigma"] = [round(float(s), 6) for s in sigma]
+        out["groups/weight"] = [round(float(w), 6) for w in weight]
+        out["groups/bucket"] = buckets.tolist()
+        out["groups/prompt"] = kept.prompt_index.reshape(-1, G)[:, 0].tolist()
+        for b in sorted(set(buckets.tolist())):
+            sel = buckets == b
+            out[f"dial/update_mass/{b}"] = float(weight[sel].sum() / num_groups)
+            out[f"dial/groups/{b}"] = int(sel.sum())
+    return out
+
+
+def _checkable_groups(batch: Batch, groups: np.ndarray, config: TrainConfig) -> list[int]:
+    """Groups of a minibatch the identity covers: mixed, binary rewards, nothing truncated; none
+    when sampling is tempered (the check's scores are those of the untempered policy)."""
+    G, recipe = config.group_size, config.recipe
+    chosen = []
+    if config.temperature != 1.0:
+        return chosen
+    for g in groups:
+        rows = slice(int(g) * G, (int(g) + 1) * G)
+        k = int(batch.correct[rows].sum())
+        binary = np.isin(batch.rewards[rows], (recipe.reward_correct, recipe.reward_wrong)).all()
+        if 0 < k < G and binary and not bool(batch.truncated[rows].any()):
+            chosen.append(int(g))
+        if len(chosen) == config.identity_check_groups:
+            break
+    return chosen
+
+
+def _identity_in_update(model, batch: Batch, groups: list[int], config: TrainConfig) -> list[dict[str, float]]:
+    """:func:`~stddial_book.rl.gradcheck.identity_drift` for ``groups`` at the current weights, π_old
+    = the sampler's log-probs. Gradients go through ``autograd.grad``: nothing accumulates."""
+    from stddial_book.rl.gradcheck import GroupBatch, identity_drift
+
+    G = config.group_size
+    out = []
+    for g in groups:
+        r = slice(g * G, (g + 1) * G)
+        group = GroupBatch(
+            batch.prompt_ids[r],
+            batch.prompt_mask[r],
+            batch.completion_ids[r],
+            batch.mask[r],
+            np.asarray(batch.correct[r], dtype=float),
+        )
+        out.append(identity_drift(model, group, config.recipe, config.max_new_tokens, batch.logprobs[r]))
+    return out
+
+
+# What one more pass costs on a CPU, in tokens of work: timed on the testbed model with
+# one thread, a forward/backward call has a fixed cost of a few milliseconds, the work of
+# about 50 tokens, and a pass makes two calls (the prompts, then the completions).
+# _passes makes a cut only where it saves more work than this.
+_PASS_COST_TOKENS = 100
+
+
+def _passes(
+    batch: Batch, rows: torch.Tensor, group_size: int, micro: int | None
+) -> list[tuple[torch.Tensor, int, int]]:
+    """The forward/backward passes of one minibatch, as (rows, first prompt
+    column, completion width).
+
+    A pass encodes each of its groups' prompts once and runs its completions
+    on the shared cache (:func:`~stddial_book.rl.rollout.shared_prompt_logprobs`).
+    The rows are ordered by completion length and each pass is cut to its own
+    longest prompt and completion: the padding that only the longest samples
+    of the minibatch need is not computed for the others. The loss is
+    normalised over the whole optimizer step, so how the rows are split
+    changes the update only by float rounding. With ``micro`` each pass holds
+    that many samples (gradient accumulation, for memory). Without it the
+    split follows the lengths on a CPU, cutting where the work saved outweighs
+    the cost of one more pass; on an accelerator, where a pass of a model this
+    small costs about the same whatever its size, the minibatch stays one pass.
+    """
+    prompt_len = batch.prompt_mask[rows].sum(dim=1)  # left padding
+    columns = torch.arange(1, batch.mask.shape[1] + 1, device=rows.device)
+    completion_len = (batch.mask[rows] * columns).amax(dim=1).clamp(min=1)
+    order = torch.argsort(completion_len, stable=True)
+    rows = rows[order]
+    prompt_len = prompt_len[order].tolist()
+    completion_len = completion_len[order].tolist()
+    if micro is not None:
+        cuts = list(range(0, len(rows), micro)) + [len(rows)]
+    elif rows.device.type == "cpu":
+        groups = (rows // group_size).tolist()
+        cuts = _length_cuts(prompt_len, completion_len, groups)
+    else:
+        cuts = [0, len(rows)]
+    width = batch.prompt_mask.shape[1]
+    return [(rows[a:b], width - max(prompt_len[a:b]), max(completion_len[a:b])) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _pass_tokens(prompt_len: list[int], completion_len: list[int], groups: list[int]) -> int:
+    """Tokens one pass computes: each distinct prompt once at the longest
+    prompt's width, each completion at the longest completion's width less
+    the last column, which is not fed in."""
+    return len(set(groups)) * max(prompt_len) + len(completion_len) * (max(completion_len) - 1)
+
+
+def _length_cuts(prompt_len: list[int], completion_len: list[int], groups: list[int]) -> list[int]:
+    """Where to cut rows sorted by completion length so that the tokens
+    computed (:func:`_pass_tokens`), plus :data:`_PASS_COST_TOKENS` per pass,
+    are fewest: a dynamic programme over the runs of equal length."""
+    n = len(completion_len)
+    bounds = [i for i in range(n) if i == 0 or completion_len[i] != completion_len[i - 1]]
+    bounds.append(n)
+    best = [0.0] + [math.inf] * (len(bounds) - 1)
+    back = [0] * len(bounds)
+    for j in range(1, len(bounds)):
+        for i in range(j):
+            a, b = bounds[i], bounds[j]
+            cost = best[i] + _PASS_COST_TOKENS + _pass_tokens(prompt_len[a:b], completion_len[a:b], groups[a:b])
+            if cost < best[j]:
+                best[j], back[j] = cost, i
+    cuts, j = [n], len(bounds) - 1
+    while j > 0:
+        j = back[j]
+        cuts.append(bounds[j])
+    return cuts[::-1]
+
+
+def _update(
+    model,
+    optimizer,
+    batch: Batch,
+    advantages: np.ndarray,
+    config: TrainConfig,
+    state: _State,
+    ref_model,
+    check_identity: bool = False,
+) -> dict[str, Any]:
+    """``num_minibatches`` optimizer steps on one rollout batch; returns
+    averaged loss metrics.
+
+    With ``check_identity``, each minibatch's first groups are checked
+    against the identity at the weights that minibatch sees, before its
+    gradient is taken (``identity/*`` lists)."""
+    recipe = config.recipe
+    G = config.group_size
+    device = next(model.parameters()).device
+    adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype, device=device)
+    # π_old is the policy that sampled the batch: the sampler recorded its
+    # log-probs, so no extra forward pass is needed (a full pass agrees to
+    # float rounding; test_rollout checks it).
+    old = batch.logprobs
+    num_groups = len(batch) // G
+    order = state.rng.permutation(num_groups)
+    loss_mask = batch.mask & ~batch.truncated[:, None] if recipe.overlong_filter else batch.mask
+    sums: dict[str, float] = {}
+    counted = 0
+    before = [p.detach().clone() for p in model.parameters()]
+    checks: dict[str, list] = {
+        "identity/minibatch": [],
+        "identity/rel_error": [],
+        "identity/clipped": [],
+        "identity/sigma": [],
+    }
+    # whole groups per minibatch; a short (capped) DAPO batch gives smaller
+    # minibatches
+    for index, groups in enumerate(np.array_split(order, min(config.num_minibatches, num_groups))):
+        rows = torch.as_tensor((groups[:, None] * G + np.arange(G)).reshape(-1), device=device)
+        step_tokens = int(loss_mask[rows].sum())
+        if step_tokens == 0:
+            # every sample of this minibatch was filtered out (truncated)
+            continue
+        if check_identity:
+            for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
+                checks["identity/minibatch"].append(index)
+                checks["identity/rel_error"].append(result["rel_error"])
+                checks["identity/clipped"].append(result["clipped"])
+                checks["identity/sigma"].append(result["group_std"])
+        optimizer.zero_grad(set_to_none=True)
+        for r, start, width in _passes(batch, rows, G, config.micro_batch_size):
+            if not bool(loss_mask[r].any()):
+                continue
+            # each pass is cut to its own rows' padding, and encodes each of
+            # its groups' prompts once (see _passes)
+            groups, prompt_rows = torch.unique(r // G, return_inverse=True)
+            inputs = (
+                batch.prompt_ids[groups * G][:, start:],
+                batch.prompt_mask[groups * G][:, start:],
+                prompt_rows,
+                batch.completion_ids[r][:, :width],
+                batch.mask[r][:, :width],
+            )
+            ref = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref = shared_prompt_logprobs(ref_model, *inputs, temperature=config.temperature)
+            # at the sampling temperature: π_old (the sampler's log-probs) is
+            # the tempered policy
+            logp, ent = shared_prompt_logprobs(model, *inputs, with_entropy=True, temperature=config.temperature)
+            out = policy_loss(
+                logp,
+                old[r][:, :width],
+                adv[r],
+                inputs[4],
+                recipe,
+                max_new_tokens=config.max_new_tokens,
+                ref_logprobs=ref,
+                truncated=batch.truncated[r],
+                entropy=ent,
+                step_num_tokens=step_tokens,
+                step_num_sequences=len(rows),
+            )
+            out.loss.backward()
+            share = float(loss_mask[r].sum()) / step_tokens
+            for k, v in out.metrics.items():
+                sums[k] = sums.get(k, 0.0) + v * share
+            sums["loss"] = sums.get("loss", 0.0) + float(out.loss.detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+        optimizer.step()
+        state.updates += 1
+        counted += 1
+    metrics = {k: v / max(counted, 1) for k, v in sums.items()}
+    with torch.no_grad():
+        metrics["update_norm"] = float(
+            torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before)))
+        )
+    metrics["optimizer_steps"] = counted
+    if check_identity:
+        metrics.update(checks)
+    return metrics
+
+
+def peak_memory_mb(device) -> dict[str, float]:
+    """Peak resident memory of this process (MB) and, on CUDA, peak GPU memory allocated (MB)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = {"peak_rss_mb": rss / 1024 if sys.platform != "darwin" else rss / 2**20}
+    if torch.device(device).type == "cuda":
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out

@@ -1,0 +1,328 @@
+"""The notebook a Colab reader opens: a chapter's ``.ipynb`` generated from its MyST ``.md``.
+
+The book is written in MyST (``chapters/NN_name.md``); Jupyter Book renders its roles and
+directives, but Colab and Jupyter show them as literal text. This module writes, next to each
+chapter, an ``.ipynb`` with the same code cells and markdown that reads cleanly anywhere:
+
+- ``{glue:text}`name:fmt``` becomes the name in code type; the cell that computes the value
+  prints it there (:func:`stddial_book.presentation.display.glue` shows glued values outside the site build);
+- ``{literalinclude}`` becomes a fenced code block holding the included lines (read with
+  Sphinx's own reader, so the options mean what they mean in the book);
+- ``{cite:p}`` becomes "(Author et al., year)", and a References cell closes the notebook;
+- admonitions become block quotes, dropdowns ``<details>``, links to other pages point at
+  the website, ``(label)=`` targets and ``%`` comments are dropped.
+
+Anything else MyST-specific raises :class:`ValueError`, so a new construct in a chapter fails
+``make sync`` and the tests until it has a plain-Markdown form here.
+
+Run ``python tools/colab.py`` (``make sync``) to regenerate; ``tests/test_chapters.py``
+checks that the committed notebooks equal what this module generates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["colab_notebook", "write_colab_notebooks", "MYST_RESIDUE"]
+
+#: Text that must not appear in a generated notebook (MyST roles and directives).
+MYST_RESIDUE = re.compile(r"\{[a-z][a-z:-]*\}`|^\s*(```+|:::+)\s*\{[a-z]", re.M)
+
+ADMONITIONS = {
+    "note",
+    "tip",
+    "hint",
+    "important",
+    "warning",
+    "caution",
+    "attention",
+    "danger",
+    "error",
+    "seealso",
+    "admonition",
+}
+FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[a-z-]+)\}(?P<arg>[^\n]*)$")
+ROLE = re.compile(r"\{(?P<role>[a-z][a-z:-]*)\}`(?P<body>[^`]*)`")
+
+
+def _site_config(root: Path) -> dict[str, Any]:
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    base = (config.get("html", {}) or {}).get("baseurl")
+    if not base:
+        raise ValueError("_config.yml needs html.baseurl (the site's address) for links in the Colab notebooks.")
+    return {"baseurl": base.rstrip("/") + "/", "bibfiles": config.get("bibtex_bibfiles", [])}
+
+
+def _latex_to_text(text: str) -> str:
+    import latexcodec  # noqa: F401  (registers the "ulatex" codec; installed with pybtex)
+
+    text = codecs.decode(text, "ulatex")
+    return text.replace("{", "").replace("}", "").replace("--", "–")
+
+
+class _Bibliography:
+    """The entries of the book's .bib files, rendered as plain Markdown."""
+
+    def __init__(self, paths: list[Path]):
+        from pybtex.database import parse_file
+
+        self.entries: dict[str, Any] = {}
+        for path in paths:
+            self.entries.update(parse_file(str(path)).entries)
+
+    def _entry(self, key: str):
+        if key not in self.entries:
+            raise ValueError(f"citation key {key!r} is not in references.bib; add the entry or fix the key.")
+        return self.entries[key]
+
+    def _authors(self, key: str) -> list[str]:
+        return [_latex_to_text(" ".join(p.last_names)) for p in self._entry(key).persons.get("author", [])]
+
+    def label(self, key: str) -> str:
+        """'Shao et al., 2024'."""
+        entry = self._entry(key)
+        names = self._authors(key)
+        if not names:
+            who = "Anonymous"
+        elif len(names) == 1 and names[0] != "others":
+            who = names[0]
+        elif len(names) == 2 and names[1] != "others":
+            who = f"{names[0]} and {names[1]}"
+        else:
+            who = f"{names[0]} et al."
+        return f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+    def reference(self, key: str) -> str:
+        """One line of the References cell."""
+        entry = self._entry(key)
+        people = entry.persons.get("author", [])
+        names = ", ".join(
+            _latex_to_text(" ".join(p.first_names + p.middle_names + p.prelast_names + p.last_names))
+            for p in people
+            if " ".join(p.last_names) != "others"
+        )
+        if any(" ".join(p.last_names) == "others" for p in people):
+            names += " et al."
+        title = _latex_to_text(entry.fields.get("title", ""))
+        venue = _latex_to_text(
+            entry.fields.get("journal", entry.fields.get("booktitle", entry.fields.get("howpublished", "")))
+        )
+        url = entry.fields.get("url")
+        parts = [f"{names} ({entry.fields.get('year', 'n.d.')}). *{title}*."]
+        if venue:
+            parts.append(f"{venue}.")
+        if url:
+            parts.append(f"<{url}>")
+        return " ".join(parts)
+
+
+def _include(directive_arg: str, options: dict[str, str], md_path: Path) -> str:
+    """The lines a ``{literalinclude}`` shows in the book, read by Sphinx's own reader."""
+    from sphinx.directives.code import LiteralIncludeReader
+
+    source = (md_path.parent / directive_arg.strip()).resolve()
+    if not source.is_file():
+        raise ValueError(f"{md_path.name}: literalinclude of {directive_arg.strip()!r}, which does not exist.")
+
+    class _Config:
+        source_encoding = "utf-8"
+
+    reader_options = {k: v for k, v in options.items() if k not in ("language", "caption", "linenos")}
+    text, _ = LiteralIncludeReader(str(source), reader_options, _Config()).read()
+    return f"From `{source.parent.name}/{source.name}`:\n\n```{options.get('language', '')}\n{text.rstrip()}\n```"
+
+
+def _directive_options(lines: list[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and re.match(r"^:[a-z-]+:", lines[i]):
+        key, _, value = lines[i][1:].partition(":")
+        options[key] = value.strip().strip('"')
+        i += 1
+    if i < len(lines) and not lines[i].strip():
+        i += 1
+    return options, lines[i:]
+
+
+def _convert_blocks(text: str, md_path: Path, stash) -> str:
+    """Replace the fenced directives of one markdown cell (recursively for nested bodies)."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        plain = re.match(r"^(`{3,}|~{3,})(?!\{)", lines[i])
+        if plain:  # an ordinary code block: kept as it is, out of reach of the role rewriting
+            j = i + 1
+            while j < len(lines) and lines[j].rstrip() != plain.group(1):
+                j += 1
+            out.append(stash("\n".join(lines[i : j + 1])))
+            i = j + 1
+            continue
+        match = FENCE.match(lines[i].rstrip())
+        if not match:
+            out.append(lines[i])
+            i += 1
+            continue
+        fence, name, arg = match["fence"], match["name"], match["arg"].strip()
+        j = i + 1
+        while j < len(lines) and lines[j].rstrip() != fence:
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"{md_path.name}: the {{{name}}} block opened by {lines[i]!r} is never closed.")
+        options, body = _directive_options(lines[i + 1 : j])
+        body_text = _convert_blocks("\n".join(body), md_path, stash)
+        if name == "literalinclude":
+            out.append(stash(_include(arg, options, md_path)))
+        elif name == "dropdown" or (name in ADMONITIONS and "dropdown" in options.get("class", "")):
+            title = arg or name.capitalize()
+            out.extend([f"<details><summary>{title}</summary>", "", body_text, "", "</details>"])
+        elif name in ADMONITIONS:
+            title = arg if name == "admonition" else (name.capitalize() + (f": {arg}" if arg else ""))
+            out.append(f"> **{title}.**")
+            out.extend("> " + line if line else ">" for line in body_text.split("\n"))
+        elif name == "math":
+            out.extend(["$$", body_text, "$$"])
+        elif name == "nb-exec-table":  # filled in by the site build from its own execution records
+            out.append("*(On the website, a table of how long each page took to execute in its build.)*")
+        else:
+            raise ValueError(f"{md_path.name}: no Colab form for the {{{name}}} directive; add one to tools/colab.py.")
+        i = j + 1
+    return "\n".join(out)
+
+
+def _convert_roles(text: str, md_path: Path, bib: _Bibliography, cited: list[str], baseurl: str) -> str:
+    def page_url(target: str) -> str:
+        page = (md_path.parent / target).resolve()
+        root = md_path.parent.parent.resolve()
+        rel = page.relative_to(root).with_suffix(".html").as_posix()
+        return baseurl + rel
+
+    def role(match: re.Match) -> str:
+        name, body = match["role"], match["body"]
+        if name in ("glue", "glue:text", "glue:"):
+            return f"`{body.split(':', 1)[0]}`"
+        if name in ("cite", "cite:p", "cite:t"):
+            keys = [k.strip() for k in body.split(",")]
+            for key in keys:
+                if key not in cited:
+                    cited.append(key)
+            if name == "cite:t":
+                return "; ".join(bib.label(k).replace(", ", " (", 1) + ")" for k in keys)
+            return "(" + "; ".join(bib.label(k) for k in keys) + ")"
+        if name == "math":
+            return f"${body}$"
+        if name == "doc":
+            explicit = re.fullmatch(r"(?P<text>.*?)\s*<(?P<target>[^>]+)>", body)
+            title, target = (explicit["text"], explicit["target"]) if explicit else (Path(body).name, body)
+            return f"[{title}]({page_url(target + '.md')})"
+        raise ValueError(f"{md_path.name}: no Colab form for the {{{name}}} role; add one to tools/colab.py.")
+
+    text = ROLE.sub(role, text)
+
+    def link(match: re.Match) -> str:
+        target, anchor = match["target"], match["anchor"] or ""
+        return f"]({page_url(target)}{anchor})"
+
+    return re.sub(r"\]\((?P<target>(?!https?:)[^)#\s]+\.md)(?P<anchor>#[^)\s]*)?\)", link, text)
+
+
+def _markdown(text: str, md_path: Path, bib: _Bibliography, cited: list[str], baseurl: str) -> str:
+    text = "\n".join(
+        line
+        for line in text.split("\n")
+        if not re.fullmatch(r"\([A-Za-z0-9_.:-]+\)=\s*", line) and not line.startswith("%")
+    )
+    code: list[str] = []  # code blocks are set aside, so that roles are never rewritten inside code
+
+    def stash(block: str) -> str:
+        code.append(block)
+        return f"\x00CODE{len(code) - 1}\x00"
+
+    text = _convert_blocks(text, md_path, stash)
+    text = re.sub(r"\$\$\s*\([A-Za-z0-9_.:-]+\)\s*$", "$$", text, flags=re.M)  # labelled display math
+    text = _convert_roles(text, md_path, bib, cited, baseurl)
+    return re.sub(r"\x00CODE(\d+)\x00", lambda m: code[int(m.group(1))], text).strip()
+
+
+def colab_notebook(md_path: str | Path, root: str | Path | None = None):
+    """The Colab notebook (an ``nbformat`` notebook) generated from one MyST chapter."""
+    import jupytext
+    import nbformat
+
+    md_path = Path(md_path).resolve()
+    root = Path(root).resolve() if root is not None else md_path.parent.parent
+    site = _site_config(root)
+    bib = _Bibliography([root / name for name in site["bibfiles"]])
+    source = jupytext.read(md_path)
+    cited: list[str] = []
+    cells = []
+    for cell in source.cells:
+        if cell.cell_type == "markdown":
+            text = _markdown(cell.source, md_path, bib, cited, site["baseurl"])
+            if text:
+                cells.append(nbformat.v4.new_markdown_cell(text))
+        elif cell.cell_type == "code":
+            new = nbformat.v4.new_code_cell(cell.source)
+            tags = cell.metadata.get("tags")
+            if tags:
+                new.metadata["tags"] = list(tags)
+            cells.append(new)
+        else:  # raw cells have no place in a reader's notebook
+            raise ValueError(f"{md_path.name}: a {cell.cell_type} cell has no Colab form.")
+    page = site["baseurl"] + md_path.relative_to(root).with_suffix(".html").as_posix()
+    intro = (
+        f"*This notebook is a chapter of [The Std Dial]({site['baseurl']}); the same chapter, "
+        f"executed, is [on the website]({page}). Where the book's text shows a number computed "
+        "below, this notebook names it in `code type`, and the cell that computes it prints its "
+        "value.*"
+    )
+    cells.insert(1 if cells and cells[0].cell_type == "markdown" else 0, nbformat.v4.new_markdown_cell(intro))
+    if cited:
+        refs = "\n".join(f"- {bib.reference(key)}" for key in cited)
+        cells.append(nbformat.v4.new_markdown_cell(f"## References\n\n{refs}"))
+    for index, cell in enumerate(cells):
+        cell["id"] = f"cell-{index:03d}"  # stable ids: regenerating changes nothing
+        prose = re.sub(r"^(`{3,}).*?^\1\s*$", "", cell.source, flags=re.M | re.S)  # code blocks aside
+        if cell.cell_type == "markdown" and MYST_RESIDUE.search(prose):
+            raise ValueError(f"{md_path.name}: MyST syntax left in a Colab cell: {cell.source[:120]!r}")
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata = copy.deepcopy({k: v for k, v in source.metadata.items() if k == "kernelspec"})
+    notebook.metadata["language_info"] = {"name": "python"}
+    notebook.metadata["colab"] = {"provenance": []}
+    return notebook
+
+
+def write_colab_notebooks(chapters: list[Path], root: str | Path) -> list[Path]:
+    """Write ``NN_name.ipynb`` next to each chapter; returns the paths written."""
+    import nbformat
+
+    written = []
+    for md in chapters:
+        if not re.search(r"^kernelspec:", Path(md).read_text(), re.M):
+            continue  # a text page (no kernel), nothing to run in Colab
+        target = Path(md).with_suffix(".ipynb")
+        text = nbformat.writes(colab_notebook(md, root)) + "\n"
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("chapters", nargs="+", type=Path, help="MyST chapter files (chapters/*.md)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root (holds _config.yml)")
+    args = parser.parse_args(argv)
+    for path in write_colab_notebooks(args.chapters, args.root):
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,14 +16,10 @@ it, since a clone of the public repository has no shared folder.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-# the build tooling in tools/ (the Colab notebook generator) is imported by its tests as tools.colab
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHARED_ENV = "STDDIAL_SHARED_DATA"
 STRICT_ENV = "CI_STRICT"

@@ -33,6 +33,17 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_colab():
+    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
+    spec = importlib.util.spec_from_file_location("colab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def toc_chapters() -> list[Path]:
     """The notebook chapters listed in _toc.yml (pages with a kernelspec), in order."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -54,7 +65,8 @@ def test_toc_lists_the_chapters() -> None:
 def test_colab_notebook_is_generated_from_the_chapter(chapter: Path) -> None:
     """The .ipynb Colab opens is exactly what tools/colab.py makes of the .md, with the
     same code cells in the same order and no outputs."""
-    from tools.colab import colab_notebook
+    colab = load_colab()
+    colab_notebook = colab.colab_notebook
 
     paired = chapter.with_suffix(".ipynb")
     assert paired.exists(), f"{paired.name} is missing: run `make sync`"

@@ -7,7 +7,21 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.colab import MYST_RESIDUE, colab_notebook
+
+def load_colab():
+    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
+    spec = importlib.util.spec_from_file_location("colab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+colab = load_colab()
+MYST_RESIDUE = colab.MYST_RESIDUE
+colab_notebook = colab.colab_notebook
 
 FRONT = """---
 jupytext:
@@ -44,6 +58,8 @@ BIB = """@article{smith2020one,
 """
 
 MODULE = '''"""A module."""
+
+
 
 
 def helper(x):

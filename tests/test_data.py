@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 import stddial_book
 from stddial_book.core.resources import data_path
 
@@ -36,3 +38,16 @@ def test_installed_package_is_the_one_under_test() -> None:
     assert "site-packages" in package_dir.parts, f"stddial_book imported from {package_dir}, not a wheel install"
     assert package_dir in data_path().resolve().parents
     assert str(REPO_DATA.parent) not in sys.path
+
+
+def test_the_wheel_lists_every_subpackage() -> None:
+    """setuptools ships only the packages pyproject.toml names: a layer missing there would be missing
+    from a wheel install (Colab) while every test of the checkout passes."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    root = REPO_DATA.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "stddial_book").rglob("__init__.py")} | {
+        "stddial_book.data"
+    }
+    assert listed == found, f"pyproject.toml lists {sorted(listed - found)} too many, {sorted(found - listed)} missing"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from stddial_book import DR_GRPO, GRPO
-from stddial_book.experiments.controlled import monte_carlo_gradient, sampled_gradients
+from stddial_book.experiments.bernoulli import monte_carlo_gradient, sampled_gradients
 from stddial_book.theory.silent import expected_group_std, expected_group_variance
 
 P = np.linspace(0.02, 0.98, 25)
@@ -50,12 +50,10 @@ def test_bad_input() -> None:
 # --- the controlled run (Bay and Yearick, 2026, §8) -------------------------------------------
 
 from stddial_book import DAPO
+from stddial_book.experiments.bernoulli import ControlledRun, controlled_run, initial_solve_rates
 from stddial_book.experiments.controlled import (
-    ControlledRun,
-    controlled_run,
     controlled_run_study,
     hardest_quartile,
-    initial_solve_rates,
     matched_lr,
     silent_r2,
     value_at_budget,
@@ -143,11 +141,11 @@ def test_quartile_gap_is_paired_and_signed() -> None:
 
 # --- chapter 6's Monte-Carlo check and chapter 8's numbers and exercises ------------------------
 
+from stddial_book.experiments.bernoulli import monte_carlo_z
 from stddial_book.experiments.controlled import (
     controlled_gap_numbers,
     controlled_run_numbers,
     matched_gap,
-    monte_carlo_z,
     quartile_gap,
     rematched_run,
 )

@@ -223,7 +223,7 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
-    from stddial_book.experiments.controlled import monte_carlo_gradient
+    from stddial_book.experiments.bernoulli import monte_carlo_gradient
     from stddial_book.theory.group_size import arcsine_objective, large_group_gradient
     from stddial_book.theory.silent import expected_group_std, expected_group_variance
 

@@ -9,7 +9,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.plots import dial_figure, drift_figure, identity_errors_figure, mean_abs_advantage_figure
+from stddial_book.presentation.identity_plots import (
+    dial_figure,
+    drift_figure,
+    identity_errors_figure,
+    mean_abs_advantage_figure,
+)
 
 
 def _check_legible(fig: plt.Figure) -> None:

@@ -231,16 +231,7 @@ def fit_consistency(
     if w.sum() <= 0:
         raise ValueError("solve_rates and counts must have one entry per solve rate, with counts summing above 0.")
     w = w / w.sum()
-    steps = to_numpy(steps, "steps")
-    logged = to_numpy(logged, "logged")
-    if steps.ndim != 1 or steps.shape != logged.shape or steps.size < PLATEAU_POINTS + 2:
-        raise ValueError(
-            f"steps and logged must be 1-D with one logged fraction per step, at least "
-            f"{PLATEAU_POINTS + 2} points; got shapes {steps.shape} and {logged.shape}."
-        )
-    if np.any(steps <= 0) or np.any(np.diff(steps) <= 0):
-        raise ValueError("steps must be positive training steps in increasing order.")
-    check_unit_interval(logged, "logged")
+    steps, logged = _checked_curve(steps, logged)
     bootstrap = check_int(bootstrap, "bootstrap", minimum=0)
     if bootstrap > MAX_BOOTSTRAP:
         raise ValueError(
@@ -252,44 +243,11 @@ def fit_consistency(
     frozen = float(sharpened_moment(p, w, 1.0, EVAL_SAMPLES)[0])
     if not frozen < plateau < float(np.sum(w[p == 1.0])) + 1.0:
         raise ValueError(f"the plateau {plateau:.3f} must lie above the frozen pool's E[p^32] = {frozen:.3f}.")
-    # 1/T from 1 down to 1/T_end, on a fine grid: the mean solve rate and E[p^32] along it.
-    lo, hi = 1e-6, 1.0
-    for _ in range(200):  # E[p^(32/T)] rises as 1/T falls; bisect for the plateau
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if sharpened_moment(p, w, mid, EVAL_SAMPLES)[0] > plateau else (lo, mid)
-    inv_t_end = (lo + hi) / 2.0
-    grid = np.geomspace(inv_t_end, 1.0, 4000)
-    means = sharpened_moment(p, w, grid, 1.0)  # falls as 1/T rises
-    allcorrect = sharpened_moment(p, w, grid, EVAL_SAMPLES)
-    order = np.argsort(means)
-    means, allcorrect = means[order], allcorrect[order]
-    frozen_mean, end_mean = float(means[0]), float(means[-1])
-
-    def predict(tau: float, at: np.ndarray) -> np.ndarray:
-        competence = (1.0 - np.exp(-at / tau)) / (1.0 - np.exp(-steps[-1] / tau))
-        return np.interp(frozen_mean + competence * (end_mean - frozen_mean), means, allcorrect)
-
-    def fit_tau(index: np.ndarray) -> float:
-        return _fit_log_scale(lambda tau: float(np.sum((logged[index] - predict(tau, steps[index])) ** 2)), 10.0, 1e6)
-
-    everything = np.arange(steps.size)
-    tau = fit_tau(everything)
-    predicted = predict(tau, steps)
-
-    def generic(b: float, index: np.ndarray) -> tuple[float, float]:
-        basis = 1.0 - np.exp(-steps[index] / b)
-        a = float(basis @ logged[index] / (basis @ basis))  # least squares for the amplitude
-        return a, float(np.sum((logged[index] - a * basis) ** 2))
-
-    b = _fit_log_scale(lambda b: generic(b, everything)[1], 10.0, 1e6)
-    a, _ = generic(b, everything)
-    rng = np.random.default_rng(seed)
-    boot = []
-    for _ in range(bootstrap):
-        index = rng.integers(0, steps.size, steps.size)
-        if np.ptp(logged[index]) == 0:
-            continue
-        boot.append(_r2(logged[index], predict(fit_tau(index), steps[index])))
+    inv_t_end = _plateau_inverse_temperature(p, w, plateau)
+    model = _competence_model(p, w, inv_t_end, steps, logged)
+    tau = model.fit_tau(np.arange(steps.size))
+    predicted = model.predict(tau, steps)
+    a, b = _generic_fit(steps, logged)
     return ConsistencyFit(
         steps,
         logged,
@@ -298,15 +256,102 @@ def fit_consistency(
         _r2(logged, predicted),
         plateau,
         frozen,
-        frozen_mean,
-        end_mean,
+        float(model.means[0]),
+        float(model.means[-1]),
         1.0 / inv_t_end,
         _r2(logged, a * (1.0 - np.exp(-steps / b))),
         (a, b),
-        np.array(boot),
-        means,
-        allcorrect,
+        model.bootstrap_r2(bootstrap, seed),
+        model.means,
+        model.allcorrect,
     )
+
+
+def _checked_curve(steps: np.ndarray, logged: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``steps`` and ``logged`` as arrays, refused unless 1-D and paired, with enough points for the
+    plateau, positive increasing steps and fractions in [0, 1]."""
+    steps = to_numpy(steps, "steps")
+    logged = to_numpy(logged, "logged")
+    if steps.ndim != 1 or steps.shape != logged.shape or steps.size < PLATEAU_POINTS + 2:
+        raise ValueError(
+            f"steps and logged must be 1-D with one logged fraction per step, at least "
+            f"{PLATEAU_POINTS + 2} points; got shapes {steps.shape} and {logged.shape}."
+        )
+    if np.any(steps <= 0) or np.any(np.diff(steps) <= 0):
+        raise ValueError("steps must be positive training steps in increasing order.")
+    check_unit_interval(logged, "logged")
+    return steps, logged
+
+
+def _plateau_inverse_temperature(p: np.ndarray, w: np.ndarray, plateau: float) -> float:
+    """1/T_end: the inverse temperature at which E[p^(32/T)] equals the plateau, by bisection
+    (E[p^(32/T)] rises as 1/T falls)."""
+    lo, hi = 1e-6, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if sharpened_moment(p, w, mid, EVAL_SAMPLES)[0] > plateau else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class _CompetenceModel:
+    """E[p^32] as the pool's mean solve rate (its competence) rises: ``means`` and ``allcorrect``
+    tabulate both along 1/T from 1/T_end to 1, ordered by the mean; the logged curve is fitted
+    with one timescale τ."""
+
+    steps: np.ndarray
+    logged: np.ndarray
+    means: np.ndarray
+    allcorrect: np.ndarray
+
+    def predict(self, tau: float, at: np.ndarray) -> np.ndarray:
+        """E[p^32] at steps ``at`` when the competence goes from the frozen pool's mean to the
+        plateau's along c(t) = (1 − e^(−t/τ)) / (1 − e^(−t_last/τ))."""
+        frozen_mean, end_mean = float(self.means[0]), float(self.means[-1])
+        competence = (1.0 - np.exp(-at / tau)) / (1.0 - np.exp(-self.steps[-1] / tau))
+        return np.interp(frozen_mean + competence * (end_mean - frozen_mean), self.means, self.allcorrect)
+
+    def fit_tau(self, index: np.ndarray) -> float:
+        """The τ of least squared error over the logged points ``index``."""
+        logged, steps = self.logged[index], self.steps[index]
+        return _fit_log_scale(lambda tau: float(np.sum((logged - self.predict(tau, steps)) ** 2)), 10.0, 1e6)
+
+    def bootstrap_r2(self, resamples: int, seed: int) -> np.ndarray:
+        """R² of the refitted model on each pairs-bootstrap resample of the logged points (a
+        resample whose logged values are all equal has no R² and is skipped)."""
+        rng = np.random.default_rng(seed)
+        boot = []
+        for _ in range(resamples):
+            index = rng.integers(0, self.steps.size, self.steps.size)
+            if np.ptp(self.logged[index]) == 0:
+                continue
+            boot.append(_r2(self.logged[index], self.predict(self.fit_tau(index), self.steps[index])))
+        return np.array(boot)
+
+
+def _competence_model(
+    p: np.ndarray, w: np.ndarray, inv_t_end: float, steps: np.ndarray, logged: np.ndarray
+) -> _CompetenceModel:
+    """The model on a fine grid of 1/T from 1/T_end up to 1: the mean solve rate (which falls as 1/T
+    rises) and E[p^32] along it, sorted by the mean."""
+    grid = np.geomspace(inv_t_end, 1.0, 4000)
+    means = sharpened_moment(p, w, grid, 1.0)
+    allcorrect = sharpened_moment(p, w, grid, EVAL_SAMPLES)
+    order = np.argsort(means)
+    return _CompetenceModel(steps, logged, means[order], allcorrect[order])
+
+
+def _generic_fit(steps: np.ndarray, logged: np.ndarray) -> tuple[float, float]:
+    """(a, b) of the generic curve a(1 − exp(−t/b)) of least squared error: b by search, a by least
+    squares at each b."""
+
+    def generic(b: float) -> tuple[float, float]:
+        basis = 1.0 - np.exp(-steps / b)
+        a = float(basis @ logged / (basis @ basis))
+        return a, float(np.sum((logged - a * basis) ** 2))
+
+    b = _fit_log_scale(lambda b: generic(b)[1], 10.0, 1e6)
+    return generic(b)[0], b
 
 
 def consistency_numbers(fit: ConsistencyFit, percentiles: tuple[float, float] = (10, 90)) -> dict[str, float]:

@@ -185,16 +185,14 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
         not isinstance(controlled_run, (list, tuple)) or not all(isinstance(r, Row) for r in controlled_run)
     ):
         raise TypeError("controlled_run must be None or a list of Row (what controlled_run_rows returns).")
-    from stddial_book.corpora.bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
-    from stddial_book.corpora.dapo_fig3b import fit_consistency, load_dapo_fig3b
-    from stddial_book.theory.group_size import (
-        attenuated_fidelity,
-        difficulty_weight,
-        gradient_fidelity,
-        minimal_group_size,
-    )
+    rows = _exact_rows() + _fidelity_rows() + _group_size_rows() + _weight_rows()
+    rows += _big_math_rows() + _dapo_rows(dapo_bootstrap)
+    return rows + list(controlled_run or [])
 
-    rows = [
+
+def _exact_rows() -> list[Row]:
+    """§3's identity and §2's RLOO proposition: both exact, so the paper's value is 0."""
+    return [
         Row(
             "§3, the identity",
             "identity (1/G)ΣAᵢsᵢ = σ(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
@@ -211,6 +209,15 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
             10,
             note="exact: float64 rounding only",
         ),
+    ]
+
+
+def _fidelity_rows() -> list[Row]:
+    """§3's attenuation corollary and §4's fidelity φ(G, p) = E[σ̂]/σ: the exact sum and the
+    second-order form 1 − 1/(8Gp(1 − p))."""
+    from stddial_book.theory.group_size import attenuated_fidelity, gradient_fidelity
+
+    return [
         Row("§3, attenuation corollary", "fidelity φ(8, 0.05), exact sum", 0.54, float(gradient_fidelity(0.05, 8)), 2),
         Row(
             "§3, attenuation corollary",
@@ -221,44 +228,66 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
         ),
         Row("§4", "fidelity φ(8, 0.5)", 0.93, float(gradient_fidelity(0.5, 8)), 2),
     ]
-    rows += _group_size_rows()
-    rows += [
+
+
+def _weight_rows() -> list[Row]:
+    """§4's group size for 95% fidelity at p = 0.05 and §6's difficulty weight w(p) = 1/√(p(1 − p))."""
+    from stddial_book.theory.group_size import difficulty_weight, minimal_group_size
+
+    return [
         Row("§4", "exact G for 95% fidelity at p = 0.05", 69, minimal_group_size(0.05, 0.05), 0),
         Row("§6", "difficulty weight w(1/2)", 2.0, float(difficulty_weight(0.5)), 1),
         Row("§6", "difficulty weight w(0.05)", 4.6, float(difficulty_weight(0.05)), 1),
     ]
-    names = {
-        "num_problems": ("§7", "Big-Math problems N", ""),
-        "never_solved_pct": ("§7", "never solved (k = 0)", "%"),
-        "always_solved_pct": ("§7", "always solved (k = 64)", "%"),
-        "irreducible_silent_pct": ("§7", "silent at every G", "%"),
-        "extreme_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on extreme prompts", "%"),
-        "extreme_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on extreme prompts", "%"),
-        "medium_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on medium prompts", "%"),
-        "medium_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on medium prompts", "%"),
-    }
+
+
+#: §7's quantities of :func:`stddial_book.corpora.bigmath_figure.check_against_paper` other than the
+#: silent-group table: quantity -> (section, label, unit).
+_BIG_MATH_NAMES = {
+    "num_problems": ("§7", "Big-Math problems N", ""),
+    "never_solved_pct": ("§7", "never solved (k = 0)", "%"),
+    "always_solved_pct": ("§7", "always solved (k = 64)", "%"),
+    "irreducible_silent_pct": ("§7", "silent at every G", "%"),
+    "extreme_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on extreme prompts", "%"),
+    "extreme_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on extreme prompts", "%"),
+    "medium_mass_dr_grpo_pct": ("§7, gradient-budget table", "Dr. GRPO budget on medium prompts", "%"),
+    "medium_mass_grpo_pct": ("§7, gradient-budget table", "GRPO budget on medium prompts", "%"),
+}
+
+
+def _big_math_label(quantity: str) -> tuple[str, str, str]:
+    """(section, label, unit) of one §7 quantity; a silent-group entry names its G and whether it
+    is the closed form or the subsampled count."""
+    if quantity in _BIG_MATH_NAMES:
+        return _BIG_MATH_NAMES[quantity]
+    size = quantity.split("_G")[1].split("_")[0]
+    how = "closed form" if quantity.startswith("silent_bernoulli") else "subsampled"
+    return "§7, silent-group table", f"silent at G = {size}, {how}", "%"
+
+
+def _big_math_rows() -> list[Row]:
+    """§7's Big-Math tables, from the committed histogram (:func:`check_against_paper`)."""
+    from stddial_book.corpora.bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
+
+    rows = []
     for row in check_against_paper(load_big_math_histogram().counts):
         q = str(row["quantity"])
-        if q in names:
-            section, label, unit = names[q]
-        elif q.startswith("silent_bernoulli"):
-            section, label, unit = (
-                "§7, silent-group table",
-                f"silent at G = {q.split('_G')[1].split('_')[0]}, closed form",
-                "%",
-            )
-        else:
-            section, label, unit = (
-                "§7, silent-group table",
-                f"silent at G = {q.split('_G')[1].split('_')[0]}, subsampled",
-                "%",
-            )
+        section, label, unit = _big_math_label(q)
         rows.append(Row(section, label, float(row["paper"]), float(row["book"]), PUBLISHED[q][1], unit))
+    return rows
+
+
+def _dapo_rows(bootstrap: int) -> list[Row]:
+    """§5: E[p³²] of Big-Math against DAPO's logged all-correct fraction (Fig. 3b), its R² and the
+    pairs bootstrap's 10th and 90th percentiles over ``bootstrap`` resamples."""
+    from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+    from stddial_book.corpora.dapo_fig3b import fit_consistency, load_dapo_fig3b
+
     hist = load_big_math_histogram()
     steps, logged = load_dapo_fig3b()
-    fit = fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=dapo_bootstrap)
+    fit = fit_consistency(hist.solve_rates, hist.counts, steps, logged, bootstrap=bootstrap)
     low, high = np.percentile(fit.bootstrap_r2, [10, 90])
-    rows += [
+    return [
         Row("§5", "DAPO Fig. 3b: R² of E[p³²], one free timescale", 0.92, fit.r2, 2),
         Row("§5", "DAPO Fig. 3b: R² of a generic two-parameter curve", 0.98, fit.generic_r2, 2),
         Row(
@@ -279,7 +308,6 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
             note="pairs bootstrap, 90th percentile; the paper does not say how its bootstrap was drawn",
         ),
     ]
-    return rows + list(controlled_run or [])
 
 
 def _shown(value: float, decimals: int, unit: str) -> str:

@@ -157,24 +157,11 @@ def _content_stream(pdf: bytes) -> str:
 _TOKEN = re.compile(r"\((?:\\.|[^\\)])*\)|\[|\]|/[^\s/\[\]()<>]+|[-+]?(?:\d+\.?\d*|\.\d+)|[A-Za-z'\"*]+")
 
 
-def _interpret(
-    content: str,
-) -> tuple[list[_Rect], list[tuple[float, float, float, str]], list[tuple[tuple[float, ...], str]]]:
-    """Filled rectangles; (tick x, tick y, tick length, label) of every short stroke that a text
-    follows; and (colour, label) of every legend entry, a small unclipped swatch that a text
-    follows. Only the operators matplotlib's PDF backend writes are understood."""
-    rects: list[_Rect] = []
-    ticks: list[tuple[float, float, float, str]] = []
-    legend: list[tuple[tuple[float, ...], str]] = []
+def _operations(content: str):
+    """Each operator of a content stream, in order, as (operator, numeric operands, string operands):
+    a ``(...)`` string keeps its printable characters; names (``/F1``) and array brackets are dropped
+    from both operand lists."""
     stack: list = []
-    color: tuple[float, ...] = (0.0,)
-    clip = None
-    saved: list[tuple] = []
-    path: list[tuple[float, float]] = []
-    pending_clip = None
-    last_tick: tuple[float, float, float] | None = None
-    text_parts: list[str] = []
-    in_text = False
     for token in _TOKEN.findall(content):
         if token[0] == "(":
             stack.append("".join(ch for ch in token[1:-1] if ch >= " ").strip())
@@ -187,60 +174,109 @@ def _interpret(
             continue
         except ValueError:
             pass
-        op, args = token, [a for a in stack if isinstance(a, float)]
+        args = [a for a in stack if isinstance(a, float)]
         strings = [a for a in stack if isinstance(a, str) and a not in ("[", "]") and not a.startswith("/")]
         stack = []
+        yield token, args, strings
+
+
+@dataclass
+class _PageReader:
+    """The state of :func:`_interpret` over one page: the graphics state (colour, clip, the saved
+    states), the path being built, the last tick stroke and the text since ``BT``; and what it
+    found so far (``rects``, ``ticks``, ``legend``)."""
+
+    rects: list[_Rect] = field(default_factory=list)
+    ticks: list[tuple[float, float, float, str]] = field(default_factory=list)
+    legend: list[tuple[tuple[float, ...], str]] = field(default_factory=list)
+    color: tuple[float, ...] = (0.0,)
+    clip: tuple[float, float, float, float] | None = None
+    saved: list[tuple] = field(default_factory=list)
+    path: list[tuple[float, float]] = field(default_factory=list)
+    pending_clip: tuple[float, float, float, float] | None = None
+    last_tick: tuple[float, float, float] | None = None
+    text_parts: list[str] = field(default_factory=list)
+
+    def apply(self, op: str, args: list[float], strings: list[str]) -> None:
+        """One operator: ``q Q rg g`` set the graphics state, ``m l re W n`` build a path or clip,
+        ``f F f* B S B*`` paint it, ``BT Tj TJ ET`` draw text; any other is ignored."""
+        if op in ("q", "Q", "rg", "g"):
+            self._state(op, args)
+        elif op in ("m", "l", "re", "W", "n"):
+            self._build(op, args)
+        elif op in ("f", "F", "f*", "B", "S", "B*"):
+            self._paint(op)
+        elif op in ("BT", "Tj", "TJ", "ET"):
+            self._text(op, strings)
+
+    def _state(self, op: str, args: list[float]) -> None:
         if op == "q":
-            saved.append((color, clip))
+            self.saved.append((self.color, self.clip))
         elif op == "Q":
-            color, clip = saved.pop() if saved else (color, None)
+            self.color, self.clip = self.saved.pop() if self.saved else (self.color, None)
         elif op == "rg":
-            color = tuple(args[-3:])
-        elif op == "g":
-            color = (args[-1],)
-        elif op == "m":
-            path = [(args[-2], args[-1])]
+            self.color = tuple(args[-3:])
+        else:
+            self.color = (args[-1],)
+
+    def _build(self, op: str, args: list[float]) -> None:
+        if op == "m":
+            self.path = [(args[-2], args[-1])]
         elif op == "l":
-            path.append((args[-2], args[-1]))
+            self.path.append((args[-2], args[-1]))
         elif op == "re":
             x, y, w, h = args[-4:]
-            path = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
-            pending_clip = (x, y, x + w, y + h)
+            self.path = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
+            self.pending_clip = (x, y, x + w, y + h)
         elif op == "W":
-            clip = pending_clip
-        elif op == "n":
-            path = []
-        elif op in ("f", "F", "f*"):
+            self.clip = self.pending_clip
+        else:
+            self.path = []
+
+    def _paint(self, op: str) -> None:
+        """A fill of four or more points is a rectangle; a stroke of one short horizontal segment
+        (at most 5 points long) is a tick."""
+        path, self.path = self.path, []
+        if op in ("f", "F", "f*"):
             xs, ys = [p[0] for p in path], [p[1] for p in path]
             if len(path) >= 4:
-                rects.append(_Rect(min(xs), min(ys), max(xs), max(ys), color, clip))
-            path = []
-        elif op in ("B", "S", "B*"):
-            if len(path) == 2 and path[0][1] == path[1][1]:
-                (xa, y), (xb, _) = path
-                if 0 < abs(xa - xb) <= 5:
-                    last_tick = (max(xa, xb), y, abs(xa - xb))
-            path = []
-        elif op == "BT":
-            in_text, text_parts = True, []
+                self.rects.append(_Rect(min(xs), min(ys), max(xs), max(ys), self.color, self.clip))
+        elif len(path) == 2 and path[0][1] == path[1][1]:
+            (xa, y), (xb, _) = path
+            if 0 < abs(xa - xb) <= 5:
+                self.last_tick = (max(xa, xb), y, abs(xa - xb))
+
+    def _text(self, op: str, strings: list[str]) -> None:
+        """At ``ET`` the text is the label of the tick just drawn, or else of a legend entry: a
+        small unclipped swatch, the last rectangle filled."""
+        if op == "BT":
+            self.text_parts = []
         elif op in ("Tj", "TJ"):
-            text_parts.extend(strings)
-        elif op == "ET":
-            in_text = False
-            label = "".join(text_parts)
-            if last_tick is not None:
-                ticks.append((*last_tick, label))
-                last_tick = None
-            elif (
-                rects
-                and rects[-1].clip is None
-                and (rects[-1].x1 - rects[-1].x0) < 12
-                and (rects[-1].y1 - rects[-1].y0) < 8
-                and label
-            ):
-                legend.append((rects[-1].color, label))
-    del in_text
-    return rects, ticks, legend
+            self.text_parts.extend(strings)
+        else:
+            label = "".join(self.text_parts)
+            if self.last_tick is not None:
+                self.ticks.append((*self.last_tick, label))
+                self.last_tick = None
+            elif self.rects and _is_swatch(self.rects[-1]) and label:
+                self.legend.append((self.rects[-1].color, label))
+
+
+def _is_swatch(rect: _Rect) -> bool:
+    """A legend's colour patch: unclipped, under 12 points wide and 8 high."""
+    return rect.clip is None and (rect.x1 - rect.x0) < 12 and (rect.y1 - rect.y0) < 8
+
+
+def _interpret(
+    content: str,
+) -> tuple[list[_Rect], list[tuple[float, float, float, str]], list[tuple[tuple[float, ...], str]]]:
+    """Filled rectangles; (tick x, tick y, tick length, label) of every short stroke that a text
+    follows; and (colour, label) of every legend entry, a small unclipped swatch that a text
+    follows. Only the operators matplotlib's PDF backend writes are understood."""
+    reader = _PageReader()
+    for op, args, strings in _operations(content):
+        reader.apply(op, args, strings)
+    return reader.rects, reader.ticks, reader.legend
 
 
 def _axis(ticks: list[tuple[float, float, float, str]], left_edge: float) -> tuple[float, float, float]:

@@ -62,20 +62,7 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     from itertools import combinations
     from statistics import NormalDist
 
-    if not isinstance(values, dict):
-        raise TypeError(f"values must be a dict metric -> {{recipe: per-seed values}}; got {type(values).__name__}.")
-    if not values:
-        raise ValueError("values is empty; pass at least one metric.")
-    level = check_number(level, "level")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level is a family-wise error rate and must lie strictly between 0 and 1; got {level}.")
-    recipes = list(next(iter(values.values())))
-    for label, per_recipe in values.items():
-        if not isinstance(per_recipe, dict) or set(per_recipe) != set(recipes):
-            raise ValueError(
-                f"every metric must give values for the same recipes {recipes}; {label!r} gives "
-                f"{sorted(per_recipe) if isinstance(per_recipe, dict) else type(per_recipe).__name__}."
-            )
+    recipes, level = _screened_recipes(values, level)
     pairs = list(combinations(recipes, 2))
     tests = len(values) * len(pairs)
     if tests == 0:
@@ -110,6 +97,27 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
             "not_testable": untestable,
         },
     }
+
+
+def _screened_recipes(values: dict[str, dict[str, Sequence[float]]], level: float) -> tuple[list[str], float]:
+    """The recipes every metric of ``values`` compares, and ``level`` checked: :func:`comparison_screen`'s
+    input refused unless it is a non-empty dict metric -> {recipe: per-seed values} with the same
+    recipes for every metric and a level strictly between 0 and 1."""
+    if not isinstance(values, dict):
+        raise TypeError(f"values must be a dict metric -> {{recipe: per-seed values}}; got {type(values).__name__}.")
+    if not values:
+        raise ValueError("values is empty; pass at least one metric.")
+    level = check_number(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level is a family-wise error rate and must lie strictly between 0 and 1; got {level}.")
+    recipes = list(next(iter(values.values())))
+    for label, per_recipe in values.items():
+        if not isinstance(per_recipe, dict) or set(per_recipe) != set(recipes):
+            raise ValueError(
+                f"every metric must give values for the same recipes {recipes}; {label!r} gives "
+                f"{sorted(per_recipe) if isinstance(per_recipe, dict) else type(per_recipe).__name__}."
+            )
+    return recipes, level
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
@@ -299,11 +307,9 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
     ``fewest_needed``, over the comparisons not passed now).
     """
     from itertools import combinations
-    from statistics import NormalDist
 
     seeds = check_int(seeds, "seeds", minimum=2)
     z_star = comparison_screen(values, level)["summary"]["z_star"]
-    normal = NormalDist()
     rows, now, projected, likely, needed_not_passed, counts = [], 0, [], 0, [], []
     for label, per_recipe in values.items():
         for a, b in combinations(per_recipe, 2):
@@ -311,38 +317,18 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
             if va.size < 2 or vb.size < 2:
                 raise ValueError("each recipe needs at least two seeds to measure its spread.")
             counts += [va.size, vb.size]
-            spread = float(va.var(ddof=1) + vb.var(ddof=1))
-            z = welch(va, vb)["z"]
-            diff = float(va.mean() - vb.mean())
-            z_new = diff / math.sqrt(spread / seeds) if spread > 0 else z
-            needed = max(2, math.ceil(z_star**2 * spread / diff**2)) if diff != 0 else math.inf
-            chance = normal.cdf(abs(z_new) - z_star) + normal.cdf(-abs(z_new) - z_star) if math.isfinite(z_new) else 1.0
+            z, z_new, needed, chance = _projected(va, vb, seeds, z_star)
             now += abs(z) > z_star
             if abs(z_new) > z_star:
                 projected.append(f"{label}, {a} − {b}")
             likely += chance > 0.5
             if abs(z) <= z_star:
                 needed_not_passed.append(needed)
-            rows.append(
-                [
-                    label,
-                    f"{a} − {b}",
-                    f"{z:+.1f}",
-                    f"{z_new:+.1f}",
-                    "never" if not math.isfinite(needed) else f"{needed}",
-                    f"{chance:.0%}",
-                ]
-            )
+            shown_needed = "never" if not math.isfinite(needed) else f"{needed}"
+            rows.append([label, f"{a} − {b}", f"{z:+.1f}", f"{z_new:+.1f}", shown_needed, f"{chance:.0%}"])
     seeds_now = min(counts)
     return {
-        "header": [
-            "final value",
-            "comparison",
-            "z now",
-            f"z, {seeds} seeds",
-            "seeds for z*",
-            f"chance to pass, {seeds} seeds",
-        ],
+        "header": _projection_header(seeds),
         "rows": rows,
         "summary": {
             "z_star": z_star,
@@ -356,3 +342,30 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
             "fewest_needed": min(needed_not_passed) if needed_not_passed else math.inf,
         },
     }
+
+
+def _projected(va: np.ndarray, vb: np.ndarray, seeds: int, z_star: float) -> tuple[float, float, float, float]:
+    """One comparison of :func:`seed_projection`: (z now, z with ``seeds`` seeds, the seeds per recipe
+    |z| needs to reach z* (inf for no difference), the chance of passing Φ(|z_new| − z*) + Φ(−|z_new| − z*))."""
+    from statistics import NormalDist
+
+    normal = NormalDist()
+    spread = float(va.var(ddof=1) + vb.var(ddof=1))
+    z = welch(va, vb)["z"]
+    diff = float(va.mean() - vb.mean())
+    z_new = diff / math.sqrt(spread / seeds) if spread > 0 else z
+    needed = max(2, math.ceil(z_star**2 * spread / diff**2)) if diff != 0 else math.inf
+    chance = normal.cdf(abs(z_new) - z_star) + normal.cdf(-abs(z_new) - z_star) if math.isfinite(z_new) else 1.0
+    return z, z_new, needed, chance
+
+
+def _projection_header(seeds: int) -> list[str]:
+    """The columns of :func:`seed_projection`'s table."""
+    return [
+        "final value",
+        "comparison",
+        "z now",
+        f"z, {seeds} seeds",
+        "seeds for z*",
+        f"chance to pass, {seeds} seeds",
+    ]

@@ -72,6 +72,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m stddial_book``: one subcommand each for sft, train, record and eval (chapter 9)."""
     parser = _Parser(
         prog="python -m stddial_book",
         description="Train the book's tiny model on the addition task with GRPO, Dr. GRPO or DAPO "
@@ -80,37 +81,50 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval}")
+    _add_sft(sub)
+    _add_train(sub)
+    _add_record(sub)
+    _add_eval(sub)
+    return parser
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--profile",
-            default=None,
-            metavar="NAME",
-            help="quick (CPU, about half a minute a run), reference (CPU, a few minutes a run: the "
-            "recorded runs) or full (GPU; not run by the authors); default: "
-            "$STDDIAL_PROFILE, else full if a CUDA GPU is visible, else quick",
-        )
-        p.add_argument(
-            "--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: on)"
-        )
 
+def _add_common(p: argparse.ArgumentParser) -> None:
+    """The options every subcommand takes: ``--profile`` and ``--progress``."""
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="quick (CPU, about half a minute a run), reference (CPU, a few minutes a run: the "
+        "recorded runs) or full (GPU; not run by the authors); default: "
+        "$STDDIAL_PROFILE, else full if a CUDA GPU is visible, else quick",
+    )
+    p.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: on)"
+    )
+
+
+def _add_sft(sub) -> None:
+    """``sft``: the supervised warm start."""
     p = sub.add_parser(
         "sft",
         help="supervised warm start until a held-out pass rate is reached",
         description="Supervised warm start: train on correct answers until the measured "
         "held-out pass rate reaches the profile's target.",
     )
-    common(p)
+    _add_common(p)
     p.add_argument("--seed", type=_seed, default=0, help="seed of the model's initialisation and batches")
     p.add_argument("--out", type=Path, default=None, help="output directory (default: runs/sft-PROFILE-seedS)")
 
+
+def _add_train(sub) -> None:
+    """``train``: RL with one recipe, from a warm start (``--init``) or after its own SFT."""
     p = sub.add_parser(
         "train",
         help="RL with one recipe (runs SFT first unless --init is given)",
         description="RL from a warm-started model with one recipe; writes metrics.jsonl, "
         "provenance.json and checkpoints into --out.",
     )
-    common(p)
+    _add_common(p)
     p.add_argument("--recipe", required=True, metavar="NAME", help="grpo, dr_grpo or dapo")
     p.add_argument("--seed", type=_seed, default=0, help="seed of prompt order, sampling and minibatches")
     p.add_argument(
@@ -136,13 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="samples per forward/backward pass (lower it if the GPU runs out of memory)",
     )
 
+
+def _add_record(sub) -> None:
+    """``record``: the recorded reference runs, every recipe over the profile's seeds."""
     p = sub.add_parser(
         "record",
         help="the recorded reference runs: one SFT, every recipe over several seeds",
         description="Run (or resume) every recipe over the profile's seeds from one SFT model "
         "and copy each run's metrics.jsonl and provenance.json to --out.",
     )
-    common(p)
+    _add_common(p)
     p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
     p.add_argument(
         "--seeds", nargs="+", type=_seed, default=None, metavar="S", help="RL seeds (default: the profile's)"
@@ -157,12 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="record from a checkout with uncommitted changes (refused otherwise; the provenance says so)",
     )
 
+
+def _add_eval(sub) -> None:
+    """``eval``: held-out accuracy of a checkpoint per difficulty bucket, greedy and sampled."""
     p = sub.add_parser(
         "eval",
         help="held-out accuracy of a checkpoint, per difficulty bucket",
         description="Greedy and sampled held-out accuracy, per difficulty bucket, as JSON.",
     )
-    common(p)
+    _add_common(p)
     p.add_argument(
         "--checkpoint", type=Path, required=True, help="a run directory (uses its last checkpoint) or an SFT directory"
     )
@@ -173,7 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"samples per prompt for the sampled accuracy (1 to {MAX_EVAL_SAMPLES})",
     )
     p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation samples")
-    return parser
 
 
 def run_train(args, profile, command: str) -> Path:

@@ -14,18 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.bridges.trl_rewards import trl_reward_funcs
-from stddial_book.bridges.trl_settings import (
-    TRL_CHECKED_VERSION,
-    _grpo_config_from,
-    _import_trl,
-    _overlong_cache,
-    grpo_config,
-    reward_settings,
-    trl_equivalent_recipe,
-    trl_settings,
-    trl_settings_for,
+from stddial_book.bridges.trl_batch import (
+    _book_rewards,
+    _book_tokens,
+    _BookTokens,
+    _check_batch,
+    _gradient_difference,
+    _reference_logprobs,
+    _truncated,
 )
+from stddial_book.bridges.trl_differences import trl_equivalent_recipe
+from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION, _grpo_config_from, _import_trl
+from stddial_book.bridges.trl_rewards import reward_settings, trl_reward_funcs
+from stddial_book.bridges.trl_settings import grpo_config, trl_settings, trl_settings_for
 from stddial_book.core.checks import check_int
 from stddial_book.theory.recipes import Recipe, as_recipe
 
@@ -93,59 +94,6 @@ def _check_model(model: Any, name: str) -> None:
         raise TypeError(f"{name} must be a transformers causal LM (the testbed model); got {type(model).__name__}.")
 
 
-def _check_batch(
-    problems: Any, completions: Any, group_size: int, max_new_tokens: int, vocab_size: int
-) -> tuple[list[Any], list[list[int]]]:
-    """Problems (G in a row per prompt) and completions (token-id lists, EOS only last) for one_batch_check."""
-    from stddial_book.rl.model import CharCodec
-    from stddial_book.rl.tasks import Problem
-
-    for name, value in (("problems", problems), ("completions", completions)):
-        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-            raise TypeError(f"{name} must be a list, one entry per sample; got {type(value).__name__}.")
-    problems, completions = list(problems), list(completions)
-    if not all(isinstance(p, Problem) for p in problems):
-        raise TypeError("problems must hold stddial_book.rl.tasks.Problem objects, each repeated G times in a row.")
-    if len(problems) != len(completions):
-        raise ValueError(
-            f"got {len(completions)} completions for {len(problems)} problems; pass one problem per "
-            "sample (each prompt G times in a row)."
-        )
-    if not problems or len(problems) % group_size:
-        raise ValueError(f"the batch of {len(problems)} samples does not divide into groups of G = {group_size}.")
-    for start in range(0, len(problems), group_size):
-        if len(set(problems[start : start + group_size])) != 1:
-            raise ValueError(
-                f"samples {start} to {start + group_size - 1} are not one prompt's group; TRL groups "
-                "samples by position, so repeat each problem G times in a row."
-            )
-    codec = CharCodec()
-    out = []
-    for i, ids in enumerate(completions):
-        if isinstance(ids, (str, bytes)) or not (isinstance(ids, Sequence) or hasattr(ids, "tolist")):
-            raise TypeError(f"completion {i} must be a list of token ids; got {type(ids).__name__}.")
-        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in ids):
-            raise TypeError(f"completion {i} must hold integer token ids; got {ids!r:.60}.")
-        ids = [int(t) for t in ids]
-        if not 1 <= len(ids) <= max_new_tokens:
-            raise ValueError(
-                f"completion {i} has {len(ids)} tokens; completions hold 1 to max_new_tokens={max_new_tokens}."
-            )
-        if any(not 0 <= t < vocab_size for t in ids) or codec.pad_id in ids:
-            raise ValueError(
-                f"completion {i} holds padding or ids outside the vocabulary: {ids}; pass each "
-                "completion's own tokens, unpadded."
-            )
-        if codec.eos_id in ids[:-1] or (len(ids) < max_new_tokens and ids[-1] != codec.eos_id):
-            raise ValueError(
-                f"completion {i} ({ids}) must end at its first EOS or be cut off at exactly "
-                f"max_new_tokens={max_new_tokens}; it does neither."
-            )
-        out.append(ids)
-    return problems, out
-
-
 def one_batch_check(
     recipe: Recipe | str,
     policy: Any,
@@ -191,9 +139,27 @@ def one_batch_check(
         (TRL's metric), ``silent_fraction`` (groups unanimous in correctness), ``kl`` (mean k3 KL
         over tokens, when β > 0), and the arrays ``advantages_trl``, ``advantages_book``, ``rewards``.
     """
-    import torch
-
     recipe = as_recipe(recipe)
+    group_size, max_new_tokens = _check_arguments(policy, ref_model, group_size, max_new_tokens, workdir, trl_overrides)
+    vocab_size = policy.get_input_embeddings().weight.shape[0]
+    problems, completions = _check_batch(problems, completions, old_logprobs, group_size, max_new_tokens, vocab_size)
+    reward_settings(recipe, max_new_tokens=max_new_tokens)  # an empty overlong band fails before TRL starts
+    trl = _import_trl("one_batch_check")
+    trl_policy, book_model = copy.deepcopy(policy), copy.deepcopy(policy)  # both sides work on copies
+    reference = ref_model if ref_model is not None else policy
+    with _quiet(), _random_states_kept():
+        trainer = _one_batch_trainer(
+            trl, recipe, trl_policy, reference, problems, group_size, max_new_tokens, Path(workdir), trl_overrides
+        )
+        return _one_batch_check(
+            trainer, book_model, reference, recipe, problems, completions, group_size, max_new_tokens, old_logprobs
+        )
+
+
+def _check_arguments(
+    policy: Any, ref_model: Any, group_size: Any, max_new_tokens: Any, workdir: Any, trl_overrides: Any
+) -> tuple[int, int]:
+    """Refuse what :func:`one_batch_check` cannot take, naming it; returns G and L_max as whole numbers."""
     _check_model(policy, "policy")
     if ref_model is not None:
         _check_model(ref_model, "ref_model")
@@ -203,24 +169,32 @@ def one_batch_check(
         raise TypeError(f"workdir must be a directory path (str or Path); got {type(workdir).__name__}.")
     if trl_overrides is not None and not isinstance(trl_overrides, dict):
         raise TypeError(f"trl_overrides must be a dict of GRPOConfig settings; got {type(trl_overrides).__name__}.")
-    vocab_size = policy.get_input_embeddings().weight.shape[0]
-    problems, completions = _check_batch(problems, completions, group_size, max_new_tokens, vocab_size)
-    width = max(len(ids) for ids in completions)
-    if old_logprobs is not None:
-        if not isinstance(old_logprobs, torch.Tensor) or not old_logprobs.is_floating_point():
-            raise TypeError("old_logprobs must be a float tensor of shape (batch, tokens), e.g. Rollout.logprobs.")
-        if old_logprobs.dim() != 2 or old_logprobs.shape[0] != len(completions) or old_logprobs.shape[1] < width:
-            raise ValueError(
-                f"old_logprobs must have shape ({len(completions)}, ≥ {width}); got {tuple(old_logprobs.shape)}."
-            )
-    reward_settings(recipe, max_new_tokens=max_new_tokens)  # an empty overlong band fails before TRL starts
-    trl = _import_trl("one_batch_check")
+    return group_size, max_new_tokens
+
+
+def _prompt_dataset(problems: Sequence[Any]) -> Any:
+    """A ``datasets.Dataset`` of the problems' ``prompt`` and ``answer`` (the reward functions read ``answer``)."""
     from datasets import Dataset
 
+    return Dataset.from_dict({"prompt": [p.prompt for p in problems], "answer": [p.answer for p in problems]})
+
+
+def _one_batch_trainer(
+    trl: Any,
+    recipe: Recipe,
+    trl_policy: Any,
+    reference: Any,
+    problems: list[Any],
+    group_size: int,
+    max_new_tokens: int,
+    workdir: Path,
+    trl_overrides: dict[str, Any] | None,
+) -> Any:
+    """TRL's ``GRPOTrainer`` for the one-batch check: :func:`trl_settings` with one optimizer step on the whole
+    batch, quiet, on ``trl_policy``'s device, with ``reference`` as its KL reference; ``trl_overrides`` on top."""
     from stddial_book.rl.model import make_tokenizer
 
-    workdir = Path(workdir)
-    device = next(policy.parameters()).device
+    device = next(trl_policy.parameters()).device
     settings = trl_settings(
         recipe,
         group_size=group_size,
@@ -228,11 +202,6 @@ def one_batch_check(
         prompts_per_step=len(problems) // group_size,
         num_minibatches=1,
     )
-    trl_policy = copy.deepcopy(policy)
-    book_model = copy.deepcopy(policy)
-    reference = ref_model if ref_model is not None else policy
-    unique = problems[::group_size]
-    dataset = Dataset.from_dict({"prompt": [p.prompt for p in unique], "answer": [p.answer for p in unique]})
     overrides = {
         "use_cpu": device.type == "cpu",
         "report_to": "none",
@@ -248,20 +217,17 @@ def one_batch_check(
         "activation_checkpointing": False,
         **(trl_overrides or {}),
     }
-    with _quiet(), _random_states_kept():
-        # TRL builds its KL reference from the path in the policy's config: point it at the reference's weights
-        trl_policy.config._name_or_path = _save_reference(reference, workdir / "reference")
-        trainer = trl.GRPOTrainer(
-            model=trl_policy,
-            args=_grpo_config_from(settings, workdir / "trl", overrides),
-            reward_funcs=trl_reward_funcs(recipe, max_new_tokens=max_new_tokens),
-            train_dataset=dataset,
-            processing_class=make_tokenizer(),
-        )
-        _quiet_trainer(trainer)
-        return _one_batch_check(
-            trainer, book_model, reference, recipe, problems, completions, group_size, max_new_tokens, old_logprobs
-        )
+    # TRL builds its KL reference from the path in the policy's config: point it at the reference's weights
+    trl_policy.config._name_or_path = _save_reference(reference, workdir / "reference")
+    trainer = trl.GRPOTrainer(
+        model=trl_policy,
+        args=_grpo_config_from(settings, workdir / "trl", overrides),
+        reward_funcs=trl_reward_funcs(recipe, max_new_tokens=max_new_tokens),
+        train_dataset=_prompt_dataset(problems[::group_size]),
+        processing_class=make_tokenizer(),
+    )
+    _quiet_trainer(trainer)
+    return trainer
 
 
 def _one_batch_check(
@@ -280,13 +246,66 @@ def _one_batch_check(
     """
     import torch
 
-    from stddial_book.rl.batches import encode_prompts
     from stddial_book.rl.losses import policy_loss
-    from stddial_book.rl.model import CharCodec
     from stddial_book.rl.rollout import completion_logprobs
-    from stddial_book.rl.sampling import nonsilent_groups, overlong_penalty
-    from stddial_book.rl.tasks import rewards as verify
+    from stddial_book.rl.sampling import nonsilent_groups
     from stddial_book.theory.recipes import group_advantages
+
+    _replace_generation(trainer, problems, completions)
+    device = _ready_to_step(trainer, book_model)
+    width = max(len(ids) for ids in completions)
+    old = None if old_logprobs is None else old_logprobs[:, :width].detach().to(device)
+    inputs = [{"prompt": p.prompt, "answer": p.answer} for p in problems]
+
+    # TRL: prompts, rewards, advantages, reference log-probs
+    out = trainer._generate_and_score_completions(inputs)
+    # π_old: the sampler's log-probs (else the policy's own: ratio 1)
+    if old is not None:
+        out["old_per_token_logps"] = old * out["completion_mask"]
+    trl_loss = trainer._compute_loss(trainer.model, out)
+    trl_loss.backward()
+
+    # the book: the same batch through the verifier, group_advantages and
+    # policy_loss, with TRL's recipe (group statistics over every sample, as
+    # TRL's; trl_gaps: overlong filter)
+    book = trl_equivalent_recipe(recipe)
+    correct, rewards = _book_rewards(recipe, problems, completions, max_new_tokens)
+    advantages = group_advantages(rewards, group_size, book)
+    tokens = _book_tokens(problems, completions, device)  # prompt ids and mask, completion ids and mask
+    logprobs = completion_logprobs(book_model, *tokens)
+    ref = _reference_logprobs(reference, tokens) if book.kl_coef > 0 else None
+    old_book = logprobs.detach() if old is None else torch.where(tokens.mask, old, 0.0)
+    result = policy_loss(
+        logprobs,
+        old_book,
+        torch.as_tensor(advantages, device=device),
+        tokens.mask,
+        book,
+        max_new_tokens=max_new_tokens,
+        ref_logprobs=ref,
+        truncated=_truncated(completions, max_new_tokens, device),
+    )
+    result.loss.backward()
+
+    unanimous = ~nonsilent_groups(correct, group_size)
+    _check_same_batch(out, tokens)
+    return _comparison(trainer, book_model, out, trl_loss, result, advantages, rewards, unanimous)
+
+
+def _ready_to_step(trainer: Any, book_model: Any) -> Any:
+    """Both models in training mode on TRL's device, with the trainer's state its training loop would set;
+    returns the device."""
+    # set by Trainer's training loop, which does not run here
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.model.train()
+    book_model.to(next(trainer.model.parameters()).device).train()
+    return next(book_model.parameters()).device
+
+
+def _replace_generation(trainer: Any, problems: list[Any], completions: list[list[int]]) -> None:
+    """Make ``trainer`` return the given completions instead of sampling, after checking that TRL tokenised
+    the prompts as the book's :class:`~stddial_book.rl.model.CharCodec` does."""
+    from stddial_book.rl.model import CharCodec
 
     codec = CharCodec()
     expected_prompts = [codec.encode(p.prompt) for p in problems]
@@ -305,79 +324,35 @@ def _one_batch_check(
         return [queue.pop(0) for _ in prompt_ids], None
 
     trainer._generate_single_turn = generate
-    # set by Trainer's training loop, which does not run here
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.model.train()
-    book_model.to(next(trainer.model.parameters()).device).train()
-    device = next(book_model.parameters()).device
-    inputs = [{"prompt": p.prompt, "answer": p.answer} for p in problems]
-    width = max(len(ids) for ids in completions)
-    old = None if old_logprobs is None else old_logprobs[:, :width].detach().to(device)
 
-    # TRL: prompts, rewards, advantages, reference log-probs
-    out = trainer._generate_and_score_completions(inputs)
-    # π_old: the sampler's log-probs (else the policy's own: ratio 1)
-    if old is not None:
-        out["old_per_token_logps"] = old * out["completion_mask"]
-    trl_loss = trainer._compute_loss(trainer.model, out)
-    trl_loss.backward()
 
-    # the book: the same batch through the verifier, group_advantages and
-    # policy_loss, with TRL's recipe (group statistics over every sample, as
-    # TRL's; trl_gaps: overlong filter)
-    book = trl_equivalent_recipe(recipe)
-    correct = verify([codec.decode(ids) for ids in completions], problems)
-    rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
-    lengths = np.array([len(ids) for ids in completions])
-    if recipe.overlong_penalty:
-        cache = _overlong_cache(recipe, max_new_tokens)
-        rewards = rewards + overlong_penalty(lengths, max_new_tokens, cache)
-    advantages = group_advantages(rewards, group_size, book)
-    prompt_ids, prompt_mask = encode_prompts(problems, codec, device)
-    completion_ids = torch.full((len(completions), width), codec.pad_id, dtype=torch.long, device=device)
-    for row, ids in enumerate(completions):
-        completion_ids[row, : len(ids)] = torch.tensor(ids, device=device)
-    mask = completion_ids != codec.pad_id
-    truncated = torch.tensor(
-        [len(ids) == max_new_tokens and ids[-1] != codec.eos_id for ids in completions], device=device
-    )
-    logprobs = completion_logprobs(book_model, prompt_ids, prompt_mask, completion_ids, mask)
-    ref = None
-    if book.kl_coef > 0:
-        with torch.no_grad():
-            reference = copy.deepcopy(reference).to(device)
-            ref = completion_logprobs(reference, prompt_ids, prompt_mask, completion_ids, mask)
-    old_book = logprobs.detach() if old is None else torch.where(mask, old, 0.0)
-    advantages_t = torch.as_tensor(advantages, device=device)
-    result = policy_loss(
-        logprobs,
-        old_book,
-        advantages_t,
-        mask,
-        book,
-        max_new_tokens=max_new_tokens,
-        ref_logprobs=ref,
-        truncated=truncated,
-    )
-    result.loss.backward()
+def _check_same_batch(out: dict[str, Any], tokens: _BookTokens) -> None:
+    """Refuse a comparison where TRL's padded prompt or completion ids differ from the book's."""
+    import torch
 
-    unanimous = ~nonsilent_groups(correct, group_size)
-    if not torch.equal(out["prompt_ids"].to(device), prompt_ids) or not torch.equal(
-        out["completion_ids"].to(device), completion_ids
+    device = tokens.prompt_ids.device
+    if not torch.equal(out["prompt_ids"].to(device), tokens.prompt_ids) or not torch.equal(
+        out["completion_ids"].to(device), tokens.completion_ids
     ):
         raise RuntimeError(
             "TRL's padded batch differs from the book's, so the comparison "
             "would not be like for like; the bridge was checked against TRL "
             f"{TRL_CHECKED_VERSION}: install trl=={TRL_CHECKED_VERSION}."
         )
-    trl_grads = dict(trainer.model.named_parameters())
-    difference, scale = 0.0, 0.0
-    for name, param in book_model.named_parameters():
-        theirs = trl_grads[name].grad
-        ours = param.grad if param.grad is not None else torch.zeros_like(param)
-        theirs = torch.zeros_like(ours) if theirs is None else theirs.to(ours.device)
-        difference = max(difference, float((theirs - ours).abs().max()))
-        scale = max(scale, float(ours.abs().max()))
+
+
+def _comparison(
+    trainer: Any,
+    book_model: Any,
+    out: dict[str, Any],
+    trl_loss: Any,
+    result: Any,
+    advantages: np.ndarray,
+    rewards: np.ndarray,
+    unanimous: np.ndarray,
+) -> dict[str, Any]:
+    """The report of :func:`one_batch_check` from both sides' advantages, losses and gradients."""
+    difference, scale = _gradient_difference(trainer.model, book_model)
     advantages_trl = out["advantages"].detach().double().cpu().numpy()
     loss_trl, loss_book = (float(trl_loss.detach()), float(result.loss.detach()))
     report: dict[str, Any] = {
@@ -423,9 +398,6 @@ def trl_testbed_run(
         ``history`` (TRL's per-step log); ``wall_s`` (the time of ``trainer.train()``);
         ``optimizer_steps``; ``settings`` (the GRPOConfig keywords used); ``trl_version``.
     """
-    from stddial_book.experiments.testbed import load_model_from
-    from stddial_book.rl.batches import make_problems
-    from stddial_book.rl.model import make_tokenizer
     from stddial_book.rl.profiles import Profile
 
     if not isinstance(profile, Profile):
@@ -435,66 +407,13 @@ def trl_testbed_run(
     recipe = as_recipe(recipe)
     rollout_batches = check_int(rollout_batches, "rollout_batches", minimum=1)
     seed = check_int(seed, "seed", minimum=0)
-    for name, value in (("sft_dir", sft_dir), ("workdir", workdir)):
-        if not isinstance(value, (str, os.PathLike)):
-            raise TypeError(f"{name} must be a directory path (str or Path); got {type(value).__name__}.")
-    if device is not None and not isinstance(device, str):
-        raise TypeError(f"device must be a string such as 'cpu' or 'cuda', or None; got {type(device).__name__}.")
+    _check_places(sft_dir, workdir, device)
     batch = profile.train["prompts_per_step"] * profile.train["group_size"]
     config = profile.train_config(recipe, seed, sample_budget=rollout_batches * batch)
     reward_funcs = trl_reward_funcs(recipe, max_new_tokens=config.max_new_tokens)
     trl = _import_trl("trl_testbed_run")
-    from datasets import Dataset
-
-    device = device or profile.device
-    workdir = Path(workdir)
-    model = load_model_from(profile, sft_dir, device=device)
-    train_problems, _ = make_problems(profile.task_config())
-    pool = train_problems if config.pool_size is None else train_problems[: config.pool_size]
-    dataset = Dataset.from_dict({"prompt": [p.prompt for p in pool], "answer": [p.answer for p in pool]})
-    with _quiet():
-        if recipe.kl_coef > 0:  # the KL reference is the starting model, as in the book's trainer
-            model.config._name_or_path = _save_reference(model, workdir / "reference")
-        args = grpo_config(
-            config,
-            workdir / "trl",
-            use_cpu=device.split(":", 1)[0] == "cpu",
-            report_to="none",
-            save_strategy="no",
-            logging_steps=1,
-            disable_tqdm=True,
-            log_completions=False,
-            data_seed=seed,
-            dataloader_num_workers=0,
-            dataloader_pin_memory=False,
-        )
-        trainer = trl.GRPOTrainer(
-            model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=make_tokenizer()
-        )
-    _quiet_trainer(trainer)
-    logs: list[dict[str, float]] = []
-    generate_and_score = trainer._generate_and_score_completions
-
-    @functools.wraps(generate_and_score)
-    def recorded(inputs: Any) -> Any:
-        out = generate_and_score(inputs)
-        metrics = trainer._metrics["train"]
-        logs.append(
-            {
-                name: float(metrics[name][-1])
-                for name in (
-                    "reward",
-                    "reward_std",
-                    "frac_reward_zero_std",
-                    "completions/mean_length",
-                    "completions/clipped_ratio",
-                )
-                if metrics.get(name)
-            }
-        )
-        return out
-
-    trainer._generate_and_score_completions = recorded
+    trainer = _testbed_trainer(trl, profile, config, reward_funcs, sft_dir, Path(workdir), device or profile.device)
+    logs = _record_rollouts(trainer)
     with _quiet():
         start = time.perf_counter()
         trainer.train()
@@ -507,3 +426,81 @@ def trl_testbed_run(
         "settings": trl_settings_for(config),
         "trl_version": trl.__version__,
     }
+
+
+def _check_places(sft_dir: Any, workdir: Any, device: Any) -> None:
+    """Refuse directories that are not paths and a device that is not a string (or None)."""
+    for name, value in (("sft_dir", sft_dir), ("workdir", workdir)):
+        if not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a directory path (str or Path); got {type(value).__name__}.")
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be a string such as 'cpu' or 'cuda', or None; got {type(device).__name__}.")
+
+
+def _testbed_trainer(
+    trl: Any,
+    profile: Any,
+    config: Any,
+    reward_funcs: list[Any],
+    sft_dir: str | os.PathLike,
+    workdir: Path,
+    device: str,
+) -> Any:
+    """TRL's ``GRPOTrainer`` on the testbed, quiet: the SFT model from ``sft_dir`` (also the KL reference
+    when β > 0), the profile's pool of prompts, and :func:`grpo_config` of ``config``."""
+    from stddial_book.experiments.testbed import load_model_from
+    from stddial_book.rl.batches import make_problems
+    from stddial_book.rl.model import make_tokenizer
+
+    model = load_model_from(profile, sft_dir, device=device)
+    train_problems, _ = make_problems(profile.task_config())
+    pool = train_problems if config.pool_size is None else train_problems[: config.pool_size]
+    dataset = _prompt_dataset(pool)
+    with _quiet():
+        if config.recipe.kl_coef > 0:  # the KL reference is the starting model, as in the book's trainer
+            model.config._name_or_path = _save_reference(model, workdir / "reference")
+        args = grpo_config(
+            config,
+            workdir / "trl",
+            use_cpu=device.split(":", 1)[0] == "cpu",
+            report_to="none",
+            save_strategy="no",
+            logging_steps=1,
+            disable_tqdm=True,
+            log_completions=False,
+            data_seed=config.seed,
+            dataloader_num_workers=0,
+            dataloader_pin_memory=False,
+        )
+        trainer = trl.GRPOTrainer(
+            model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=make_tokenizer()
+        )
+    _quiet_trainer(trainer)
+    return trainer
+
+
+#: TRL's metrics of a generation batch that :func:`trl_testbed_run` records, one record per rollout.
+_ROLLOUT_METRICS = (
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+)
+
+
+def _record_rollouts(trainer: Any) -> list[dict[str, float]]:
+    """A list that fills, as ``trainer`` trains, with TRL's metrics of each generation batch (its last value of
+    each of :data:`_ROLLOUT_METRICS` it logged)."""
+    logs: list[dict[str, float]] = []
+    generate_and_score = trainer._generate_and_score_completions
+
+    @functools.wraps(generate_and_score)
+    def recorded(inputs: Any) -> Any:
+        out = generate_and_score(inputs)
+        metrics = trainer._metrics["train"]
+        logs.append({name: float(metrics[name][-1]) for name in _ROLLOUT_METRICS if metrics.get(name)})
+        return out
+
+    trainer._generate_and_score_completions = recorded
+    return logs

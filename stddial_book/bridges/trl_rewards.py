@@ -1,4 +1,4 @@
-"""The testbed's reward as TRL reward functions (chapter 14)."""
+"""The testbed's reward as TRL reward functions, and a recipe's reward settings for them (chapter 14)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,47 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.bridges.trl_settings import _import_trl, reward_settings
-from stddial_book.theory.recipes import Recipe
+from stddial_book.bridges.trl_keywords import _import_trl
+from stddial_book.core.checks import check_int
+from stddial_book.theory.recipes import Recipe, as_recipe
 
-__all__ = ["trl_reward_funcs"]
+__all__ = ["reward_settings", "trl_reward_funcs"]
+
+
+def _overlong_cache(recipe: Recipe, max_new_tokens: int) -> int:
+    """L_cache in tokens, rounded as :attr:`stddial_book.rl.configs.TrainConfig.overlong_cache` rounds it."""
+    return int(round(recipe.overlong_cache_fraction * max_new_tokens))
+
+
+def reward_settings(recipe: Recipe | str, *, max_new_tokens: int) -> dict[str, Any]:
+    """The reward side of ``recipe`` for TRL's reward functions (chapter 14).
+
+    Returns ``reward_correct`` and ``reward_wrong`` (what the verifier's 1 and 0 become; DAPO's paper used
+    ±1) and ``soft_overlong_punishment``: ``None``, or the keyword arguments of
+    ``trl.rewards.get_soft_overlong_punishment`` (``max_completion_len`` = L_max, ``soft_punish_cache`` =
+    L_cache), whose penalty equals :func:`stddial_book.rl.sampling.overlong_penalty` for completions up to
+    L_max (Yu et al., 2025, eq. 13). TRL sums the reward functions before taking advantages, as the
+    book's trainer adds the penalty to the shaped reward.
+
+    Raises:
+        ValueError: the recipe has an overlong penalty whose band rounds to no token at this L_max.
+    """
+    recipe = as_recipe(recipe)
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, the generation cap.")
+    overlong = None
+    if recipe.overlong_penalty:
+        cache = _overlong_cache(recipe, max_new_tokens)
+        if cache < 1:
+            raise ValueError(
+                f"the overlong penalty band L_cache = round({recipe.overlong_cache_fraction} · {max_new_tokens}) is "
+                "empty; raise max_new_tokens or overlong_cache_fraction."
+            )
+        overlong = {"max_completion_len": max_new_tokens, "soft_punish_cache": cache}
+    return {
+        "reward_correct": float(recipe.reward_correct),
+        "reward_wrong": float(recipe.reward_wrong),
+        "soft_overlong_punishment": overlong,
+    }
 
 
 class _AdditionReward:

@@ -109,8 +109,9 @@ def rl_step(
     codec,
 ) -> float | None:
     """One step of GRPO, Dr. GRPO or DAPO (its filter; the refill is
-    ``dynamic_sampling``'s). ``reward_fn(completion_ids, mask)`` gives one
-    0/1 correctness flag a sample. Samples from torch's global generator
+    ``dynamic_sampling``'s), without the KL term or DAPO's overlong
+    handling. ``reward_fn(completion_ids, mask)`` gives one 0/1 correctness
+    flag a sample. Samples from torch's global generator
     (``torch.manual_seed``). Returns the loss (None: every group silent)."""
     recipe, G = config.recipe, config.group_size
     max_new_tokens = config.max_new_tokens

@@ -341,16 +341,43 @@ def welch_z(a: np.ndarray, b: np.ndarray) -> float:
     return float((a.mean() - b.mean()) / math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size))
 
 
-@headlines("01_introduction", "w_grpo_one", "w_dr_one", "keep_grpo", "keep_dr")
+@headlines(
+    "01_introduction", "w_grpo_one", "w_dr_one", "keep_grpo", "keep_dr", "ch1_int_sigma_max", "ch1_int_dr_share_one"
+)
 def _introduction() -> dict[str, Any]:
-    # one success in G = 8: σ = √(1 · 7)/8; a coin flip: σ = 1/2
-    return {"w_grpo_one": math.sqrt(7) / 8, "w_dr_one": 7 / 64, "keep_grpo": math.sqrt(7) / 4, "keep_dr": 7 / 16}
+    # one success in G = 8: σ = √(1 · 7)/8; a coin flip: σ = 1/2, the largest σ of any group;
+    # Dr. GRPO's step scale σ² is GRPO's σ times σ
+    return {
+        "w_grpo_one": math.sqrt(7) / 8,
+        "w_dr_one": 7 / 64,
+        "keep_grpo": math.sqrt(7) / 4,
+        "keep_dr": 7 / 16,
+        "ch1_int_sigma_max": 0.5,
+        "ch1_int_dr_share_one": math.sqrt(7) / 8,
+    }
 
 
-@headlines("02_group_relative_rl", "ch2_grpo_one_plus", "ch2_dr_one_plus", "ch2_silent_max")
+@headlines(
+    "02_group_relative_rl",
+    "ch2_grpo_one_plus",
+    "ch2_dr_one_plus",
+    "ch2_silent_max",
+    "ch2_ws_sigma",
+    "ch2_ws_step_grpo_2",
+    "ch2_ws_max_err",
+)
 def _group_relative() -> dict[str, Any]:
-    # the single success among 8: A₊ = (1 − 1/8)/σ with σ = √7/8 (GRPO), 1 − 1/8 (Dr. GRPO)
-    return {"ch2_grpo_one_plus": math.sqrt(7), "ch2_dr_one_plus": 7 / 8, "ch2_silent_max": 0.0}
+    # the single success among 8: A₊ = (1 − 1/8)/σ with σ = √7/8 (GRPO), 1 − 1/8 (Dr. GRPO).
+    # The step by hand: one success of 4, σ = √3/4; at θ = 0 GRPO's ḡ₊ − ḡ₋ = (1, −25/36)
+    # (tests/test_worked_step.py works the rest out)
+    return {
+        "ch2_grpo_one_plus": math.sqrt(7),
+        "ch2_dr_one_plus": 7 / 8,
+        "ch2_silent_max": 0.0,
+        "ch2_ws_sigma": math.sqrt(3) / 4,
+        "ch2_ws_step_grpo_2": -math.sqrt(3) / 4 * 25 / 36,
+        "ch2_ws_max_err": Within(0.0, 1e-6, "hand, package, autograd and the identity agree to float64 rounding"),
+    }
 
 
 @headlines("03_identity_derivation", "n_claims", "n_explicit", "bessel8", "silent_half_8")

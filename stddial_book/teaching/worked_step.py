@@ -13,6 +13,8 @@ tests/test_worked_step.py checks each number against the package's ``group_advan
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import torch
 
@@ -30,6 +32,7 @@ __all__ = [
     "worked_update",
     "worked_identity",
     "worked_logprobs",
+    "worked_fraction",
 ]
 
 #: The tokens the policy can write; the first two have the logits θ₁ and θ₂, the third 0.
@@ -126,3 +129,10 @@ def worked_logprobs(completions: tuple[str, ...], theta: torch.Tensor) -> tuple[
     index = torch.tensor([[WORKED_VOCABULARY.index(t) for t in c] + [0] * (width - len(c)) for c in completions])
     mask = torch.tensor([[t < len(c) for t in range(width)] for c in completions])
     return torch.where(mask, logp[index], torch.zeros((), dtype=theta.dtype)), mask
+
+
+def worked_fraction(values: float | np.ndarray, max_denominator: int = 1000) -> str:
+    """A number, or a vector as ``(x, y)``, written as the fraction a hand computation gives
+    (``4/3``, ``-1/3``; a rounding error such as 1e-16 reads 0)."""
+    text = ", ".join(str(Fraction(float(v)).limit_denominator(max_denominator)) for v in np.ravel(values))
+    return text if np.ndim(values) == 0 else f"({text})"

@@ -147,6 +147,14 @@ class TrainConfig:
     identity_check_groups: int = 2
 
     def __post_init__(self) -> None:
+        self._check_types()
+        self._check_geometry()
+        self._check_bookkeeping()
+        self._check_rates()
+
+    def _check_types(self) -> None:
+        """The recipe (a preset name becomes its :class:`Recipe`), whole-number fields and the seed
+        (chapter 10)."""
         recipe = get_recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
         if not isinstance(recipe, Recipe):
             raise ValueError(f"recipe must be a Recipe or a preset name; got {type(self.recipe).__name__}.")
@@ -171,6 +179,11 @@ class TrainConfig:
         )
         _require_int(self, ("micro_batch_size", "pool_size"), optional=True)
         _require_seed(self)
+
+    def _check_geometry(self) -> None:
+        """The batch's shape and the run's counts: G ≥ 2, counts ≥ 1 (``eval_every`` ≥ 0),
+        minibatches of whole groups, micro-batches that divide a minibatch, and a pool that can
+        fill a step with distinct prompts (chapter 10)."""
         if self.group_size < 2:
             raise ValueError(
                 f"group_size G must be at least 2 (a group of one has no spread to learn from); got {self.group_size}."
@@ -206,6 +219,10 @@ class TrainConfig:
                 f"pool_size ({self.pool_size}) must hold at least prompts_per_step ({self.prompts_per_step}) "
                 "prompts, or a step could not draw distinct prompts; raise pool_size or lower prompts_per_step."
             )
+
+    def _check_bookkeeping(self) -> None:
+        """The measurements: at least 2 samples per pool prompt, and a valid identity-check schedule
+        (chapters 9 and 10)."""
         if self.pool_samples < 2:
             raise ValueError(
                 f"pool_samples must be at least 2 (a solve rate from one sample is 0 or 1); got {self.pool_samples}."
@@ -215,6 +232,11 @@ class TrainConfig:
                 f"identity_check_every must be >= 0 (0: off) and identity_check_groups >= 1; got "
                 f"{self.identity_check_every} and {self.identity_check_groups}."
             )
+
+    def _check_rates(self) -> None:
+        """lr, max_grad_norm and temperature finite and > 0 (stored as plain floats), and a
+        non-empty overlong band L_cache = round(fraction · L_max) when the recipe penalises length
+        (chapter 12)."""
         for name in ("lr", "max_grad_norm", "temperature"):
             value = check_number(getattr(self, name), name)  # TypeError for text, None, arrays; NaN refused
             if not value > 0:

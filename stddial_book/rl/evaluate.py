@@ -106,6 +106,22 @@ class EvalResult:
 EVAL_ROWS = 16384
 
 
+def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> list[Problem]:
+    """Validate :func:`evaluate`'s arguments (at least one problem, counts ≥ 1); returns the
+    problems as a list (chapter 9)."""
+    if hasattr(problems, "__len__") and len(problems) == 0:
+        raise ValueError(
+            "evaluate got no problems: an accuracy over zero prompts is undefined; "
+            "pass a non-empty held-out set (TaskConfig.num_heldout > 0)."
+        )
+    problems = _require_problems(problems, "problems")
+    _require_model(model)
+    for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
+    return problems
+
+
 @torch.no_grad()
 def evaluate(
     model,
@@ -118,16 +134,7 @@ def evaluate(
     greedy: bool = True,
 ) -> EvalResult:
     """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket."""
-    if hasattr(problems, "__len__") and len(problems) == 0:
-        raise ValueError(
-            "evaluate got no problems: an accuracy over zero prompts is undefined; "
-            "pass a non-empty held-out set (TaskConfig.num_heldout > 0)."
-        )
-    problems = _require_problems(problems, "problems")
-    _require_model(model)
-    for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
+    problems = _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk)
     codec = codec or CharCodec()
     device = next(model.parameters()).device
     was_training = model.training

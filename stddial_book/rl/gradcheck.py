@@ -78,20 +78,10 @@ class GroupBatch:
         )
 
 
-def build_group(
-    model, problem, group_size: int, num_correct: int, max_new_tokens: int, generator: torch.Generator, codec=None
-) -> GroupBatch:
-    """A group of ``group_size`` completions of ``problem`` with exactly ``num_correct`` correct.
-
-    The correct rows are the exact answer followed by EOS; the others are sampled from ``model``
-    at temperature 1 and kept only when the verifier marks them wrong. Rewards come from the
-    verifier, so the group is one the model could have produced with some probability. Raises
-    ``ValueError`` if 100 rounds of ``group_size`` samples hold too few wrong completions (a model
-    that nearly always answers right).
-    """
-    from stddial_book.rl.model import CharCodec
-    from stddial_book.rl.rollout import sample
-    from stddial_book.rl.tasks import Problem, reward
+def _check_build_args(problem, group_size, num_correct, max_new_tokens) -> tuple[int, int, int]:
+    """Validate :func:`build_group`'s arguments: 0 ≤ k ≤ G, and a cap L_max that leaves room for
+    the answer and EOS when k > 0. Returns G, k and L_max as checked whole numbers (chapter 4)."""
+    from stddial_book.rl.tasks import Problem
 
     if not isinstance(problem, Problem):
         raise TypeError(f"problem must be a Problem (from tasks.make_problem); got {type(problem).__name__}.")
@@ -105,6 +95,25 @@ def build_group(
             f"the answer {problem.answer!r} and EOS take {len(problem.answer) + 1} tokens, more than "
             f"max_new_tokens={max_new_tokens}: no sample under that cap is correct. Raise max_new_tokens."
         )
+    return group_size, num_correct, max_new_tokens
+
+
+def build_group(
+    model, problem, group_size: int, num_correct: int, max_new_tokens: int, generator: torch.Generator, codec=None
+) -> GroupBatch:
+    """A group of ``group_size`` completions of ``problem`` with exactly ``num_correct`` correct.
+
+    The correct rows are the exact answer followed by EOS; the others are sampled from ``model``
+    at temperature 1 and kept only when the verifier marks them wrong. Rewards come from the
+    verifier, so the group is one the model could have produced with some probability. Raises
+    ``ValueError`` if 100 rounds of ``group_size`` samples hold too few wrong completions (a model
+    that nearly always answers right).
+    """
+    from stddial_book.rl.model import CharCodec
+    from stddial_book.rl.rollout import sample
+    from stddial_book.rl.tasks import reward
+
+    group_size, num_correct, max_new_tokens = _check_build_args(problem, group_size, num_correct, max_new_tokens)
     codec = codec or CharCodec()
     device = next(model.parameters()).device  # every tensor follows the model (CPU or GPU)
     prompt = torch.tensor([codec.encode(problem.prompt)], device=device)

@@ -127,19 +127,42 @@ def policy_loss(
     if truncated is not None and recipe.overlong_filter:
         mask = mask & ~truncated[:, None]
     lengths = mask.sum(dim=1)
+    _check_step_counts(mask, step_num_tokens, step_num_sequences)
+    adv = advantages[:, None] if advantages.dim() == 1 else advantages
+    adv = adv.to(logprobs.dtype)
+    per_token, metrics = _per_token_loss(logprobs, old_logprobs, adv, mask, recipe, ref_logprobs, entropy)
+    per_token = torch.where(mask, per_token, torch.zeros_like(per_token))
+    loss = _aggregate(per_token, mask, lengths, recipe, max_new_tokens, step_num_tokens, step_num_sequences)
+    return LossOutput(loss=loss, metrics=metrics)
+
+
+def _check_step_counts(mask: torch.Tensor, step_num_tokens: int | None, step_num_sequences: int | None) -> None:
+    """The optimizer step's counts cover at least this batch: its loss tokens (``mask``) and its
+    sequences (rows), so the micro-batch losses add up to the step's (chapter 2)."""
     if step_num_tokens is not None and step_num_tokens < int(mask.sum()):
         raise ValueError(
             f"step_num_tokens={step_num_tokens} is smaller than the {int(mask.sum())} loss tokens "
             "given; it counts the whole optimizer step, so it is at least this batch's count."
         )
-    if step_num_sequences is not None and step_num_sequences < logprobs.shape[0]:
+    if step_num_sequences is not None and step_num_sequences < mask.shape[0]:
         raise ValueError(
-            f"step_num_sequences={step_num_sequences} is smaller than the {logprobs.shape[0]} "
+            f"step_num_sequences={step_num_sequences} is smaller than the {mask.shape[0]} "
             "sequences given; it counts the whole optimizer step."
         )
-    adv = advantages[:, None] if advantages.dim() == 1 else advantages
-    adv = adv.to(logprobs.dtype)
 
+
+def _per_token_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    recipe: Recipe,
+    ref_logprobs: torch.Tensor | None,
+    entropy: torch.Tensor | None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The per-token loss −min(ρ A, clip(ρ, 1 − ε_low, 1 + ε_high) A) [+ β · k3 KL] before
+    masking and aggregation, and the metrics: clip fractions, ``kl`` (with a reference) and
+    ``entropy`` (when given), means over the unmasked tokens (chapters 2 and 4)."""
     ratio = torch.exp(logprobs - old_logprobs.detach())
     clipped = torch.clamp(ratio, 1.0 - recipe.clip_low, 1.0 + recipe.clip_high)
     per_token = -torch.minimum(ratio * adv, clipped * adv)
@@ -156,10 +179,7 @@ def policy_loss(
             per_token = per_token + recipe.kl_coef * kl
     if entropy is not None:
         metrics["entropy"] = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
-
-    per_token = torch.where(mask, per_token, torch.zeros_like(per_token))
-    loss = _aggregate(per_token, mask, lengths, recipe, max_new_tokens, step_num_tokens, step_num_sequences)
-    return LossOutput(loss=loss, metrics=metrics)
+    return per_token, metrics
 
 
 def _aggregate(
@@ -217,52 +237,69 @@ def _check_inputs(
     check_tensor(mask, "mask")
     if truncated is not None:
         check_tensor(truncated, "truncated")
-    for name, tensor in (
-        ("old_logprobs", old_logprobs),
-        ("advantages", advantages),
-        ("mask", mask),
-        ("ref_logprobs", ref_logprobs),
-        ("truncated", truncated),
-        ("entropy", entropy),
-    ):
+    others = {
+        "old_logprobs": old_logprobs,
+        "advantages": advantages,
+        "mask": mask,
+        "ref_logprobs": ref_logprobs,
+        "truncated": truncated,
+        "entropy": entropy,
+    }
+    _check_alignment(logprobs, others)
+    if truncated is not None:
+        truncated = as_mask(truncated, "truncated", (logprobs.shape[0],))
+    mask = as_mask(mask, "mask")
+    if not bool(mask.any()):
+        raise ValueError("mask selects no token; it must be true on completion tokens (EOS included).")
+    _check_finite(logprobs, old_logprobs, advantages, mask, ref_logprobs, entropy)
+    return mask, truncated
+
+
+def _check_alignment(logprobs: torch.Tensor, others: dict[str, torch.Tensor | None]) -> None:
+    """Every given tensor of ``others`` sits on the device of ``logprobs``; the per-token ones share
+    its shape (batch, tokens), and the advantages are one per sample or one per token (chapter 2)."""
+    for name, tensor in others.items():
         if tensor is not None and tensor.device != logprobs.device:
             raise ValueError(
                 f"{name} is on {tensor.device} but logprobs on {logprobs.device}; move it there "
                 "with .to(logprobs.device)."
             )
     shape = logprobs.shape
-    for name, tensor in (
-        ("old_logprobs", old_logprobs),
-        ("mask", mask),
-        ("ref_logprobs", ref_logprobs),
-        ("entropy", entropy),
-    ):
+    for name in ("old_logprobs", "mask", "ref_logprobs", "entropy"):
+        tensor = others[name]
         if tensor is not None and tensor.shape != shape:
             raise ValueError(
                 f"{name} has shape {tuple(tensor.shape)} but logprobs has {tuple(shape)}; "
                 "all per-token tensors must share (batch, tokens)."
             )
+    advantages = others["advantages"]
     if advantages.shape not in ((shape[0],), shape):
         raise ValueError(
             f"advantages must have shape ({shape[0]},) (one per sample) or {tuple(shape)}; "
             f"got {tuple(advantages.shape)}."
         )
-    if truncated is not None:
-        truncated = as_mask(truncated, "truncated", (shape[0],))
-    mask = as_mask(mask, "mask")
-    if not bool(mask.any()):
-        raise ValueError("mask selects no token; it must be true on completion tokens (EOS included).")
+
+
+def _check_finite(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    entropy: torch.Tensor | None,
+) -> None:
+    """No NaN or infinity on the unmasked tokens of the log-probs, the advantages and the entropies
+    (chapter 2)."""
     for name, tensor in (("logprobs", logprobs), ("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
         if tensor is not None and not bool(torch.isfinite(torch.where(mask, tensor, torch.zeros_like(tensor))).all()):
             raise ValueError(
                 f"{name} contain NaN or infinity on unmasked tokens; check the forward pass "
                 "(and the sampler's log-probs for old_logprobs)."
             )
-    adv = advantages if advantages.dim() == 2 else advantages[:, None].expand(shape)
+    adv = advantages if advantages.dim() == 2 else advantages[:, None].expand(logprobs.shape)
     if not bool(torch.isfinite(torch.where(mask, adv.to(logprobs.dtype), torch.zeros_like(logprobs))).all()):
         raise ValueError(
             "advantages contain NaN or infinity; group_advantages never returns them, so check how they were computed."
         )
     if entropy is not None and not bool(torch.isfinite(torch.where(mask, entropy, torch.zeros_like(entropy))).all()):
         raise ValueError("entropy contains NaN or infinity on unmasked tokens; check the forward pass.")
-    return mask, truncated

@@ -111,29 +111,11 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
-@torch.no_grad()  # not inference_mode: its tensors could not index a later autograd pass
-def sample(
-    model,
-    prompt_ids: torch.Tensor,
-    max_new_tokens: int,
-    eos_id: int,
-    pad_id: int,
-    prompt_mask: torch.Tensor | None = None,
-    temperature: float = 1.0,
-    generator: torch.Generator | None = None,
-    num_samples: int = 1,
-    greedy: bool = False,
-) -> Rollout:
-    """Sample ``num_samples`` completions per prompt row with the KV cache.
-
-    The rows of the result are prompt-major: the ``num_samples`` completions of prompt 0 first,
-    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects. With
-    ``greedy`` every row takes its most probable token instead (the greedy accuracy of chapters
-    7-11); the recorded log-probs are still those of the temperature-scaled policy. Two
-    things make this cheaper than ``model.generate`` on the same batch: each distinct prompt is
-    encoded once and its cache shared by its samples (``generate`` encodes every copy), and rows
-    that have produced EOS leave the batch instead of being carried to the length cap.
-    """
+def _check_sample_args(
+    model, prompt_ids, prompt_mask, max_new_tokens, eos_id, pad_id, temperature, generator, num_samples, greedy
+) -> tuple[torch.Tensor, int, float, int]:
+    """Validate :func:`sample`'s arguments; returns the prompt mask as booleans, ``max_new_tokens``,
+    ``temperature`` and ``num_samples`` as checked numbers (chapter 4)."""
     vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     temperature = _check_temperature(temperature)
@@ -148,44 +130,55 @@ def sample(
         raise TypeError(f"greedy must be True or False; got {type(greedy).__name__} {greedy!r}.")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None; got {type(generator).__name__}.")
-    device = prompt_ids.device
-    padded = not bool(prompt_mask.all())
-    # Without padding the model derives positions and the causal mask itself, which is cheaper
-    # than building a mask each step; with left padding both are passed explicitly.
-    attention = prompt_mask.long() if padded else None
+    return prompt_mask, max_new_tokens, temperature, num_samples
+
+
+def _encode_prompts(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, padded: bool):
+    """One forward pass over the prompts that fills a fresh KV cache, with the logits of each
+    prompt's last position only (they predict the first completion token; chapter 4)."""
     # An explicit cache object: transformers < 4.48 would otherwise return a tuple of tensors,
     # which cannot be repeated or pruned per row below.
-    out = model(
+    return model(
         input_ids=prompt_ids,
-        attention_mask=attention,
+        attention_mask=prompt_mask.long() if padded else None,
         position_ids=_positions(prompt_mask) if padded else None,
         use_cache=True,
         past_key_values=DynamicCache(),
         **_last_logit_only(model),
     )
-    cache, logits = out.past_key_values, out.logits[:, -1, :]
-    position = _positions(prompt_mask)[:, -1]
-    if num_samples > 1:
-        cache.batch_repeat_interleave(num_samples)
-        logits = logits.repeat_interleave(num_samples, dim=0)
-        position = position.repeat_interleave(num_samples)
-        attention = attention.repeat_interleave(num_samples, dim=0) if padded else None
-        prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)
-        prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
-    batch = prompt_ids.shape[0]
+
+
+def _next_token(
+    logits: torch.Tensor, temperature: float, greedy: bool, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's next token, drawn from softmax(logits / T) (or its most probable one when
+    ``greedy``), and its log-probability log π(token) under that tempered policy (chapter 4)."""
+    log_probs = torch.log_softmax(_upcast(logits) / temperature, dim=-1)
+    if greedy:
+        nxt = log_probs.argmax(dim=-1)
+    else:
+        nxt = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(1)
+    return nxt, log_probs.gather(1, nxt[:, None]).squeeze(1)
+
+
+def _generate_tokens(
+    model, cache, logits, position, attention, max_new_tokens, eos_id, pad_id, temperature, generator, greedy
+):
+    """The completion tokens, one step at a time on the KV cache: rows that produce EOS leave the
+    batch (and the cache). ``attention`` is the running attention mask, ``None`` without left
+    padding. Returns tokens, their log-probs and the completion mask, each (B, steps), and the
+    rows still generating at the cap (truncated; chapter 4)."""
+    device, batch = logits.device, logits.shape[0]
+    padded = attention is not None
     tokens = torch.full((batch, max_new_tokens), pad_id, dtype=torch.long, device=device)
     logps = torch.zeros(batch, max_new_tokens, dtype=_upcast(logits).dtype, device=device)
     mask = torch.zeros(batch, max_new_tokens, dtype=torch.bool, device=device)
     rows = torch.arange(batch, device=device)  # the rows still generating, in the full batch
     steps = 0
     for step in range(max_new_tokens):
-        log_probs = torch.log_softmax(_upcast(logits) / temperature, dim=-1)
-        if greedy:
-            nxt = log_probs.argmax(dim=-1)
-        else:
-            nxt = torch.multinomial(log_probs.exp(), 1, generator=generator).squeeze(1)
+        nxt, chosen = _next_token(logits, temperature, greedy, generator)
         tokens[rows, step] = nxt
-        logps[rows, step] = log_probs.gather(1, nxt[:, None]).squeeze(1)
+        logps[rows, step] = chosen
         mask[rows, step] = True
         steps = step + 1
         going = nxt != eos_id
@@ -210,14 +203,61 @@ def sample(
             use_cache=True,
         )
         cache, logits = out.past_key_values, out.logits[:, -1, :]
-    truncated = torch.zeros(batch, dtype=torch.bool, device=device)
+    return tokens[:, :steps], logps[:, :steps], mask[:, :steps], rows
+
+
+@torch.no_grad()  # not inference_mode: its tensors could not index a later autograd pass
+def sample(
+    model,
+    prompt_ids: torch.Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    prompt_mask: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    num_samples: int = 1,
+    greedy: bool = False,
+) -> Rollout:
+    """Sample ``num_samples`` completions per prompt row with the KV cache.
+
+    The rows of the result are prompt-major: the ``num_samples`` completions of prompt 0 first,
+    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects. With
+    ``greedy`` every row takes its most probable token instead (the greedy accuracy of chapters
+    7-11); the recorded log-probs are still those of the temperature-scaled policy. Two
+    things make this cheaper than ``model.generate`` on the same batch: each distinct prompt is
+    encoded once and its cache shared by its samples (``generate`` encodes every copy), and rows
+    that have produced EOS leave the batch instead of being carried to the length cap.
+    """
+    prompt_mask, max_new_tokens, temperature, num_samples = _check_sample_args(
+        model, prompt_ids, prompt_mask, max_new_tokens, eos_id, pad_id, temperature, generator, num_samples, greedy
+    )
+    device = prompt_ids.device
+    padded = not bool(prompt_mask.all())
+    # Without padding the model derives positions and the causal mask itself, which is cheaper
+    # than building a mask each step; with left padding both are passed explicitly.
+    attention = prompt_mask.long() if padded else None
+    out = _encode_prompts(model, prompt_ids, prompt_mask, padded)
+    cache, logits = out.past_key_values, out.logits[:, -1, :]
+    position = _positions(prompt_mask)[:, -1]
+    if num_samples > 1:
+        cache.batch_repeat_interleave(num_samples)
+        logits = logits.repeat_interleave(num_samples, dim=0)
+        position = position.repeat_interleave(num_samples)
+        attention = attention.repeat_interleave(num_samples, dim=0) if padded else None
+        prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)
+        prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
+    tokens, logps, mask, rows = _generate_tokens(
+        model, cache, logits, position, attention, max_new_tokens, eos_id, pad_id, temperature, generator, greedy
+    )
+    truncated = torch.zeros(prompt_ids.shape[0], dtype=torch.bool, device=device)
     truncated[rows] = True
     return Rollout(
         prompt_ids=prompt_ids,
         prompt_mask=prompt_mask,
-        completion_ids=tokens[:, :steps],
-        logprobs=logps[:, :steps],
-        mask=mask[:, :steps],
+        completion_ids=tokens,
+        logprobs=logps,
+        mask=mask,
         truncated=truncated,
     )
 
@@ -288,6 +328,30 @@ def _chosen(
     return chosen, torch.where(mask, entropy, torch.zeros_like(entropy))
 
 
+def _check_shared_args(
+    model, prompt_ids, prompt_mask, prompt_rows, completion_ids, mask, temperature
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate :func:`shared_prompt_logprobs`'s arguments: every completion row names one of the
+    prompts given. Returns the prompt mask and the completion mask as booleans (chapter 10)."""
+    check_tensor(prompt_rows, "prompt_rows", ndim=1, kind="int")
+    check_tensor(completion_ids, "completion_ids", ndim=2, kind="int")
+    vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
+    rows = completion_ids.shape[0]
+    if prompt_rows.shape[0] != rows:
+        raise ValueError(
+            f"prompt_rows has {prompt_rows.shape[0]} entries but completion_ids {rows} "
+            "rows; give each completion row the index of its prompt."
+        )
+    if rows and not (int(prompt_rows.min()) >= 0 and int(prompt_rows.max()) < prompt_ids.shape[0]):
+        raise ValueError(
+            f"prompt_rows must index the {prompt_ids.shape[0]} prompts given (0..{prompt_ids.shape[0] - 1})."
+        )
+    check_token_ids(completion_ids, "completion_ids", vocab)
+    mask = as_mask(mask, "mask", tuple(completion_ids.shape))
+    _check_scoring_temperature(temperature)
+    return prompt_mask, mask
+
+
 def shared_prompt_logprobs(
     model,
     prompt_ids: torch.Tensor,
@@ -308,31 +372,11 @@ def shared_prompt_logprobs(
     checks it), for far fewer tokens when completions are short: a group's prompt costs one row
     instead of G.
     """
-    check_tensor(prompt_rows, "prompt_rows", ndim=1, kind="int")
-    check_tensor(completion_ids, "completion_ids", ndim=2, kind="int")
-    vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
-    rows = completion_ids.shape[0]
-    if prompt_rows.shape[0] != rows:
-        raise ValueError(
-            f"prompt_rows has {prompt_rows.shape[0]} entries but completion_ids {rows} "
-            "rows; give each completion row the index of its prompt."
-        )
-    if rows and not (int(prompt_rows.min()) >= 0 and int(prompt_rows.max()) < prompt_ids.shape[0]):
-        raise ValueError(
-            f"prompt_rows must index the {prompt_ids.shape[0]} prompts given (0..{prompt_ids.shape[0] - 1})."
-        )
-    check_token_ids(completion_ids, "completion_ids", vocab)
-    mask = as_mask(mask, "mask", tuple(completion_ids.shape))
-    _check_scoring_temperature(temperature)
-    padded = not bool(prompt_mask.all())
-    out = model(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask.long() if padded else None,
-        position_ids=_positions(prompt_mask) if padded else None,
-        use_cache=True,
-        past_key_values=DynamicCache(),
-        **_last_logit_only(model),
+    prompt_mask, mask = _check_shared_args(
+        model, prompt_ids, prompt_mask, prompt_rows, completion_ids, mask, temperature
     )
+    padded = not bool(prompt_mask.all())
+    out = _encode_prompts(model, prompt_ids, prompt_mask, padded)
     # the logits at each prompt's last position predict its completions' first tokens
     logits = out.logits[:, -1:, :][prompt_rows]
     if completion_ids.shape[1] > 1:

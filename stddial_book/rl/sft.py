@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from stddial_book.rl.configs import SFTConfig, _require_config, _require_model, _require_problems
-from stddial_book.rl.evaluate import evaluate
+from stddial_book.rl.evaluate import EvalResult, evaluate
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.rollout import _positions
 from stddial_book.rl.runlog import RunLog
@@ -61,6 +61,49 @@ def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[t
     return ids.to(device), attn.to(device), target.to(device)
 
 
+def _checked_problems(train_problems, heldout, config) -> tuple[list[Problem], list[Problem]]:
+    """Validate :func:`sft`'s problems and config; both problem lists must be non-empty, since
+    the stopping rule is measured on the held-out one (chapter 9)."""
+    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
+    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    if len(train_problems) == 0:
+        raise ValueError("sft got no training problems; pass a non-empty list (TaskConfig.num_train > 0).")
+    if len(heldout) == 0:
+        raise ValueError(
+            "sft got no held-out problems, so its stopping rule (the held-out pass rate) "
+            "cannot be measured; pass a non-empty held-out set."
+        )
+    _require_config(config, SFTConfig)
+    return train_problems, heldout
+
+
+def _sft_step(model, optimizer, problems: Sequence[Problem], codec: CharCodec, device) -> torch.Tensor:
+    """One optimizer step on the mean cross-entropy −log π(answer token | prompt, earlier answer
+    tokens) over the answer tokens and EOS of ``problems``; returns that loss (chapter 9)."""
+    ids, attn, target = _sft_batch(problems, codec, device)
+    # the last column (EOS) is only a target, so it is not fed in
+    inputs, seen = ids[:, :-1], attn[:, :-1]
+    logits = model(input_ids=inputs, attention_mask=seen.long(), position_ids=_positions(seen)).logits
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    nll = -logp.gather(2, ids[:, 1:, None]).squeeze(2)
+    loss = (nll * target[:, 1:]).sum() / target[:, 1:].sum()
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def _sft_record(loss: torch.Tensor, result: EvalResult, start: float) -> dict[str, float]:
+    """What a probe logs: the last step's loss, the probe's pass rate and silent fraction, and
+    the seconds since SFT started (chapter 9)."""
+    return {
+        "sft/loss": float(loss.detach()),
+        "sft/pass_rate": result.sampled,
+        "sft/silent_fraction": result.silent_fraction,
+        "time/elapsed_s": time.perf_counter() - start,
+    }
+
+
 def sft(
     model,
     train_problems: Sequence[Problem],
@@ -79,16 +122,7 @@ def sft(
     ``eval_prompts`` held-out problems with ``eval_samples`` samples each; training stops as
     soon as it reaches ``config.target_pass_rate``.
     """
-    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
-    heldout = _require_problems(heldout, "heldout", allow_empty=True)
-    if len(train_problems) == 0:
-        raise ValueError("sft got no training problems; pass a non-empty list (TaskConfig.num_train > 0).")
-    if len(heldout) == 0:
-        raise ValueError(
-            "sft got no held-out problems, so its stopping rule (the held-out pass rate) "
-            "cannot be measured; pass a non-empty held-out set."
-        )
-    _require_config(config, SFTConfig)
+    train_problems, heldout = _checked_problems(train_problems, heldout, config)
     codec = codec or CharCodec()
     device = _require_model(model)
     rng = np.random.default_rng(config.seed)
@@ -102,26 +136,12 @@ def sft(
     model.train()
     for step in range(1, config.max_steps + 1):
         rows = rng.choice(len(train_problems), size=min(config.batch_size, len(train_problems)), replace=False)
-        ids, attn, target = _sft_batch([train_problems[i] for i in rows], codec, device)
-        # the last column (EOS) is only a target, so it is not fed in
-        inputs, seen = ids[:, :-1], attn[:, :-1]
-        logits = model(input_ids=inputs, attention_mask=seen.long(), position_ids=_positions(seen)).logits
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        nll = -logp.gather(2, ids[:, 1:, None]).squeeze(2)
-        loss = (nll * target[:, 1:]).sum() / target[:, 1:].sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = _sft_step(model, optimizer, [train_problems[i] for i in rows], codec, device)
         bar.update(1)
         if step % config.eval_every == 0 or step == config.max_steps:
             result = evaluate(model, probe, max_new_tokens, config.eval_samples, gen, codec, greedy=False)
             pass_rate = result.sampled
-            record = {
-                "sft/loss": float(loss.detach()),
-                "sft/pass_rate": pass_rate,
-                "sft/silent_fraction": result.silent_fraction,
-                "time/elapsed_s": time.perf_counter() - start,
-            }
+            record = _sft_record(loss, result, start)
             history.append({"step": step, **record})
             if log is not None:
                 log.log(step, record)

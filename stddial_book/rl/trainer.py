@@ -27,7 +27,7 @@ from stddial_book.rl.checkpoints import (
     checkpoint_dir,
 )
 from stddial_book.rl.configs import TrainConfig, _require_config, _require_model, _require_problems
-from stddial_book.rl.evaluate import EvalResult, evaluate
+from stddial_book.rl.evaluate import EvalResult, evaluate, model_solve_counts
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.rollout import sample
 from stddial_book.rl.runlog import RunLog, load_run
@@ -109,6 +109,284 @@ def _rollout_round(
     )
 
 
+def _checked_arguments(
+    model, train_problems, heldout, config: TrainConfig, out
+) -> tuple[list[Problem], list[Problem], Path]:
+    """Validate :func:`train`'s arguments; returns both problem lists and the output path.
+
+    The pool must fill a step with ``prompts_per_step`` distinct prompts, and evaluation needs
+    held-out problems (chapter 10)."""
+    _require_config(config, TrainConfig)
+    _require_model(model)
+    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
+    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
+    directory = checked_path(out)
+    if config.eval_every and len(heldout) == 0:
+        raise ValueError(
+            "train got no held-out problems but eval_every > 0; pass a held-out set or set "
+            "eval_every=0 (no evaluation)."
+        )
+    if config.pool_size is not None and len(train_problems) < config.pool_size:
+        raise ValueError(
+            f"pool_size is {config.pool_size} but only {len(train_problems)} training problems "
+            "were given; pass more problems or a smaller pool_size."
+        )
+    if len(train_problems) < config.prompts_per_step:
+        raise ValueError(
+            f"{len(train_problems)} training problems cannot fill a step of prompts_per_step = "
+            f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step."
+        )
+    return train_problems, heldout, directory
+
+
+def _run_directory(directory: Path, config_dict: dict[str, Any], resume: bool) -> tuple[Path, Path | None]:
+    """Claim ``directory`` for a new run, or check that a resumed one holds a checkpoint of the
+    same configuration; returns the directory and its saved checkpoint (``None`` if there is none;
+    chapter 10)."""
+    if resume:
+        directory = require_owned(directory)
+    else:
+        directory = claim_dir(directory, "train")  # a new, empty or marked directory; anything else refused
+    saved_checkpoint = checkpoint_dir(directory)
+    if resume and saved_checkpoint is None:
+        raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
+    if resume:
+        saved = load_run(directory)[0].get("config", {}).get("train")
+        if saved is not None and json.loads(json.dumps(saved)) != json.loads(json.dumps(config_dict)):
+            raise ValueError(
+                f"the run in {directory} was started with a different configuration; resume it with "
+                "the same recipe, profile and seed, or write to a new --out directory."
+            )
+    elif (directory / "metrics.jsonl").exists():
+        raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
+    return directory, saved_checkpoint
+
+
+def _reference_policy(model, directory: Path, recipe: Recipe, resume: bool):
+    """Save the starting weights in ``directory/init`` (a new run) and, when the recipe has a KL
+    term (β > 0), return a frozen copy of them: π_ref of the k3 estimator (chapter 2)."""
+    from safetensors.torch import load_model, save_model
+
+    init = directory / INIT / "model.safetensors"
+    if not resume:
+        init.parent.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(init))
+    if not recipe.kl_coef > 0:
+        return None
+    import copy
+
+    ref_model = copy.deepcopy(model)
+    load_model(ref_model, str(init))
+    ref_model.eval().requires_grad_(False)
+    return ref_model
+
+
+@dataclass
+class _Measurements:
+    """The run's two measurements, each seeded by the step so a resumed run repeats them: the
+    held-out pass rates (:func:`evaluate`) and, with a pool, each pool prompt's solve count k of n
+    (chapters 9-13)."""
+
+    model: Any
+    heldout: list[Problem]
+    pool: list[Problem]
+    config: TrainConfig
+    codec: CharCodec
+    device: torch.device
+
+    @property
+    def seed(self) -> int:
+        return 1_000_003 * (self.config.seed + 1)
+
+    def held_out(self, step: int) -> EvalResult:
+        gen = torch.Generator(device=self.device).manual_seed(self.seed + step)
+        return evaluate(self.model, self.heldout, self.config.max_new_tokens, self.config.eval_samples, gen, self.codec)
+
+    def solve_counts(self, step: int) -> dict[str, Any]:
+        """``pool/k`` (correct of ``pool/n`` samples, per pool prompt); empty without a pool."""
+        config = self.config
+        if config.pool_size is None:
+            return {}
+        counts = model_solve_counts(
+            self.model, self.pool, config.pool_samples, config.max_new_tokens, seed=self.seed + 500_009 + step
+        )
+        self.model.train()
+        return {"pool/k": counts.num_correct.tolist(), "pool/n": config.pool_samples}
+
+
+def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec):
+    """The rollouts of one step: a round of ``prompts_per_step`` groups, or with dynamic sampling
+    refill rounds of new prompts until that many non-silent groups are kept (chapter 12).
+
+    Returns every batch generated, the kept batch (``None`` when nothing was kept), the rounds,
+    whether the round cap was hit, and the samples discarded as silent and as surplus."""
+    generated: list[Batch] = []
+
+    def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
+        drawn = (
+            np.unique(np.concatenate([b.prompt_index for b in generated])) if generated else np.zeros(0, dtype=np.int64)
+        )
+        wanted = config.prompts_per_step if num_groups is None else num_groups
+        wanted = min(wanted, len(pool) - len(drawn))
+        if wanted == 0:  # every pool prompt was drawn this step: the round is empty
+            return generated[-1][np.zeros(0, dtype=np.int64)], np.zeros(0)
+        batch = _rollout_round(model, pool, config, state, codec, wanted, drawn)
+        generated.append(batch)
+        return batch, batch.correct
+
+    discarded = {"silent": 0, "surplus": 0}
+    if config.recipe.dynamic_sampling:
+        # refill rounds ask for the groups still missing, from new prompts (verl's DAPO)
+        sampler = DynamicSampler(config.prompts_per_step, config.group_size, config.max_rounds)
+        parts, cost = sampler.fill(draw)
+        kept = Batch.cat(parts, codec.pad_id) if parts else None
+        rounds, hit_cap = cost.rounds, cost.hit_cap
+        discarded = {
+            "silent": cost.groups_silent * config.group_size,
+            "surplus": cost.groups_surplus * config.group_size,
+        }
+    else:
+        batch, _ = draw(0)
+        kept, rounds, hit_cap = batch, 1, False
+    return generated, kept, rounds, hit_cap, discarded
+
+
+def _learn(model, optimizer, generated: list[Batch], kept: Batch | None, config: TrainConfig, state: _State, ref_model):
+    """The update on the kept batch: group advantages A_i = (r_i − mean)/σ as the recipe scales
+    them (chapter 2), then :func:`_update`; returns the step's batch and loss metrics."""
+    recipe = config.recipe
+    if kept is not None and len(kept):
+        # the overlong filter masks truncated samples out of the loss: out of the group's statistics too
+        valid = ~kept.truncated.cpu().numpy() if recipe.overlong_filter else None
+        advantages = group_advantages(kept.rewards, config.group_size, recipe, valid=valid)
+        metrics = _batch_metrics(generated, kept, advantages, config)
+        check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
+        metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check))
+        state.samples_kept += len(kept)
+    else:
+        metrics = _batch_metrics(generated, generated[0][np.array([], dtype=int)], np.zeros(0), config)
+        metrics["optimizer_steps"] = 0
+    return metrics
+
+
+def _train_step(model, optimizer, pool: list[Problem], config: TrainConfig, state: _State, codec, ref_model):
+    """One step of the loop: generate, count, update; returns its metrics and samples generated
+    (chapter 10)."""
+    t0 = time.perf_counter()
+    generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec)
+    num_generated = sum(len(b) for b in generated)
+    t1 = time.perf_counter()
+    state.step += 1
+    state.samples_generated += num_generated
+    metrics = _learn(model, optimizer, generated, kept, config, state, ref_model)
+    t2 = time.perf_counter()
+    metrics.update(
+        {
+            "samples/generated": state.samples_generated,
+            "samples/kept": state.samples_kept,
+            "samples/discarded": state.samples_generated - state.samples_kept,
+            "samples/step_discarded_silent": discarded["silent"],
+            "samples/step_discarded_surplus": discarded["surplus"],
+            "samples/step_generated": num_generated,
+            "updates": state.updates,
+            "dynamic_sampling/rounds": rounds,
+            "dynamic_sampling/hit_cap": bool(hit_cap),
+            "time/generation_s": t1 - t0,
+            "time/update_s": t2 - t1,
+        }
+    )
+    return metrics, num_generated
+
+
+@dataclass
+class _Run:
+    """The working parts of one run: the policy, its optimizer and frozen reference, the counters
+    and random states, the prompt pool, and the log and directory it writes."""
+
+    model: Any
+    optimizer: torch.optim.Optimizer
+    ref_model: Any
+    state: _State
+    pool: list[Problem]
+    config: TrainConfig
+    codec: CharCodec
+    log: RunLog
+    directory: Path
+    fingerprint: str
+
+
+def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progress: bool):
+    """Steps until ``sample_budget`` samples are generated (or ``stop_after`` steps are done), each
+    logged, evaluated every ``eval_every`` steps and checkpointed every ``checkpoint_every`` (both
+    at the end too). Returns the last evaluation (``None`` if none ran) and whether it stopped early
+    (chapter 10)."""
+    config, state = run.config, run.state
+    last_eval: EvalResult | None = None
+    bar = _progress(config.sample_budget, f"RL {config.recipe.name}", progress)
+    bar.update(state.samples_generated)
+    stopped_early = False
+    while state.samples_generated < config.sample_budget:
+        if stop_after is not None and state.step >= stop_after:
+            stopped_early = True
+            break
+        metrics, num_generated = _train_step(
+            run.model, run.optimizer, run.pool, config, state, run.codec, run.ref_model
+        )
+        done = state.samples_generated >= config.sample_budget
+        if config.eval_every and (state.step % config.eval_every == 0 or done):
+            last_eval = measure.held_out(state.step)
+            metrics.update(last_eval.metrics())
+            metrics.update(measure.solve_counts(state.step))
+        run.log.log(state.step, metrics)
+        bar.update(num_generated)
+        bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
+        if state.step % config.checkpoint_every == 0 or done:
+            _save_checkpoint(run.directory, run.model, run.optimizer, state, run.fingerprint)
+            run.log.finish()  # the wall time so far, so that a resumed run's total counts this segment
+    bar.close()
+    return last_eval, stopped_early
+
+
+def _start(
+    model,
+    config: TrainConfig,
+    directory: Path,
+    pool: list[Problem],
+    codec: CharCodec,
+    resume: bool,
+    log_fields: dict[str, Any],
+    extra_provenance: dict[str, Any] | None,
+) -> _Run:
+    """Open a run: claim ``directory`` (or check the one resumed), start its log (``log_fields``:
+    command and profile), save the starting weights, freeze π_ref, build the optimizer and seed
+    the counters; a resumed run then restores its checkpoint and cuts its log back to it (chapter 10)."""
+    device = next(model.parameters()).device
+    config_dict = config.to_dict()
+    directory, saved_checkpoint = _run_directory(directory, config_dict, resume)
+    run_id = read_marker(directory)["run_id"]
+    log = RunLog(
+        directory,
+        **log_fields,
+        seed=config.seed,
+        config={"train": config_dict, **(extra_provenance or {})},
+        resume=resume,
+        device=str(device),
+        run_id=run_id,
+    )
+    fingerprint = _config_fingerprint(config_dict, run_id)
+    ref_model = _reference_policy(model, directory, config.recipe, resume)
+    optimizer = _adamw(model, config.lr)
+    state = _State(config.seed, device)
+    torch.manual_seed(config.seed)
+    if resume:
+        _load_checkpoint(saved_checkpoint, model, optimizer, state, fingerprint)
+        _check_log_matches(directory, saved_checkpoint, state)
+        _truncate_metrics(directory, state.step)
+    return _Run(model, optimizer, ref_model, state, pool, config, codec, log, directory, fingerprint)
+
+
 def train(
     model,
     train_problems: Sequence[Problem],
@@ -131,189 +409,23 @@ def train(
     checking that the configuration is the same; ``stop_after`` ends the run early after that
     many steps (to test interruption). Returns a :class:`TrainResult`.
     """
-    from safetensors.torch import load_model, save_model
-
-    _require_config(config, TrainConfig)
-    _require_model(model)
-    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
-    heldout = _require_problems(heldout, "heldout", allow_empty=True)
-    if not isinstance(out, (str, os.PathLike)):
-        raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
+    train_problems, heldout, directory = _checked_arguments(model, train_problems, heldout, config, out)
     codec = codec or CharCodec()
-    recipe: Recipe = config.recipe
-    directory = checked_path(out)
-    if config.eval_every and len(heldout) == 0:
-        raise ValueError(
-            "train got no held-out problems but eval_every > 0; pass a held-out set or set "
-            "eval_every=0 (no evaluation)."
-        )
-    if config.pool_size is not None and len(train_problems) < config.pool_size:
-        raise ValueError(
-            f"pool_size is {config.pool_size} but only {len(train_problems)} training problems "
-            "were given; pass more problems or a smaller pool_size."
-        )
-    if len(train_problems) < config.prompts_per_step:
-        raise ValueError(
-            f"{len(train_problems)} training problems cannot fill a step of prompts_per_step = "
-            f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step."
-        )
     pool = list(train_problems) if config.pool_size is None else list(train_problems[: config.pool_size])
     device = next(model.parameters()).device
-    config_dict = config.to_dict()
-    if resume:
-        directory = require_owned(directory)
-    else:
-        directory = claim_dir(directory, "train")  # a new, empty or marked directory; anything else refused
-    saved_checkpoint = checkpoint_dir(directory)
-    if resume and saved_checkpoint is None:
-        raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
-    if resume:
-        saved = load_run(directory)[0].get("config", {}).get("train")
-        if saved is not None and json.loads(json.dumps(saved)) != json.loads(json.dumps(config_dict)):
-            raise ValueError(
-                f"the run in {directory} was started with a different configuration; resume it with "
-                "the same recipe, profile and seed, or write to a new --out directory."
-            )
-    elif (directory / "metrics.jsonl").exists():
-        raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
-    run_id = read_marker(directory)["run_id"]
-    log = RunLog(
-        directory,
-        command=command,
-        seed=config.seed,
-        profile=profile,
-        config={"train": config_dict, **(extra_provenance or {})},
-        resume=resume,
-        device=str(device),
-        run_id=run_id,
-    )
-    fingerprint = _config_fingerprint(config_dict, run_id)
-    init = directory / INIT / "model.safetensors"
-    if not resume:
-        init.parent.mkdir(parents=True, exist_ok=True)
-        save_model(model, str(init))
-    ref_model = None
-    if recipe.kl_coef > 0:
-        import copy
-
-        ref_model = copy.deepcopy(model)
-        load_model(ref_model, str(init))
-        ref_model.eval().requires_grad_(False)
-
-    optimizer = _adamw(model, config.lr)
-    state = _State(config.seed, device)
-    torch.manual_seed(config.seed)
-    if resume:
-        _load_checkpoint(saved_checkpoint, model, optimizer, state, fingerprint)
-        _check_log_matches(directory, saved_checkpoint, state)
-        _truncate_metrics(directory, state.step)
+    log_fields = {"command": command, "profile": profile}
+    run = _start(model, config, directory, pool, codec, resume, log_fields, extra_provenance)
+    state, log = run.state, run.log
     model.train()
-    eval_gen_seed = 1_000_003 * (config.seed + 1)
-
-    def run_eval(step: int) -> EvalResult:
-        gen = torch.Generator(device=device).manual_seed(eval_gen_seed + step)
-        return evaluate(model, heldout, config.max_new_tokens, config.eval_samples, gen, codec)
-
-    def measure_pool(step: int) -> dict[str, Any]:
-        if config.pool_size is None:
-            return {}
-        from stddial_book.rl.evaluate import model_solve_counts
-
-        counts = model_solve_counts(
-            model, pool, config.pool_samples, config.max_new_tokens, seed=eval_gen_seed + 500_009 + step
-        )
-        model.train()
-        return {"pool/k": counts.num_correct.tolist(), "pool/n": config.pool_samples}
-
+    measure = _Measurements(model, heldout, pool, config, codec, device)
     if state.step == 0 and config.eval_every:
-        first = run_eval(0)
-        log.log(0, {**first.metrics(), **measure_pool(0), "samples/generated": 0, "samples/kept": 0, "updates": 0})
-    last_eval: EvalResult | None = None
-    bar = _progress(config.sample_budget, f"RL {recipe.name}", progress)
-    bar.update(state.samples_generated)
-    stopped_early = False
-    while state.samples_generated < config.sample_budget:
-        if stop_after is not None and state.step >= stop_after:
-            stopped_early = True
-            break
-        t0 = time.perf_counter()
-        generated: list[Batch] = []
-
-        def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
-            drawn = (
-                np.unique(np.concatenate([b.prompt_index for b in generated]))
-                if generated
-                else np.zeros(0, dtype=np.int64)
-            )
-            wanted = config.prompts_per_step if num_groups is None else num_groups
-            wanted = min(wanted, len(pool) - len(drawn))
-            if wanted == 0:  # every pool prompt was drawn this step: the round is empty
-                return generated[-1][np.zeros(0, dtype=np.int64)], np.zeros(0)
-            batch = _rollout_round(model, pool, config, state, codec, wanted, drawn)
-            generated.append(batch)
-            return batch, batch.correct
-
-        discarded = {"silent": 0, "surplus": 0}
-        if recipe.dynamic_sampling:
-            # refill rounds ask for the groups still missing, from new prompts (verl's DAPO)
-            sampler = DynamicSampler(config.prompts_per_step, config.group_size, config.max_rounds)
-            parts, cost = sampler.fill(draw)
-            kept = Batch.cat(parts, codec.pad_id) if parts else None
-            rounds, hit_cap = cost.rounds, cost.hit_cap
-            discarded = {
-                "silent": cost.groups_silent * config.group_size,
-                "surplus": cost.groups_surplus * config.group_size,
-            }
-        else:
-            batch, _ = draw(0)
-            kept, rounds, hit_cap = batch, 1, False
-        num_generated = sum(len(b) for b in generated)
-        t1 = time.perf_counter()
-        state.step += 1
-        state.samples_generated += num_generated
-        if kept is not None and len(kept):
-            # the overlong filter masks truncated samples out of the loss: out of the group's statistics too
-            valid = ~kept.truncated.cpu().numpy() if recipe.overlong_filter else None
-            advantages = group_advantages(kept.rewards, config.group_size, recipe, valid=valid)
-            metrics = _batch_metrics(generated, kept, advantages, config)
-            check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
-            metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check))
-            state.samples_kept += len(kept)
-        else:
-            metrics = _batch_metrics(generated, generated[0][np.array([], dtype=int)], np.zeros(0), config)
-            metrics["optimizer_steps"] = 0
-        t2 = time.perf_counter()
-        metrics.update(
-            {
-                "samples/generated": state.samples_generated,
-                "samples/kept": state.samples_kept,
-                "samples/discarded": state.samples_generated - state.samples_kept,
-                "samples/step_discarded_silent": discarded["silent"],
-                "samples/step_discarded_surplus": discarded["surplus"],
-                "samples/step_generated": num_generated,
-                "updates": state.updates,
-                "dynamic_sampling/rounds": rounds,
-                "dynamic_sampling/hit_cap": bool(hit_cap),
-                "time/generation_s": t1 - t0,
-                "time/update_s": t2 - t1,
-            }
-        )
-        done = state.samples_generated >= config.sample_budget
-        if config.eval_every and (state.step % config.eval_every == 0 or done):
-            last_eval = run_eval(state.step)
-            metrics.update(last_eval.metrics())
-            metrics.update(measure_pool(state.step))
-        log.log(state.step, metrics)
-        bar.update(num_generated)
-        bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
-        if state.step % config.checkpoint_every == 0 or done:
-            _save_checkpoint(directory, model, optimizer, state, fingerprint)
-            log.finish()  # the wall time so far, so that a resumed run's total counts this segment
-    bar.close()
+        first = {**measure.held_out(0).metrics(), **measure.solve_counts(0)}
+        log.log(0, {**first, "samples/generated": 0, "samples/kept": 0, "updates": 0})
+    last_eval, stopped_early = _run_steps(run, measure, stop_after, progress)
     if last_eval is None and config.eval_every and state.step > 0 and not stopped_early:
         # a resumed run that had already finished: the final evaluation, as logged (its samples are
         # seeded by the step, so this is the same measurement)
-        last_eval = run_eval(state.step)
+        last_eval = measure.held_out(state.step)
     log.provenance.update(peak_memory_mb(device))
     log.finish()
     return TrainResult(
@@ -322,6 +434,6 @@ def train(
         samples_kept=state.samples_kept,
         updates=state.updates,
         final_eval=last_eval,
-        directory=directory,
+        directory=run.directory,
         stopped_early=stopped_early,
     )

@@ -172,6 +172,80 @@ def _length_cuts(prompt_len: list[int], completion_len: list[int], groups: list[
     return cuts[::-1]
 
 
+def _record_identity(model, batch: Batch, groups: np.ndarray, config: TrainConfig, index: int, checks: dict) -> None:
+    """Check the identity −∇L = w (ḡ₊ − ḡ₋) on minibatch ``index``'s first checkable groups at
+    the weights it sees, appending each group's result to the ``identity/*`` lists of ``checks``
+    (chapter 10)."""
+    for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
+        checks["identity/minibatch"].append(index)
+        checks["identity/rel_error"].append(result["rel_error"])
+        checks["identity/clipped"].append(result["clipped"])
+        checks["identity/sigma"].append(result["group_std"])
+
+
+def _backward_pass(
+    model,
+    ref_model,
+    batch: Batch,
+    adv: torch.Tensor,
+    pass_rows: tuple[torch.Tensor, int, int],
+    config: TrainConfig,
+    loss_mask: torch.Tensor,
+    step_counts: tuple[int, int],
+    sums: dict[str, float],
+) -> None:
+    """One forward/backward pass of :func:`policy_loss` over ``pass_rows`` (rows, first prompt
+    column, completion width, from :func:`_passes`); the gradient accumulates in the model and
+    the metrics in ``sums``, each weighted by the pass's share of the step's loss tokens.
+
+    ``step_counts`` are the loss tokens and sequences of the whole optimizer step, so the passes'
+    losses add up to the minibatch's (chapter 2)."""
+    r, start, width = pass_rows
+    G = config.group_size
+    step_tokens, step_sequences = step_counts
+    # each pass is cut to its own rows' padding, and encodes each of
+    # its groups' prompts once (see _passes)
+    groups, prompt_rows = torch.unique(r // G, return_inverse=True)
+    inputs = (
+        batch.prompt_ids[groups * G][:, start:],
+        batch.prompt_mask[groups * G][:, start:],
+        prompt_rows,
+        batch.completion_ids[r][:, :width],
+        batch.mask[r][:, :width],
+    )
+    ref = None
+    if ref_model is not None:
+        with torch.no_grad():
+            ref = shared_prompt_logprobs(ref_model, *inputs, temperature=config.temperature)
+    # at the sampling temperature: π_old (the sampler's log-probs) is
+    # the tempered policy
+    logp, ent = shared_prompt_logprobs(model, *inputs, with_entropy=True, temperature=config.temperature)
+    out = policy_loss(
+        logp,
+        batch.logprobs[r][:, :width],
+        adv[r],
+        inputs[4],
+        config.recipe,
+        max_new_tokens=config.max_new_tokens,
+        ref_logprobs=ref,
+        truncated=batch.truncated[r],
+        entropy=ent,
+        step_num_tokens=step_tokens,
+        step_num_sequences=step_sequences,
+    )
+    out.loss.backward()
+    share = float(loss_mask[r].sum()) / step_tokens
+    for k, v in out.metrics.items():
+        sums[k] = sums.get(k, 0.0) + v * share
+    sums["loss"] = sums.get("loss", 0.0) + float(out.loss.detach())
+
+
+def _update_norm(model, before: list[torch.Tensor]) -> float:
+    """‖θ_after − θ_before‖, the Euclidean length of the whole update over all parameters (chapter 10)."""
+    with torch.no_grad():
+        return float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before))))
+
+
 def _update(
     model,
     optimizer,
@@ -188,17 +262,15 @@ def _update(
     With ``check_identity``, each minibatch's first groups are checked
     against the identity at the weights that minibatch sees, before its
     gradient is taken (``identity/*`` lists)."""
-    recipe = config.recipe
     G = config.group_size
     device = next(model.parameters()).device
     adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype, device=device)
     # π_old is the policy that sampled the batch: the sampler recorded its
-    # log-probs, so no extra forward pass is needed (a full pass agrees to
-    # float rounding; test_rollout checks it).
-    old = batch.logprobs
+    # log-probs (batch.logprobs), so no extra forward pass is needed (a full
+    # pass agrees to float rounding; test_rollout checks it).
     num_groups = len(batch) // G
     order = state.rng.permutation(num_groups)
-    loss_mask = batch.mask & ~batch.truncated[:, None] if recipe.overlong_filter else batch.mask
+    loss_mask = batch.mask & ~batch.truncated[:, None] if config.recipe.overlong_filter else batch.mask
     sums: dict[str, float] = {}
     counted = 0
     before = [p.detach().clone() for p in model.parameters()]
@@ -217,60 +289,19 @@ def _update(
             # every sample of this minibatch was filtered out (truncated)
             continue
         if check_identity:
-            for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
-                checks["identity/minibatch"].append(index)
-                checks["identity/rel_error"].append(result["rel_error"])
-                checks["identity/clipped"].append(result["clipped"])
-                checks["identity/sigma"].append(result["group_std"])
+            _record_identity(model, batch, groups, config, index, checks)
         optimizer.zero_grad(set_to_none=True)
-        for r, start, width in _passes(batch, rows, G, config.micro_batch_size):
-            if not bool(loss_mask[r].any()):
-                continue
-            # each pass is cut to its own rows' padding, and encodes each of
-            # its groups' prompts once (see _passes)
-            groups, prompt_rows = torch.unique(r // G, return_inverse=True)
-            inputs = (
-                batch.prompt_ids[groups * G][:, start:],
-                batch.prompt_mask[groups * G][:, start:],
-                prompt_rows,
-                batch.completion_ids[r][:, :width],
-                batch.mask[r][:, :width],
-            )
-            ref = None
-            if ref_model is not None:
-                with torch.no_grad():
-                    ref = shared_prompt_logprobs(ref_model, *inputs, temperature=config.temperature)
-            # at the sampling temperature: π_old (the sampler's log-probs) is
-            # the tempered policy
-            logp, ent = shared_prompt_logprobs(model, *inputs, with_entropy=True, temperature=config.temperature)
-            out = policy_loss(
-                logp,
-                old[r][:, :width],
-                adv[r],
-                inputs[4],
-                recipe,
-                max_new_tokens=config.max_new_tokens,
-                ref_logprobs=ref,
-                truncated=batch.truncated[r],
-                entropy=ent,
-                step_num_tokens=step_tokens,
-                step_num_sequences=len(rows),
-            )
-            out.loss.backward()
-            share = float(loss_mask[r].sum()) / step_tokens
-            for k, v in out.metrics.items():
-                sums[k] = sums.get(k, 0.0) + v * share
-            sums["loss"] = sums.get("loss", 0.0) + float(out.loss.detach())
+        for pass_rows in _passes(batch, rows, G, config.micro_batch_size):
+            if bool(loss_mask[pass_rows[0]].any()):
+                counts = (step_tokens, len(rows))
+                _backward_pass(model, ref_model, batch, adv, pass_rows, config, loss_mask, counts, sums)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
         optimizer.step()
         state.updates += 1
         counted += 1
     metrics = {k: v / max(counted, 1) for k, v in sums.items()}
-    with torch.no_grad():
-        metrics["update_norm"] = float(
-            torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before)))
-        )
+    metrics["update_norm"] = _update_norm(model, before)
     metrics["optimizer_steps"] = counted
     if check_identity:
         metrics.update(checks)

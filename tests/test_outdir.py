@@ -272,10 +272,11 @@ def tiny_profile(monkeypatch):
     ids=lambda c: " ".join(c[:1] + c[c.index("--out") : c.index("--out") + 2] if "--out" in c else c),
 )
 def test_the_cli_refuses_with_one_line_and_touches_nothing(command, sandbox, tiny_profile, capsys, monkeypatch) -> None:
-    from stddial_book.rl import trainer as train_module
+    from stddial_book.rl import sft, trainer
 
-    monkeypatch.setattr(train_module, "sft", lambda *a, **k: pytest.fail("work started before refusing"))
-    monkeypatch.setattr(train_module, "train", lambda *a, **k: pytest.fail("work started before refusing"))
+    # the run functions import these at call time, so a refusal that came too late would call them
+    monkeypatch.setattr(sft, "sft", lambda *a, **k: pytest.fail("work started before refusing"))
+    monkeypatch.setattr(trainer, "train", lambda *a, **k: pytest.fail("work started before refusing"))
     before = snapshot(sandbox)
     assert main(command + ["--no-progress"]) == 2
     message = _one_line_error(capsys)

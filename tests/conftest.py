@@ -59,14 +59,15 @@ def shared_data(request: pytest.FixtureRequest) -> Callable[..., Path]:
 SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})
 
 
-#: The order ``make test`` runs the chapter executions in, on two processes (``-n 2 --dist
-#: loadgroup``): chapter 9 makes the SFT warm start (minutes), so it and the chapters that read its
-#: runs form one group on one process, started first; the other process meanwhile runs the chapters
-#: that train nothing and the unit tests, and only then the chapters that train from the warm start
-#: (queued last, when it exists). The run cache's lock makes a chapter wait for a run the other
-#: process is making rather than make it twice.
-WARM_START_CHAIN = ("09_testbed", "10_grpo_run", "13_comparison")
-AFTER_WARM_START = ("11_dr_grpo_run", "12_dapo_run", "14_dial_in_trl")
+#: The order ``make test`` runs the expensive work in, on two processes (``-n 2 --dist loadgroup``):
+#: chapter 9 makes the quick profile's SFT warm start (minutes of one core) and goes first; the
+#: other process meanwhile runs the unit tests and the chapters that train nothing. The quick
+#: profile's nine RL runs (tests/test_quick_runs.py, one test each, all from that warm start) come
+#: next, spread over both processes; the chapters that read those runs come last, when they are
+#: cached. The run cache's lock makes a test wait for a run the other process is making rather than
+#: make it twice, so the order changes only how long the suite takes, never what it checks.
+FIRST = ("09_testbed",)
+LAST = ("10_grpo_run", "11_dr_grpo_run", "12_dapo_run", "13_comparison", "14_dial_in_trl")
 
 
 def _chapter(item: pytest.Item) -> str | None:
@@ -79,15 +80,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        if _chapter(item) in WARM_START_CHAIN:
-            item.add_marker(pytest.mark.xdist_group("warm-start chain"))
 
     def rank(item: pytest.Item) -> tuple[int, int]:
         chapter = _chapter(item)
-        if chapter in WARM_START_CHAIN:
-            return (0, WARM_START_CHAIN.index(chapter))
-        if chapter in AFTER_WARM_START:
-            return (3, AFTER_WARM_START.index(chapter))
-        return (1, 0) if chapter is not None else (2, 0)
+        if chapter in FIRST:
+            return (0, 0)
+        if item.get_closest_marker("quick_runs") is not None:
+            return (2, 0)
+        if chapter in LAST:
+            return (3, LAST.index(chapter))
+        return (1, 0)
 
     items.sort(key=rank)  # stable: the collection order within each rank

@@ -152,3 +152,16 @@ def test_every_public_name_is_reachable_from_the_top() -> None:
     assert stddial_book.group_std is stddial_book.theory.identity.group_std
     with pytest.raises(AttributeError, match="no attribute"):
         stddial_book.no_such_name  # noqa: B018
+
+
+def test_teaching_code_stands_alone() -> None:
+    """The chapters' reference functions read top to bottom without the engine: the teaching layer
+    imports nothing of the package but core (tests/test_teaching.py ties each to its engine twin)."""
+    leaks = [
+        f"{name}:{line} imports {target}"
+        for name, path in modules().items()
+        if name.startswith("teaching.")
+        for line, target in package_imports(path)
+        if target and not target.startswith(("teaching", "core"))
+    ]
+    assert not leaks, leaks

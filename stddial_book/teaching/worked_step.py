@@ -123,12 +123,14 @@ def worked_identity(
 def worked_logprobs(completions: tuple[str, ...], theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(o_{i,t}) as a (G, T) tensor differentiable in ``theta``, padded with zeros, and the
     (G, T) mask of real tokens: the inputs the package's ``policy_loss`` takes."""
-    logits = torch.cat([theta, torch.zeros(1, dtype=theta.dtype)])
+    device = theta.device
+    logits = torch.cat([theta, torch.zeros(1, dtype=theta.dtype, device=device)])
     logp = torch.log_softmax(logits, dim=0)
     width = max(len(c) for c in completions)
-    index = torch.tensor([[WORKED_VOCABULARY.index(t) for t in c] + [0] * (width - len(c)) for c in completions])
-    mask = torch.tensor([[t < len(c) for t in range(width)] for c in completions])
-    return torch.where(mask, logp[index], torch.zeros((), dtype=theta.dtype)), mask
+    tokens = [[WORKED_VOCABULARY.index(t) for t in c] + [0] * (width - len(c)) for c in completions]
+    index = torch.tensor(tokens, device=device)
+    mask = torch.tensor([[t < len(c) for t in range(width)] for c in completions], device=device)
+    return torch.where(mask, logp[index], torch.zeros((), dtype=theta.dtype, device=device)), mask
 
 
 def worked_fraction(values: float | np.ndarray, max_denominator: int = 1000) -> str:

@@ -31,6 +31,8 @@ examples:
         the book's recorded reference runs: every recipe over five seeds, logs into data/runs
   python -m stddial_book eval --checkpoint runs/grpo-1
         held-out accuracy per difficulty bucket, greedy and sampled, as JSON
+  python -m stddial_book diagnose my_solve_counts.csv --budget 65536 --out runs/diagnosis
+        your own prompts' solve counts: silent groups by G, DAPO's refill, G*, allocation plans
 """
 
 
@@ -80,11 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval,diagnose}")
     _add_sft(sub)
     _add_train(sub)
     _add_record(sub)
     _add_eval(sub)
+    _add_diagnose(sub)
     return parser
 
 
@@ -195,6 +198,60 @@ def _add_eval(sub) -> None:
     p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation samples")
 
 
+def _add_diagnose(sub) -> None:
+    """``diagnose``: a reader's own solve-rate table, through the book's closed forms."""
+    p = sub.add_parser(
+        "diagnose",
+        help="your prompts' solve rates: silent groups by G, DAPO's refill, G*, allocation plans",
+        description="Read per-prompt solve counts (or pass rates) from a CSV, Parquet or JSONL file or a "
+        "Hugging Face dataset id, and print the silent fraction by G (closed form and subsampled), DAPO's "
+        "draws per kept group, the group-size law's G*, the gradient mass by tenth of p and each allocation "
+        "rule's plan for a budget.",
+    )
+    p.add_argument("file", metavar="FILE", help="a .csv, .parquet or .jsonl file (one row per prompt) or a dataset id")
+    p.add_argument("--correct", default="correct", metavar="COL", help="column of successes k (default: correct)")
+    p.add_argument(
+        "--samples",
+        default="samples",
+        metavar="COL|N",
+        help="column of samples n per prompt, or one number for every prompt (default: the column samples)",
+    )
+    p.add_argument("--pass-rate", default=None, metavar="COL", help="a column of pass rates p instead of counts")
+    p.add_argument("--config", default=None, metavar="NAME", help="the dataset config, for a hub dataset id")
+    p.add_argument(
+        "--budget",
+        type=_count(1, 10**12),
+        default=None,
+        metavar="N",
+        help="samples the plans share (default: 8 per prompt)",
+    )
+    p.add_argument("--epsilon", type=float, default=0.05, metavar="EPS", help="tolerance of the group-size law")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--out", type=Path, default=None, help="a new directory for the figure and the report")
+
+
+def run_diagnose(args) -> dict:
+    """The ``diagnose`` subcommand: checks --out first, reads the file, prints the report, writes --out last."""
+    from stddial_book.core.outdir import check_claimable
+    from stddial_book.corpora.reader_pool import load_reader_pool
+    from stddial_book.experiments.diagnose import diagnose, diagnosis_text
+
+    if args.out is not None:
+        check_claimable(args.out, "--out")
+    pool = load_reader_pool(args.file, args.correct, args.samples, args.pass_rate, args.config)
+    report = diagnose(pool, budget=args.budget, epsilon=args.epsilon)
+    text = diagnosis_text(report)
+    if args.out is not None:
+        from stddial_book.presentation.diagnose_figure import write_diagnosis
+
+        written = write_diagnosis(report, args.out, text)
+        report["written"] = [str(path) for path in written]
+    print(json.dumps(report, indent=2, allow_nan=False) if args.json else text, end="\n" if args.json else "")
+    if args.out is not None and not args.json:
+        print(f"wrote {', '.join(report['written'])}")
+    return report
+
+
 def run_train(args, profile, command: str) -> Path:
     from stddial_book.experiments.testbed import sft_to_dir, train_to_dir
     from stddial_book.theory.recipes import get_recipe, recipe_key
@@ -287,15 +344,17 @@ def _oom_advice(profile, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from stddial_book.rl.profiles import active_profile
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help (0) or a bad argument (2, reported on one line by _Parser)
         return done.code if isinstance(done.code, int) else 2
+    if args.command == "diagnose":  # needs neither torch nor a profile
+        return _main_diagnose(args)
+    import torch
+
+    from stddial_book.rl.profiles import active_profile
+
     command = "python -m stddial_book " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
         profile = active_profile(args.profile)
@@ -340,6 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; a train run continues from its last checkpoint with --resume.", file=sys.stderr)
         return 130
+    return 0
+
+
+def _main_diagnose(args) -> int:
+    try:
+        run_diagnose(args)
+    except (ValueError, TypeError) as err:  # the reader's data or options: the message names the fix
+        print(f"error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"error: {err.strerror or err}{where}; check the path and its permissions.", file=sys.stderr)
+        return 2
     return 0
 
 

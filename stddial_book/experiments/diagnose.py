@@ -1,0 +1,349 @@
+"""A reader's prompt pool, diagnosed: how many groups fall silent at each G, what DAPO's refill costs, the group
+size the law asks for, where the gradient mass sits, and what each allocation rule makes of a sample budget.
+
+``diagnose(pool)`` returns one JSON-ready dict; :func:`diagnosis_text` prints it as a plain-text table;
+``python -m stddial_book diagnose FILE`` does both for a file (:mod:`stddial_book.corpora.reader_pool` reads it).
+Every number comes from the package's closed forms: :func:`stddial_book.corpora.histograms.silent_fraction`
+(p = k/n, and G of the n stored samples drawn without replacement), :func:`~stddial_book.corpora.histograms.dapo_oversampling`,
+:func:`~stddial_book.theory.group_size.group_size_law`, :func:`~stddial_book.corpora.histograms.decile_shares`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stddial_book.core.checks import check_group_size, check_int, check_number
+from stddial_book.corpora.histograms import (
+    KHistogram,
+    dapo_oversampling,
+    decile_of,
+    decile_shares,
+    gradient_budget,
+    silent_fraction,
+)
+from stddial_book.corpora.reader_pool import ReaderPool, as_reader_pool, load_reader_pool
+from stddial_book.theory.group_size import group_size_law, large_group_gradient
+from stddial_book.theory.recipes import DR_GRPO, GRPO
+from stddial_book.theory.silent import silent_probability
+
+__all__ = [
+    "DEFAULT_GROUP_SIZES",
+    "DEFAULT_EPSILON",
+    "DEFAULT_SAMPLES_PER_PROMPT",
+    "diagnose",
+    "diagnose_source",
+    "allocation_plans",
+    "uniform_plan",
+    "diagnosis_text",
+]
+
+DEFAULT_GROUP_SIZES = (2, 4, 8, 16, 32, 64)
+
+#: The tolerance of the group-size law when none is stated: fidelity 1 − ε = 0.95.
+DEFAULT_EPSILON = 0.05
+
+#: Without a stated budget the plans share 8 samples per prompt (the book's usual G).
+DEFAULT_SAMPLES_PER_PROMPT = 8
+
+DECILE_LABELS = tuple(f"[{i / 10:.1f}, {(i + 1) / 10:.1f}{']' if i == 9 else ')'}" for i in range(10))
+
+
+def diagnose(
+    counts: Any,
+    budget: int | None = None,
+    group_sizes: Sequence[int] = DEFAULT_GROUP_SIZES,
+    epsilon: float = DEFAULT_EPSILON,
+    seed: int = 0,
+) -> dict:
+    """The diagnosis of a pool (a :class:`ReaderPool`, :class:`SolveCounts` or :class:`KHistogram`) as a JSON-ready dict.
+
+    Keys: ``pool`` (size, n, solve-rate summary), ``limits`` (what the data cannot tell), ``silent_fraction`` and
+    ``silent_fraction_subsampled`` (G as a string -> fraction; ``None`` where G exceeds the stored samples or n is
+    unknown), ``dapo_draws_per_kept_group`` (1 / (1 − silent fraction), closed form; ``None`` where every group is
+    silent), ``group_size_law`` (G* = 1/(8εp(1 − p)) at the median p and per decile of p, over the prompts with
+    0 < p < 1), ``gradient_mass_by_decile`` (GRPO's and Dr. GRPO's large-group budget) and ``allocation`` (each
+    rule's plan for ``budget`` samples; default 8 per prompt).
+    """
+    pool = as_reader_pool(counts)
+    sizes = sorted({check_group_size(g, "group_sizes") for g in _as_list(group_sizes)})
+    eps = check_number(epsilon, "epsilon")
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"epsilon must lie strictly between 0 and 1 (fidelity 1 − ε); got {epsilon!r}. Try 0.05.")
+    limits = list(pool.limits)
+    closed, subsampled, draws = _silent_by_group_size(pool, sizes, limits)
+    key = [str(g) for g in sizes]
+    return {
+        "pool": _pool_summary(pool),
+        "limits": limits,
+        "group_sizes": sizes,
+        "silent_fraction": dict(zip(key, closed)),
+        "silent_fraction_subsampled": dict(zip(key, subsampled)),
+        "dapo_draws_per_kept_group": dict(zip(key, draws)),
+        "group_size_law": _group_size_law(pool.solve_rates, eps, limits),
+        "gradient_mass_by_decile": _gradient_mass(pool),
+        "allocation": _allocation(pool.solve_rates, budget, seed),
+    }
+
+
+def diagnose_source(
+    source,
+    correct: str = "correct",
+    samples: str | int = "samples",
+    pass_rate: str | None = None,
+    config: str | None = None,
+    **options,
+) -> dict:
+    """:func:`diagnose` of a file or hub dataset, read by :func:`stddial_book.corpora.reader_pool.load_reader_pool`."""
+    return diagnose(load_reader_pool(source, correct, samples, pass_rate, config), **options)
+
+
+def _as_list(group_sizes) -> list:
+    if isinstance(group_sizes, (int, np.integer)) and not isinstance(group_sizes, bool):
+        return [group_sizes]
+    if not isinstance(group_sizes, (list, tuple, np.ndarray)) or len(group_sizes) == 0:
+        raise ValueError(
+            f"group_sizes must be a non-empty list of group sizes, e.g. (2, 4, 8); got {group_sizes!r:.40}."
+        )
+    return list(group_sizes)
+
+
+def _pool_summary(pool: ReaderPool) -> dict:
+    p = pool.solve_rates
+    n = None
+    if pool.num_samples is not None:
+        low, high = int(pool.num_samples.min()), int(pool.num_samples.max())
+        n = low if low == high else f"{low} to {high}"
+    return {
+        "name": pool.name,
+        "input": pool.kind,
+        "prompts": pool.num_prompts,
+        "samples_per_prompt": n,
+        "mean_p": float(p.mean()),
+        "median_p": float(np.median(p)),
+        "never_solved": float(np.mean(p == 0)),
+        "always_solved": float(np.mean(p == 1)),
+    }
+
+
+def _silent_by_group_size(pool: ReaderPool, sizes: list[int], limits: list[str]):
+    """The closed-form and subsampled silent fractions and DAPO's draws per kept group, one entry per G."""
+    hists = pool.histograms() if pool.counts_known else {}
+    if len(hists) == 1:
+        (hist,) = hists.values()
+        closed = silent_fraction(hist, sizes)
+        draws = dapo_oversampling(hist, sizes)
+    else:  # n varies (or is unknown): the same closed form, averaged prompt by prompt
+        p = pool.solve_rates[:, None]
+        closed = np.mean(silent_probability(p, np.asarray(sizes)[None, :]), axis=0)
+        kept = 1.0 - closed
+        draws = np.where(kept > 0, 1.0 / np.where(kept > 0, kept, 1.0), np.inf)
+    subsampled: list[float | None] = [None] * len(sizes)
+    if hists:
+        smallest = min(hists)
+        for i, g in enumerate(sizes):
+            if g <= smallest:
+                parts = [(h.num_prompts, silent_fraction(h, g, "hypergeometric")[0]) for h in hists.values()]
+                subsampled[i] = (
+                    float(parts[0][1]) if len(parts) == 1 else sum(w * v for w, v in parts) / pool.num_prompts
+                )
+        if sizes[-1] > smallest:
+            limits.append(
+                f"the subsampled silent fraction needs G <= n = {smallest} stored samples per prompt; it is left "
+                f"out above G = {smallest}"
+            )
+    if any(not np.isfinite(d) for d in draws):
+        limits.append("at some G every group is silent: DAPO's refill would never fill a batch (draws shown as none)")
+    finite = [float(d) if np.isfinite(d) else None for d in draws]
+    return [float(c) for c in closed], subsampled, finite
+
+
+def _group_size_law(p: np.ndarray, eps: float, limits: list[str]) -> dict:
+    """G* = 1/(8εp(1 − p)) at the median p of the learnable prompts (0 < p < 1) and at each decile's median p."""
+    learnable = (p > 0) & (p < 1)
+    out: dict[str, Any] = {"epsilon": eps, "learnable_prompts": int(learnable.sum()), "median_p": None, "G_star": None}
+    if not learnable.any():
+        limits.append(
+            "no prompt has 0 < p < 1: every group is silent at every G, and the group-size law does not apply"
+        )
+    else:
+        median = float(np.median(p[learnable]))
+        out.update(median_p=median, G_star=float(group_size_law(eps, median)))
+    deciles = decile_of(p)
+    rows = []
+    for d, label in enumerate(DECILE_LABELS):
+        inside = p[learnable & (deciles == d)]
+        mid = float(np.median(inside)) if inside.size else None
+        rows.append(
+            {
+                "decile": label,
+                "prompts": int(np.sum(deciles == d)),
+                "median_p": mid,
+                "G_star": None if mid is None else float(group_size_law(eps, mid)),
+            }
+        )
+    out["by_decile"] = rows
+    return out
+
+
+def _gradient_mass(pool: ReaderPool) -> dict:
+    """Each recipe's share of its large-group gradient budget in each tenth of p (sums to 1; GRPO's shares are DAPO's)."""
+    hists = pool.histograms() if pool.counts_known else {}
+    shares = {}
+    for recipe in (GRPO, DR_GRPO):
+        if len(hists) == 1:
+            (hist,) = hists.values()
+            values = decile_shares(hist, gradient_budget(hist, recipe)) if _has_mass(hist) else np.zeros(10)
+        else:  # n varies or is unknown: the same shares, prompt by prompt
+            mass = np.asarray(large_group_gradient(pool.solve_rates, recipe))
+            total = mass.sum()
+            values = np.bincount(decile_of(pool.solve_rates), weights=mass, minlength=10) / (total if total else 1.0)
+        shares[recipe.name] = [float(v) for v in values]
+    prompts = np.bincount(decile_of(pool.solve_rates), minlength=10) / pool.num_prompts
+    return {"deciles": list(DECILE_LABELS), "prompts": [float(v) for v in prompts], **shares}
+
+
+def _has_mass(hist: KHistogram) -> bool:
+    return bool(np.sum(hist.counts[1:-1]) > 0)
+
+
+def uniform_plan(solve_rates: np.ndarray, budget: int) -> np.ndarray:
+    """``budget`` samples shared evenly: budget // N per prompt, one more for the first budget mod N prompts."""
+    n = len(solve_rates)
+    sizes = np.full(n, budget // n, dtype=np.int64)
+    sizes[: budget % n] += 1
+    return sizes
+
+
+def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """Each allocation rule's group size per prompt for ``budget`` samples, and where the rules came from.
+
+    The hook for the allocation rules: every rule of ``stddial_book.rl.allocation.RULES`` through its
+    ``plan_for_rates(rule, solve_rates, budget, rng=...)`` when that module exists; otherwise only
+    :func:`uniform_plan`. A rule that refuses the pool is reported by its message instead of a plan.
+    """
+    try:
+        import stddial_book.rl.allocation as allocation
+    except ModuleNotFoundError as err:
+        if err.name != "stddial_book.rl.allocation":
+            raise
+        return {"uniform": uniform_plan(solve_rates, budget)}, "uniform only (stddial_book.rl.allocation not found)"
+    plans: dict[str, Any] = {}
+    for rule in allocation.RULES:
+        try:
+            plans[rule] = allocation.plan_for_rates(rule, solve_rates, budget, rng=np.random.default_rng(seed))
+        except (ValueError, TypeError) as err:
+            plans[rule] = " ".join(str(err).split())
+    return plans, "stddial_book.rl.allocation.plan_for_rates, every rule of RULES"
+
+
+def _allocation(p: np.ndarray, budget: int | None, seed: int) -> dict:
+    stated = budget is not None
+    if budget is None:
+        budget = DEFAULT_SAMPLES_PER_PROMPT * p.size
+    budget = check_int(budget, "budget", minimum=1, hint="It is the total number of samples the plans share.")
+    seed = check_int(seed, "seed", minimum=0)
+    plans, origin = allocation_plans(p, budget, seed)
+    return {
+        "budget": budget,
+        "budget_note": "as stated" if stated else f"{DEFAULT_SAMPLES_PER_PROMPT} samples per prompt (no budget stated)",
+        "rules_from": origin,
+        "plans": {rule: _plan_summary(p, plan, budget) for rule, plan in plans.items()},
+    }
+
+
+def _plan_summary(p: np.ndarray, plan: Any, budget: int) -> dict:
+    """What a plan spends and how much of it lands in groups that are not silent (in expectation, p fixed)."""
+    if isinstance(plan, str):
+        return {"error": plan}
+    sizes = np.asarray(plan)
+    if sizes.shape != p.shape or sizes.dtype.kind not in "iuf" or np.any(sizes < 0) or np.any(sizes != np.round(sizes)):
+        return {"error": f"the plan is not one whole group size per prompt (shape {sizes.shape}, dtype {sizes.dtype})"}
+    sizes = sizes.astype(np.int64)
+    drawn = sizes >= 1
+    silent = np.zeros(p.shape)
+    silent[drawn] = silent_probability(p[drawn], sizes[drawn])
+    spent = int(sizes.sum())
+    return {
+        "samples": spent,
+        "over_budget": spent > budget,
+        "prompts_sampled": int(drawn.sum()),
+        "prompts_with_a_group": int(np.sum(sizes >= 2)),
+        "G_min": int(sizes.min()),
+        "G_median": float(np.median(sizes)),
+        "G_max": int(sizes.max()),
+        "silent_groups": float(silent[drawn].mean()) if drawn.any() else None,
+        "samples_in_live_groups": float(np.sum(sizes * (1.0 - silent)) / spent) if spent else None,
+    }
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def diagnosis_text(report: dict) -> str:
+    """:func:`diagnose`'s dict as a plain-text report (about 80 columns)."""
+    pool, law = report["pool"], report["group_size_law"]
+    n = pool["samples_per_prompt"]
+    lines = [
+        f"{pool['name']}: {pool['prompts']:,} prompts, {pool['input']}, "
+        + (f"n = {n} samples per prompt" if n is not None else "n unknown"),
+        f"solve rate p = k/n: mean {pool['mean_p']:.3f}, median {pool['median_p']:.3f}; never solved "
+        f"{_pct(pool['never_solved'])}, always solved {_pct(pool['always_solved'])}",
+        "",
+        "silent groups by G (all G rewards agree, so every advantage is zero)",
+        f"{'G':>5}  {'closed form':>11}  {'subsampled':>10}  {'DAPO draws per kept group':>25}",
+    ]
+    for g in report["group_sizes"]:
+        key = str(g)
+        lines.append(
+            f"{g:>5}  {_pct(report['silent_fraction'][key]):>11}  {_pct(report['silent_fraction_subsampled'][key]):>10}"
+            f"  {_num(report['dapo_draws_per_kept_group'][key], 2):>25}"
+        )
+    lines += [
+        "  closed form: p^G + (1 - p)^G with p = k/n; subsampled: G of the n stored samples, without replacement",
+        "",
+        f"group-size law G* = 1/(8 eps p(1 - p)), eps = {law['epsilon']:g}, over the {law['learnable_prompts']:,} "
+        "prompts with 0 < p < 1",
+        f"  at their median p = {_num(law['median_p'])}: G* = {_num(law['G_star'], 1)}",
+        "",
+        "by tenth of p: prompts, G* at the tenth's median p, share of the gradient budget (G -> infinity)",
+        f"{'p':>10}  {'prompts':>8}  {'median p':>8}  {'G*':>8}  {'GRPO/DAPO':>9}  {'Dr. GRPO':>8}",
+    ]
+    mass = report["gradient_mass_by_decile"]
+    for i, row in enumerate(law["by_decile"]):
+        lines.append(
+            f"{row['decile']:>10}  {_pct(mass['prompts'][i]):>8}  {_num(row['median_p']):>8}  "
+            f"{_num(row['G_star'], 1):>8}  {_pct(mass['GRPO'][i]):>9}  {_pct(mass['Dr. GRPO'][i]):>8}"
+        )
+    lines += _allocation_lines(report["allocation"])
+    if report["limits"]:
+        lines += ["", "limits:"] + [f"  - {text}" for text in report["limits"]]
+    return "\n".join(lines) + "\n"
+
+
+def _allocation_lines(alloc: dict) -> list[str]:
+    lines = [
+        "",
+        f"allocation of {alloc['budget']:,} samples ({alloc['budget_note']}); rules: {alloc['rules_from']}",
+        f"{'rule':>14}  {'samples':>9}  {'groups':>8}  {'G min/median/max':>16}  {'silent':>7}  {'live samples':>12}",
+    ]
+    for rule, plan in alloc["plans"].items():
+        if "error" in plan:
+            lines.append(f"{rule:>14}  refused: {plan['error']}")
+            continue
+        spread = f"{plan['G_min']}/{plan['G_median']:g}/{plan['G_max']}"
+        lines.append(
+            f"{rule:>14}  {plan['samples']:>9,}  {plan['prompts_with_a_group']:>8,}  {spread:>16}  "
+            f"{_pct(plan['silent_groups']):>7}  {_pct(plan['samples_in_live_groups']):>12}"
+        )
+    lines.append(
+        "  groups: prompts given G >= 2; silent: expected share of silent groups; live: samples in groups that are not"
+    )
+    return lines

@@ -46,7 +46,7 @@ def knapsack_value(solve_rate, group_size) -> np.ndarray:
     n = to_numpy(group_size, "group_size")
     if np.any(n < 0) or np.any(n != np.round(n)):
         raise ValueError(f"group_size must hold whole numbers >= 0; got {np.unique(n)[:5].tolist()}.")
-    return (1.0 - p**n - (1.0 - p) ** n) * p * (1.0 - p) ** 2
+    return np.where(n > 0, 1.0 - p**n - (1.0 - p) ** n, 0.0) * p * (1.0 - p) ** 2
 
 
 def dial_signal(solve_rate, group_size, recipe: str = "grpo") -> np.ndarray:

@@ -12,7 +12,7 @@ from stddial_book.rl.configs import TaskConfig, _require_problems
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.tasks import Problem, make_split
 
-__all__ = ["Batch", "bucket_of", "make_problems", "encode_prompts"]
+__all__ = ["Batch", "GroupLayout", "group_sizes_of", "bucket_of", "make_problems", "encode_prompts"]
 
 
 def bucket_of(problem: Problem) -> str:
@@ -70,7 +70,8 @@ def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.
 
 @dataclass
 class Batch:
-    """A rollout batch, one row per sample, groups of G contiguous; indexable by row arrays."""
+    """A rollout batch, one row per sample, each group (G rows, or its own size) contiguous;
+    indexable by row arrays."""
 
     prompt_ids: torch.Tensor
     prompt_mask: torch.Tensor
@@ -130,6 +131,89 @@ class Batch:
             np.concatenate([p.buckets for p in parts]),
             np.concatenate([p.prompt_index for p in parts]),
         )
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """Where a batch's groups lie: ``size`` samples each (G), or one size per group (``sizes``,
+    ragged groups). Groups are contiguous, in order, and cover the batch."""
+
+    size: int | None = None
+    sizes: tuple[int, ...] | None = None
+
+    @staticmethod
+    def of(group_size) -> GroupLayout:
+        """The layout of one G for every group (an int) or of one size per group (a sequence)."""
+        if isinstance(group_size, GroupLayout):
+            return group_size
+        if isinstance(group_size, (int, np.integer)):
+            return GroupLayout(size=int(group_size))
+        return GroupLayout(sizes=tuple(int(g) for g in group_size))
+
+    @property
+    def ragged(self) -> bool:
+        return self.sizes is not None
+
+    @property
+    def group_size(self):
+        """What :func:`~stddial_book.theory.recipes.group_advantages` takes: G or the sizes."""
+        return list(self.sizes) if self.ragged else self.size
+
+    def _starts(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+
+    def num_groups(self, num_rows: int) -> int:
+        return len(self.sizes) if self.ragged else num_rows // self.size
+
+    def group_sizes(self, num_rows: int) -> np.ndarray:
+        """The size of every group of a batch of ``num_rows`` samples."""
+        return np.asarray(self.sizes) if self.ragged else np.full(num_rows // self.size, self.size)
+
+    def rows(self, groups: np.ndarray) -> np.ndarray:
+        """The sample rows of ``groups`` (group indices), group after group."""
+        groups = np.asarray(groups, dtype=np.int64)
+        if not self.ragged:
+            return (groups[:, None] * self.size + np.arange(self.size)).reshape(-1)
+        starts, sizes = self._starts(), np.asarray(self.sizes)
+        if len(groups) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.arange(starts[g], starts[g] + sizes[g]) for g in groups])
+
+    def span(self, group: int) -> slice:
+        """The rows of one group, as a slice (groups are contiguous)."""
+        if not self.ragged:
+            return slice(group * self.size, (group + 1) * self.size)
+        start = int(self._starts()[group])
+        return slice(start, start + self.sizes[group])
+
+    def group_of(self, rows: torch.Tensor) -> torch.Tensor:
+        """The group index of each sample row (a tensor of rows)."""
+        if not self.ragged:
+            return rows // self.size
+        owner = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        return torch.as_tensor(owner, device=rows.device)[rows]
+
+    def first_row(self, groups: torch.Tensor) -> torch.Tensor:
+        """The first sample row of each group (a tensor of group indices): where its prompt is."""
+        if not self.ragged:
+            return groups * self.size
+        return torch.as_tensor(self._starts(), device=groups.device)[groups]
+
+    def split(self, values: np.ndarray) -> list[np.ndarray]:
+        """``values`` (one per sample) cut into its groups."""
+        if not self.ragged:
+            return list(np.asarray(values).reshape(-1, self.size))
+        return np.split(np.asarray(values), np.cumsum(self.sizes)[:-1])
+
+
+def group_sizes_of(prompt_index: np.ndarray) -> list[int]:
+    """The sizes of a step's groups, read from the prompt of each row: a group is a run of rows of
+    one prompt (a step draws distinct prompts, so two groups never share one)."""
+    prompt_index = np.asarray(prompt_index)
+    if len(prompt_index) == 0:
+        return []
+    cuts = np.flatnonzero(prompt_index[1:] != prompt_index[:-1]) + 1
+    return np.diff(np.concatenate([[0], cuts, [len(prompt_index)]])).tolist()
 
 
 def _decode(codec: CharCodec, ids: torch.Tensor) -> list[str]:

@@ -16,6 +16,10 @@ Shao et al., 2024). The per-token losses are then aggregated as the recipe says 
 For gradient accumulation pass ``step_num_tokens`` / ``step_num_sequences``, the counts of the
 whole optimizer step: each micro-batch's loss is then its share, and the micro-batch losses add
 up to the loss of the step computed in one piece, however the step is split.
+
+No aggregation looks at groups: a step whose groups have different sizes (ragged groups) is
+aggregated the same way, and each group then weighs by its share of the step's sequences or
+tokens (the *Ragged groups* note of :mod:`stddial_book.theory.recipes` writes the weights out).
 """
 
 from __future__ import annotations

@@ -113,13 +113,13 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 def _check_sample_args(
     model, prompt_ids, prompt_mask, max_new_tokens, eos_id, pad_id, temperature, generator, num_samples, greedy
-) -> tuple[torch.Tensor, int, float, int]:
+) -> tuple[torch.Tensor, int, float, int | list[int]]:
     """Validate :func:`sample`'s arguments; returns the prompt mask as booleans, ``max_new_tokens``,
     ``temperature`` and ``num_samples`` as checked numbers (chapter 4)."""
     vocab, prompt_mask = _check_prompts(model, prompt_ids, prompt_mask)
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     temperature = _check_temperature(temperature)
-    num_samples = check_int(num_samples, "num_samples", minimum=1)
+    num_samples = _check_num_samples(num_samples, prompt_ids.shape[0])
     for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
         if not 0 <= check_int(value, name) < vocab:
             raise ValueError(
@@ -131,6 +131,43 @@ def _check_sample_args(
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None; got {type(generator).__name__}.")
     return prompt_mask, max_new_tokens, temperature, num_samples
+
+
+def _check_num_samples(num_samples, num_prompts: int) -> int | list[int]:
+    """One count for every prompt (an int >= 1), or one count per prompt row (a sequence)."""
+    if isinstance(num_samples, (list, tuple)) or getattr(num_samples, "ndim", 0) == 1:
+        counts = [check_int(n, "each entry of num_samples", minimum=1) for n in list(num_samples)]
+        if len(counts) != num_prompts:
+            raise ValueError(
+                f"num_samples holds {len(counts)} counts for {num_prompts} prompts; give one count per prompt row."
+            )
+        return counts
+    return check_int(num_samples, "num_samples", minimum=1)
+
+
+def _repeat_rows(cache, logits, position, attention, prompt_ids, prompt_mask, num_samples: int | list[int]):
+    """Each prompt's KV cache, last logits, position, attention and ids repeated once per sample:
+    ``num_samples`` times each, or its own count each (a list). The prompt is encoded once."""
+    if isinstance(num_samples, int):
+        cache.batch_repeat_interleave(num_samples)
+        return (
+            logits.repeat_interleave(num_samples, dim=0),
+            position.repeat_interleave(num_samples),
+            attention.repeat_interleave(num_samples, dim=0) if attention is not None else None,
+            prompt_ids.repeat_interleave(num_samples, dim=0),
+            prompt_mask.repeat_interleave(num_samples, dim=0),
+        )
+    index = torch.repeat_interleave(
+        torch.arange(len(num_samples), device=logits.device), torch.tensor(num_samples, device=logits.device)
+    )
+    cache.batch_select_indices(index)
+    return (
+        logits[index],
+        position[index],
+        attention[index] if attention is not None else None,
+        prompt_ids[index],
+        prompt_mask[index],
+    )
 
 
 def _encode_prompts(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, padded: bool):
@@ -216,13 +253,15 @@ def sample(
     prompt_mask: torch.Tensor | None = None,
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
-    num_samples: int = 1,
+    num_samples: int | list[int] = 1,
     greedy: bool = False,
 ) -> Rollout:
     """Sample ``num_samples`` completions per prompt row with the KV cache.
 
     The rows of the result are prompt-major: the ``num_samples`` completions of prompt 0 first,
-    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects. With
+    so a group of G = ``num_samples`` is contiguous, as :func:`group_advantages` expects.
+    ``num_samples`` may also be one count per prompt row (ragged groups, each still contiguous and
+    sharing its prompt's cache). With
     ``greedy`` every row takes its most probable token instead (the greedy accuracy of chapters
     7-11); the recorded log-probs are still those of the temperature-scaled policy. Two
     things make this cheaper than ``model.generate`` on the same batch: each distinct prompt is
@@ -240,13 +279,10 @@ def sample(
     out = _encode_prompts(model, prompt_ids, prompt_mask, padded)
     cache, logits = out.past_key_values, out.logits[:, -1, :]
     position = _positions(prompt_mask)[:, -1]
-    if num_samples > 1:
-        cache.batch_repeat_interleave(num_samples)
-        logits = logits.repeat_interleave(num_samples, dim=0)
-        position = position.repeat_interleave(num_samples)
-        attention = attention.repeat_interleave(num_samples, dim=0) if padded else None
-        prompt_ids = prompt_ids.repeat_interleave(num_samples, dim=0)
-        prompt_mask = prompt_mask.repeat_interleave(num_samples, dim=0)
+    if num_samples != 1:
+        logits, position, attention, prompt_ids, prompt_mask = _repeat_rows(
+            cache, logits, position, attention, prompt_ids, prompt_mask, num_samples
+        )
     tokens, logps, mask, rows = _generate_tokens(
         model, cache, logits, position, attention, max_new_tokens, eos_id, pad_id, temperature, generator, greedy
     )

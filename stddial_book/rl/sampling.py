@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,8 +22,22 @@ from stddial_book.core.checks import check_binary, check_group_size, check_int, 
 __all__ = ["nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler"]
 
 
-def nonsilent_groups(correct, group_size: int) -> np.ndarray:
-    """Boolean per group: true when 0 < k < G, with k the number of correct samples."""
+def nonsilent_groups(correct, group_size: int | Sequence[int]) -> np.ndarray:
+    """Boolean per group: true when 0 < k < G, with k the number of correct samples.
+
+    ``group_size`` is one G for every group, or one size per group (ragged groups, contiguous,
+    summing to the batch)."""
+    if isinstance(group_size, (list, tuple, np.ndarray)):
+        arr = to_numpy(correct, "correct")
+        check_binary(arr, "correct")
+        sizes = np.array([check_group_size(g, "each group size") for g in np.asarray(group_size).tolist()])
+        if sizes.sum() != arr.size or arr.ndim != 1:
+            raise ValueError(
+                f"the group sizes sum to {int(sizes.sum())} but {arr.size} correctness flags were given; "
+                "pass a flat batch and one size per group covering it."
+            )
+        k = np.add.reduceat(arr, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+        return (k > 0) & (k < sizes)
     size = check_group_size(group_size)
     arr = to_numpy(correct, "correct")
     check_binary(arr, "correct")
@@ -68,6 +82,8 @@ class SamplingCost:
     samples_generated: int = 0
     samples_kept: int = 0
     hit_cap: bool = False
+    samples_silent: int = 0
+    samples_surplus: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -78,6 +94,8 @@ class SamplingCost:
             "groups_surplus",
             "samples_generated",
             "samples_kept",
+            "samples_silent",
+            "samples_surplus",
         ):
             setattr(
                 self,
@@ -139,9 +157,12 @@ class DynamicSampler:
                 f"got {self.max_rounds}."
             )
 
-    def fill(self, draw: Callable[[int, int], tuple[object, np.ndarray]]) -> tuple[list[object], SamplingCost]:
+    def fill(self, draw: Callable[[int, int], tuple]) -> tuple[list[object], SamplingCost]:
         """Run rounds until full or capped; returns the kept per-round
-        slices and the cost."""
+        slices and the cost.
+
+        ``draw`` may also return ``(batch, correct, sizes)``: one size per group of the round
+        (ragged groups); the groups are then kept or dropped whole, whatever their sizes."""
         cost = SamplingCost()
         kept: list[object] = []
         if not callable(draw):
@@ -150,42 +171,25 @@ class DynamicSampler:
             )
         for round_index in range(int(self.max_rounds)):
             missing = int(self.num_groups) - cost.groups_kept
-            drawn = draw(round_index, missing)
-            if not isinstance(drawn, (tuple, list)) or len(drawn) != 2:
-                raise TypeError(f"draw must return a pair (batch, correct); got {type(drawn).__name__} {drawn!r:.60}.")
-            batch, correct = drawn
-            if correct is None:
-                raise TypeError("draw returned correct=None; return the 0/1 correctness of each sample.")
-            correct = np.asarray(correct)
+            batch, correct, sizes = self._checked_round(draw(round_index, missing))
             if correct.size == 0:
                 # the source has no prompt left to draw this step
                 break
-            if hasattr(batch, "__len__") and len(batch) != correct.size:
-                raise ValueError(
-                    f"draw returned a batch of {len(batch)} "
-                    f"rows with {correct.size} correctness "
-                    "flags; return one flag per sample (row) "
-                    "of the batch."
-                )
-            mixed = nonsilent_groups(correct, self.group_size)
+            mixed = nonsilent_groups(correct, self.group_size if sizes is None else sizes)
+            sizes = np.full(len(mixed), int(self.group_size)) if sizes is None else np.asarray(sizes)
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
             cost.rounds += 1
             cost.groups_generated += len(mixed)
             cost.samples_generated += len(correct)
             cost.groups_silent += int((~mixed).sum())
+            cost.samples_silent += int(sizes[~mixed].sum())
             mixed_index = np.flatnonzero(mixed)
             take = mixed_index[:missing]
             cost.groups_surplus += len(mixed_index) - len(take)
+            cost.samples_surplus += int(sizes[mixed_index[missing:]].sum())
             if len(take):
-                rows = (take[:, None] * self.group_size + np.arange(self.group_size)).reshape(-1)
-                try:
-                    kept.append(batch[rows])
-                except (TypeError, IndexError) as err:
-                    raise TypeError(
-                        "draw's batch must support numpy fancy indexing "
-                        "(batch[indices]), as a numpy array or the "
-                        f"trainer's Batch does; got {type(batch).__name__} "
-                        f"({err})."
-                    ) from None
+                rows = np.concatenate([np.arange(starts[g], starts[g] + sizes[g]) for g in take])
+                kept.append(_index(batch, rows))
                 cost.groups_kept += len(take)
                 cost.samples_kept += len(rows)
             if cost.groups_kept == self.num_groups:
@@ -193,3 +197,35 @@ class DynamicSampler:
         cost.hit_cap = cost.groups_kept < self.num_groups
         self.cost = cost
         return kept, cost
+
+    @staticmethod
+    def _checked_round(drawn) -> tuple[object, np.ndarray, list[int] | None]:
+        """One round's ``(batch, correct[, sizes])`` from ``draw``, checked: one flag per row."""
+        if not isinstance(drawn, (tuple, list)) or len(drawn) not in (2, 3):
+            raise TypeError(f"draw must return a pair (batch, correct); got {type(drawn).__name__} {drawn!r:.60}.")
+        batch, correct = drawn[0], drawn[1]
+        sizes = drawn[2] if len(drawn) == 3 else None
+        if correct is None:
+            raise TypeError("draw returned correct=None; return the 0/1 correctness of each sample.")
+        correct = np.asarray(correct)
+        if correct.size and hasattr(batch, "__len__") and len(batch) != correct.size:
+            raise ValueError(
+                f"draw returned a batch of {len(batch)} "
+                f"rows with {correct.size} correctness "
+                "flags; return one flag per sample (row) "
+                "of the batch."
+            )
+        return batch, correct, None if sizes is None else [int(g) for g in sizes]
+
+
+def _index(batch, rows: np.ndarray):
+    """``batch[rows]``, or a ``TypeError`` that says what ``draw``'s batch must support."""
+    try:
+        return batch[rows]
+    except (TypeError, IndexError) as err:
+        raise TypeError(
+            "draw's batch must support numpy fancy indexing "
+            "(batch[indices]), as a numpy array or the "
+            f"trainer's Batch does; got {type(batch).__name__} "
+            f"({err})."
+        ) from None

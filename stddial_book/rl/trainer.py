@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from stddial_book.core.outdir import checked_path, claim_dir, read_marker, require_owned
-from stddial_book.rl.batches import Batch, _decode, bucket_of, encode_prompts
+from stddial_book.rl.batches import Batch, GroupLayout, _decode, bucket_of, encode_prompts, group_sizes_of
 from stddial_book.rl.checkpoints import (
     CHECKPOINT,
     INIT,
@@ -62,10 +62,12 @@ def _rollout_round(
     codec: CharCodec,
     num_prompts: int | None = None,
     exclude: np.ndarray | None = None,
+    group_sizes: np.ndarray | None = None,
 ) -> Batch:
     """One round: draw ``num_prompts`` prompts (default
     ``prompts_per_step``), none of them in ``exclude`` (the prompts a DAPO
-    step already drew), sample G completions each, verify, shape rewards."""
+    step already drew), sample G completions each, verify, shape rewards.
+    ``group_sizes`` (one G per problem) gives each prompt its own G."""
     recipe = config.recipe
     device = next(model.parameters()).device
     # train() checked the pool holds it
@@ -78,6 +80,7 @@ def _rollout_round(
         available = np.setdiff1d(np.arange(len(problems)), exclude)
         rows = available[state.rng.choice(len(available), size=wanted, replace=False)]
     chosen = [problems[i] for i in rows]
+    counts = config.group_size if group_sizes is None else [int(group_sizes[i]) for i in rows]
     ids, pmask = encode_prompts(chosen, codec, device)
     out = sample(
         model,
@@ -88,9 +91,10 @@ def _rollout_round(
         prompt_mask=pmask,
         temperature=config.temperature,
         generator=state.gen,
-        num_samples=config.group_size,
+        num_samples=counts,
     )
-    repeated = [p for p in chosen for _ in range(config.group_size)]
+    repeats = np.broadcast_to(counts, len(rows))
+    repeated = [p for p, n in zip(chosen, repeats) for _ in range(n)]
     correct = verify(_decode(codec, out.completion_ids), repeated)
     shaped = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
     if recipe.overlong_penalty:
@@ -105,7 +109,7 @@ def _rollout_round(
         correct,
         shaped,
         np.array([bucket_of(p) for p in repeated]),
-        np.repeat(np.asarray(rows, dtype=np.int64), config.group_size),
+        np.repeat(np.asarray(rows, dtype=np.int64), repeats),
     )
 
 
@@ -216,15 +220,16 @@ class _Measurements:
         return {"pool/k": counts.num_correct.tolist(), "pool/n": config.pool_samples}
 
 
-def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec):
+def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec, group_sizes=None):
     """The rollouts of one step: a round of ``prompts_per_step`` groups, or with dynamic sampling
     refill rounds of new prompts until that many non-silent groups are kept (chapter 12).
+    ``group_sizes`` (one G per pool prompt) gives each prompt its own G.
 
     Returns every batch generated, the kept batch (``None`` when nothing was kept), the rounds,
     whether the round cap was hit, and the samples discarded as silent and as surplus."""
     generated: list[Batch] = []
 
-    def draw(_round: int, num_groups: int | None = None) -> tuple[Batch, np.ndarray]:
+    def draw(_round: int, num_groups: int | None = None) -> tuple:
         drawn = (
             np.unique(np.concatenate([b.prompt_index for b in generated])) if generated else np.zeros(0, dtype=np.int64)
         )
@@ -232,8 +237,10 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
         wanted = min(wanted, len(pool) - len(drawn))
         if wanted == 0:  # every pool prompt was drawn this step: the round is empty
             return generated[-1][np.zeros(0, dtype=np.int64)], np.zeros(0)
-        batch = _rollout_round(model, pool, config, state, codec, wanted, drawn)
+        batch = _rollout_round(model, pool, config, state, codec, wanted, drawn, group_sizes)
         generated.append(batch)
+        if group_sizes is not None:
+            return batch, batch.correct, group_sizes_of(batch.prompt_index)
         return batch, batch.correct
 
     discarded = {"silent": 0, "surplus": 0}
@@ -243,44 +250,49 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
         parts, cost = sampler.fill(draw)
         kept = Batch.cat(parts, codec.pad_id) if parts else None
         rounds, hit_cap = cost.rounds, cost.hit_cap
-        discarded = {
-            "silent": cost.groups_silent * config.group_size,
-            "surplus": cost.groups_surplus * config.group_size,
-        }
+        discarded = {"silent": cost.samples_silent, "surplus": cost.samples_surplus}
     else:
-        batch, _ = draw(0)
+        batch = draw(0)[0]
         kept, rounds, hit_cap = batch, 1, False
     return generated, kept, rounds, hit_cap, discarded
 
 
-def _learn(model, optimizer, generated: list[Batch], kept: Batch | None, config: TrainConfig, state: _State, ref_model):
+def _learn(
+    model, optimizer, generated: list[Batch], kept: Batch | None, config: TrainConfig, state: _State, ref_model, ragged
+):
     """The update on the kept batch: group advantages A_i = (r_i − mean)/σ as the recipe scales
-    them (chapter 2), then :func:`_update`; returns the step's batch and loss metrics."""
+    them (chapter 2), then :func:`_update`; returns the step's batch and loss metrics. With
+    ``ragged`` each group's size is read from the rows of its prompt."""
     recipe = config.recipe
+    sizes = group_sizes_of(kept.prompt_index) if ragged and kept is not None else None
+    layout = GroupLayout.of(config.group_size if sizes is None else sizes)
     if kept is not None and len(kept):
         # the overlong filter masks truncated samples out of the loss: out of the group's statistics too
         valid = ~kept.truncated.cpu().numpy() if recipe.overlong_filter else None
-        advantages = group_advantages(kept.rewards, config.group_size, recipe, valid=valid)
-        metrics = _batch_metrics(generated, kept, advantages, config)
+        advantages = group_advantages(kept.rewards, layout.group_size, recipe, valid=valid)
+        metrics = _batch_metrics(generated, kept, advantages, config, layout)
         check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
-        metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check))
+        metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check, sizes))
         state.samples_kept += len(kept)
     else:
-        metrics = _batch_metrics(generated, generated[0][np.array([], dtype=int)], np.zeros(0), config)
+        empty = generated[0][np.array([], dtype=int)]
+        metrics = _batch_metrics(generated, empty, np.zeros(0), config, GroupLayout(sizes=()) if ragged else None)
         metrics["optimizer_steps"] = 0
     return metrics
 
 
-def _train_step(model, optimizer, pool: list[Problem], config: TrainConfig, state: _State, codec, ref_model):
+def _train_step(
+    model, optimizer, pool: list[Problem], config: TrainConfig, state: _State, codec, ref_model, group_sizes=None
+):
     """One step of the loop: generate, count, update; returns its metrics and samples generated
-    (chapter 10)."""
+    (chapter 10). ``group_sizes`` (one G per pool prompt) gives each prompt its own G."""
     t0 = time.perf_counter()
-    generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec)
+    generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec, group_sizes)
     num_generated = sum(len(b) for b in generated)
     t1 = time.perf_counter()
     state.step += 1
     state.samples_generated += num_generated
-    metrics = _learn(model, optimizer, generated, kept, config, state, ref_model)
+    metrics = _learn(model, optimizer, generated, kept, config, state, ref_model, group_sizes is not None)
     t2 = time.perf_counter()
     metrics.update(
         {

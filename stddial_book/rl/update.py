@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stddial_book.rl.batches import Batch
+from stddial_book.rl.batches import Batch, GroupLayout, group_sizes_of
 from stddial_book.rl.checkpoints import _State
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.losses import policy_loss
@@ -21,14 +21,43 @@ from stddial_book.theory.identity import group_std
 __all__ = ["peak_memory_mb"]
 
 
-def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig) -> dict[str, Any]:
-    """Metrics of the samples generated this step and of the batch that reached the update."""
-    G = config.group_size
+def _group_stats(batch: Batch, values: np.ndarray, layout: GroupLayout) -> dict[str, np.ndarray]:
+    """Per group of ``batch``: σ of correctness, Bessel's std of the rewards, k correct, mean |value|
+    (``values`` one per sample), and the group's prompt and bucket (its first row's)."""
+    if not layout.ragged:
+        G = layout.size
+        return {
+            "sigma": group_std(batch.correct.reshape(-1, G)),
+            "reward_std": group_std(batch.rewards.reshape(-1, G), correction=1),
+            "k": batch.correct.reshape(-1, G).sum(axis=1),
+            "abs_mean": np.abs(values).reshape(-1, G).mean(axis=1),
+            "prompt": batch.prompt_index.reshape(-1, G)[:, 0],
+            "bucket": batch.buckets.reshape(-1, G)[:, 0],
+        }
+    first = layout.first_row(torch.arange(layout.num_groups(len(batch)))).numpy()
+    return {
+        "sigma": np.array([group_std(c) for c in layout.split(batch.correct)]),
+        "reward_std": np.array([group_std(r, correction=1) for r in layout.split(batch.rewards)]),
+        "k": np.array([c.sum() for c in layout.split(batch.correct)]),
+        "abs_mean": np.array([np.abs(v).mean() for v in layout.split(values)]),
+        "prompt": batch.prompt_index[first],
+        "bucket": batch.buckets[first],
+    }
+
+
+def _batch_metrics(
+    generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig, layout: GroupLayout | None = None
+) -> dict[str, Any]:
+    """Metrics of the samples generated this step and of the batch that reached the update
+    (``layout``: the kept batch's groups; default G = ``config.group_size`` each; with ragged
+    groups, those generated are read from their prompts)."""
     allgen = Batch.cat(generated, 0) if len(generated) > 1 else generated[0]
+    layout = layout or GroupLayout.of(config.group_size)
+    all_layout = GroupLayout.of(group_sizes_of(allgen.prompt_index)) if layout.ragged else layout
     lengths = allgen.mask.sum(dim=1).cpu().numpy()
-    sigma_all = group_std(allgen.correct.reshape(-1, G))
-    silent = ~nonsilent_groups(allgen.correct, G)  # unanimous in correctness: the dial's silent groups
-    reward_std = group_std(allgen.rewards.reshape(-1, G), correction=1)
+    stats = _group_stats(allgen, allgen.rewards, all_layout)
+    silent = ~nonsilent_groups(allgen.correct, all_layout.group_size)  # unanimous in correctness: the dial's silent
+    reward_std = stats["reward_std"]
     out: dict[str, Any] = {
         "reward": float(allgen.rewards.mean()),
         "reward_std": float(reward_std.mean()),
@@ -40,55 +69,69 @@ def _batch_metrics(generated: list[Batch], kept: Batch, advantages: np.ndarray, 
         "completions/min_length": float(lengths.min()),
         "completions/max_length": float(lengths.max()),
         "completions/clipped_ratio": float(allgen.truncated.float().mean()),
-        "dial/sigma_mean": float(sigma_all.mean()),
+        "dial/sigma_mean": float(stats["sigma"].mean()),
         "dial/silent_fraction": float(silent.mean()),
         # every generated group: its prompt (index into the training problems) and k correct
-        "groups_generated/prompt": allgen.prompt_index.reshape(-1, G)[:, 0].tolist(),
-        "groups_generated/k": [int(k) for k in allgen.correct.reshape(-1, G).sum(axis=1)],
+        "groups_generated/prompt": stats["prompt"].tolist(),
+        "groups_generated/k": [int(k) for k in stats["k"]],
     }
+    if layout.ragged:
+        out["groups_generated/size"] = all_layout.group_sizes(len(allgen)).tolist()
     if len(kept):
-        sigma = group_std(kept.correct.reshape(-1, G))
-        weight = np.abs(advantages).reshape(-1, G).mean(axis=1) / 2.0  # mean|A| = 2w (chapter 3)
-        buckets = kept.buckets.reshape(-1, G)[:, 0]
-        num_groups = len(sigma)
-        out["groups/sigma"] = [round(float(s), 6) for s in sigma]
-        out["groups/weight"] = [round(float(w), 6) for w in weight]
-        out["groups/bucket"] = buckets.tolist()
-        out["groups/prompt"] = kept.prompt_index.reshape(-1, G)[:, 0].tolist()
-        for b in sorted(set(buckets.tolist())):
-            sel = buckets == b
-            out[f"dial/update_mass/{b}"] = float(weight[sel].sum() / num_groups)
-            out[f"dial/groups/{b}"] = int(sel.sum())
+        out.update(_kept_metrics(kept, advantages, layout))
     return out
 
 
-def _checkable_groups(batch: Batch, groups: np.ndarray, config: TrainConfig) -> list[int]:
+def _kept_metrics(kept: Batch, advantages: np.ndarray, layout: GroupLayout) -> dict[str, Any]:
+    """Per kept group: σ, weight (mean|A| = 2w, chapter 3), bucket and prompt, and each bucket's
+    share of the update mass."""
+    stats = _group_stats(kept, advantages, layout)
+    sigma, buckets = stats["sigma"], stats["bucket"]
+    weight = stats["abs_mean"] / 2.0
+    num_groups = len(sigma)
+    out: dict[str, Any] = {
+        "groups/sigma": [round(float(s), 6) for s in sigma],
+        "groups/weight": [round(float(w), 6) for w in weight],
+        "groups/bucket": buckets.tolist(),
+        "groups/prompt": stats["prompt"].tolist(),
+    }
+    if layout.ragged:
+        out["groups/size"] = layout.group_sizes(len(kept)).tolist()
+    for b in sorted(set(buckets.tolist())):
+        sel = buckets == b
+        out[f"dial/update_mass/{b}"] = float(weight[sel].sum() / num_groups)
+        out[f"dial/groups/{b}"] = int(sel.sum())
+    return out
+
+
+def _checkable_groups(batch: Batch, groups: np.ndarray, config: TrainConfig, layout: GroupLayout) -> list[int]:
     """Groups of a minibatch the identity covers: mixed, binary rewards, nothing truncated; none
     when sampling is tempered (the check's scores are those of the untempered policy)."""
-    G, recipe = config.group_size, config.recipe
+    recipe = config.recipe
     chosen = []
     if config.temperature != 1.0:
         return chosen
     for g in groups:
-        rows = slice(int(g) * G, (int(g) + 1) * G)
+        rows = layout.span(int(g))
         k = int(batch.correct[rows].sum())
         binary = np.isin(batch.rewards[rows], (recipe.reward_correct, recipe.reward_wrong)).all()
-        if 0 < k < G and binary and not bool(batch.truncated[rows].any()):
+        if 0 < k < len(batch.correct[rows]) and binary and not bool(batch.truncated[rows].any()):
             chosen.append(int(g))
         if len(chosen) == config.identity_check_groups:
             break
     return chosen
 
 
-def _identity_in_update(model, batch: Batch, groups: list[int], config: TrainConfig) -> list[dict[str, float]]:
+def _identity_in_update(
+    model, batch: Batch, groups: list[int], config: TrainConfig, layout: GroupLayout
+) -> list[dict[str, float]]:
     """:func:`~stddial_book.rl.gradcheck.identity_drift` for ``groups`` at the current weights, π_old
     = the sampler's log-probs. Gradients go through ``autograd.grad``: nothing accumulates."""
     from stddial_book.rl.gradcheck import GroupBatch, identity_drift
 
-    G = config.group_size
     out = []
     for g in groups:
-        r = slice(g * G, (g + 1) * G)
+        r = layout.span(g)
         group = GroupBatch(
             batch.prompt_ids[r],
             batch.prompt_mask[r],
@@ -108,7 +151,7 @@ _PASS_COST_TOKENS = 100
 
 
 def _passes(
-    batch: Batch, rows: torch.Tensor, group_size: int, micro: int | None
+    batch: Batch, rows: torch.Tensor, group_size: int | GroupLayout, micro: int | None
 ) -> list[tuple[torch.Tensor, int, int]]:
     """The forward/backward passes of one minibatch, as (rows, first prompt
     column, completion width).
@@ -124,6 +167,7 @@ def _passes(
     split follows the lengths on a CPU, cutting where the work saved outweighs
     the cost of one more pass; on an accelerator, where a pass of a model this
     small costs about the same whatever its size, the minibatch stays one pass.
+    ``group_size`` is G, or the batch's :class:`GroupLayout` for ragged groups.
     """
     prompt_len = batch.prompt_mask[rows].sum(dim=1)  # left padding
     columns = torch.arange(1, batch.mask.shape[1] + 1, device=rows.device)
@@ -135,7 +179,7 @@ def _passes(
     if micro is not None:
         cuts = list(range(0, len(rows), micro)) + [len(rows)]
     elif rows.device.type == "cpu":
-        groups = (rows // group_size).tolist()
+        groups = GroupLayout.of(group_size).group_of(rows).tolist()
         cuts = _length_cuts(prompt_len, completion_len, groups)
     else:
         cuts = [0, len(rows)]
@@ -172,15 +216,18 @@ def _length_cuts(prompt_len: list[int], completion_len: list[int], groups: list[
     return cuts[::-1]
 
 
-def _record_identity(model, batch: Batch, groups: np.ndarray, config: TrainConfig, index: int, checks: dict) -> None:
+def _record_identity(
+    model, batch: Batch, groups: np.ndarray, config: TrainConfig, index: int, checks: dict, layout: GroupLayout
+) -> None:
     """Check the identity −∇L = w (ḡ₊ − ḡ₋) on minibatch ``index``'s first checkable groups at
-    the weights it sees, appending each group's result to the ``identity/*`` lists of ``checks``
-    (chapter 10)."""
-    for result in _identity_in_update(model, batch, _checkable_groups(batch, groups, config), config):
-        checks["identity/minibatch"].append(index)
-        checks["identity/rel_error"].append(result["rel_error"])
-        checks["identity/clipped"].append(result["clipped"])
-        checks["identity/sigma"].append(result["group_std"])
+    the weights it sees, appending each group's result to the lists of ``checks`` (the update's
+    ``identity/*`` metrics; chapter 10)."""
+    chosen = _checkable_groups(batch, groups, config, layout)
+    for result in _identity_in_update(model, batch, chosen, config, layout):
+        checks["minibatch"].append(index)
+        checks["rel_error"].append(result["rel_error"])
+        checks["clipped"].append(result["clipped"])
+        checks["sigma"].append(result["group_std"])
 
 
 def _backward_pass(
@@ -193,6 +240,7 @@ def _backward_pass(
     loss_mask: torch.Tensor,
     step_counts: tuple[int, int],
     sums: dict[str, float],
+    layout: GroupLayout,
 ) -> None:
     """One forward/backward pass of :func:`policy_loss` over ``pass_rows`` (rows, first prompt
     column, completion width, from :func:`_passes`); the gradient accumulates in the model and
@@ -201,14 +249,14 @@ def _backward_pass(
     ``step_counts`` are the loss tokens and sequences of the whole optimizer step, so the passes'
     losses add up to the minibatch's (chapter 2)."""
     r, start, width = pass_rows
-    G = config.group_size
     step_tokens, step_sequences = step_counts
     # each pass is cut to its own rows' padding, and encodes each of
     # its groups' prompts once (see _passes)
-    groups, prompt_rows = torch.unique(r // G, return_inverse=True)
+    groups, prompt_rows = torch.unique(layout.group_of(r), return_inverse=True)
+    first = layout.first_row(groups)
     inputs = (
-        batch.prompt_ids[groups * G][:, start:],
-        batch.prompt_mask[groups * G][:, start:],
+        batch.prompt_ids[first][:, start:],
+        batch.prompt_mask[first][:, start:],
         prompt_rows,
         batch.completion_ids[r][:, :width],
         batch.mask[r][:, :width],
@@ -255,46 +303,44 @@ def _update(
     state: _State,
     ref_model,
     check_identity: bool = False,
+    group_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
     """``num_minibatches`` optimizer steps on one rollout batch; returns
     averaged loss metrics.
 
     With ``check_identity``, each minibatch's first groups are checked
     against the identity at the weights that minibatch sees, before its
-    gradient is taken (``identity/*`` lists)."""
-    G = config.group_size
+    gradient is taken (``identity/*`` lists). ``group_sizes`` gives each
+    group its own size (ragged groups; default G = ``config.group_size``
+    each); minibatches are then still cut between whole groups."""
+    layout = GroupLayout.of(config.group_size if group_sizes is None else group_sizes)
     device = next(model.parameters()).device
     adv = torch.as_tensor(advantages, dtype=next(model.parameters()).dtype, device=device)
     # π_old is the policy that sampled the batch: the sampler recorded its
     # log-probs (batch.logprobs), so no extra forward pass is needed (a full
     # pass agrees to float rounding; test_rollout checks it).
-    num_groups = len(batch) // G
+    num_groups = layout.num_groups(len(batch))
     order = state.rng.permutation(num_groups)
     loss_mask = batch.mask & ~batch.truncated[:, None] if config.recipe.overlong_filter else batch.mask
     sums: dict[str, float] = {}
     counted = 0
     before = [p.detach().clone() for p in model.parameters()]
-    checks: dict[str, list] = {
-        "identity/minibatch": [],
-        "identity/rel_error": [],
-        "identity/clipped": [],
-        "identity/sigma": [],
-    }
+    checks: dict[str, list] = {key: [] for key in ("minibatch", "rel_error", "clipped", "sigma")}
     # whole groups per minibatch; a short (capped) DAPO batch gives smaller
     # minibatches
     for index, groups in enumerate(np.array_split(order, min(config.num_minibatches, num_groups))):
-        rows = torch.as_tensor((groups[:, None] * G + np.arange(G)).reshape(-1), device=device)
+        rows = torch.as_tensor(layout.rows(groups), device=device)
         step_tokens = int(loss_mask[rows].sum())
         if step_tokens == 0:
             # every sample of this minibatch was filtered out (truncated)
             continue
         if check_identity:
-            _record_identity(model, batch, groups, config, index, checks)
+            _record_identity(model, batch, groups, config, index, checks, layout)
         optimizer.zero_grad(set_to_none=True)
-        for pass_rows in _passes(batch, rows, G, config.micro_batch_size):
+        for pass_rows in _passes(batch, rows, layout, config.micro_batch_size):
             if bool(loss_mask[pass_rows[0]].any()):
                 counts = (step_tokens, len(rows))
-                _backward_pass(model, ref_model, batch, adv, pass_rows, config, loss_mask, counts, sums)
+                _backward_pass(model, ref_model, batch, adv, pass_rows, config, loss_mask, counts, sums, layout)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
         optimizer.step()
@@ -304,7 +350,7 @@ def _update(
     metrics["update_norm"] = _update_norm(model, before)
     metrics["optimizer_steps"] = counted
     if check_identity:
-        metrics.update(checks)
+        metrics.update({f"identity/{key}": value for key, value in checks.items()})
     return metrics
 
 

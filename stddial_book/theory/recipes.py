@@ -3,12 +3,40 @@
 A recipe is a frozen dataclass: GRPO, Dr. GRPO and DAPO differ only in the values of its fields
 (chapter 2). :func:`group_advantages` turns a flat batch of rewards, whose groups are contiguous,
 into per-sample advantages under any recipe (chapter 3 checks it against the closed forms of
-:mod:`stddial_book.theory.identity`).
+:mod:`stddial_book.theory.identity`); the groups may have one size each.
+
+Ragged groups
+-------------
+
+A per-prompt allocation of samples gives each prompt j its own group size G_j. Each group is
+centred, scaled and tested for silence on its own G_j samples, exactly as it would be alone.
+The loss aggregations of :mod:`stddial_book.rl.losses` work per sequence and per token, never
+per group, so they keep their meaning for a step of N = Σⱼ G_j sequences holding T tokens:
+
+* ``seq-mean-token-mean`` (GRPO): each sequence's token mean, then the mean over the N sequences;
+* ``seq-mean-token-sum-norm`` (Dr. GRPO): each sequence's token sum / L_max, then the mean over N;
+* ``token-mean`` (DAPO): the sum over all T tokens of the step, divided by T.
+
+A group then weighs by its share of the step. With binary rewards, at ratio 1, group j holding
+k_j correct of G_j (σ_j = √(k_j(G_j − k_j))/G_j; ḡ₊ⱼ, ḡ₋ⱼ its mean scores, normalised as the
+aggregation says) and Δ = reward_correct − reward_wrong, the step −∇L is the sum over groups of
+
+* GRPO: (G_j/N) · σ_j (ḡ₊ⱼ − ḡ₋ⱼ), each score gᵢ divided by its own length ℓᵢ;
+* Dr. GRPO: (G_j/N) · Δ σ_j² (ḡ₊ⱼ − ḡ₋ⱼ), each gᵢ divided by L_max;
+* DAPO: (G_j ℓ̄_j/T) · σ_j (ḡ₊ⱼ − ḡ₋ⱼ), each gᵢ divided by its group's mean length ℓ̄_j, so
+  that G_j ℓ̄_j/T is the group's share of the step's tokens.
+
+With equal G every share G_j/N is 1/M for M groups: the mean over groups of the single-group
+identity. With ragged G a group of 16 samples pulls twice as hard as a group of 8 with the same
+σ: more samples buy a prompt both a better estimate and a larger say in the step. Bessel's
+correction and ``std_eps`` scale each group's weight as they do for a single group
+(``tests/test_ragged.py`` checks the sum on real gradients for every recipe).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -196,10 +224,9 @@ def as_recipe(recipe: Recipe | str) -> Recipe:
 
 
 def group_advantages(
-    rewards: ArrayLike, group_size: int, recipe: Recipe | str, valid: ArrayLike | None = None
+    rewards: ArrayLike, group_size: int | Sequence[int], recipe: Recipe | str, valid: ArrayLike | None = None
 ) -> ArrayLike:
-    """Per-sample advantages Aᵢ for a flat batch whose groups of
-    ``group_size`` are contiguous.
+    """Per-sample advantages Aᵢ for a flat batch whose groups are contiguous.
 
     Aᵢ = (rᵢ − mean) / (std + eps) when ``recipe.scale_std`` (GRPO, DAPO),
     else rᵢ − mean (Dr. GRPO); std is the population std or Bessel's per
@@ -211,14 +238,29 @@ def group_advantages(
     Returns the type passed in (numpy float64 or a torch tensor). Chapter 3;
     Shao et al. (2024), Liu et al. (2025), Yu et al. (2025).
 
+    ``group_size`` is one G for every group, or one G per group (a sequence
+    of sizes, each at least 2, summing to the batch): ragged groups, as a
+    per-prompt allocation of samples makes them. Every group is then centred,
+    scaled and tested for silence on its own G_j samples, exactly as it would
+    be alone (see *Ragged groups* below for what the loss makes of them).
+
     ``valid`` (a boolean mask, one entry per sample) restricts a group's
     statistics to its valid samples; the others get A = 0. DAPO's overlong
     filter masks truncated samples out of the loss, so their rewards must not
     shape the mean and std the kept samples are measured against either (a
     group left with fewer than two valid samples, or valid samples that
     agree, is silent).
+
+    With ragged groups each group weighs in the step by its share of the
+    step's sequences (GRPO, Dr. GRPO) or tokens (DAPO): the module's
+    *Ragged groups* note writes out each recipe's per-group weight.
     """
     recipe = as_recipe(recipe)
+    if _is_size_sequence(group_size):
+        arr = to_numpy(rewards, "rewards")
+        sizes = _check_group_sizes(group_size, arr)
+        mask = None if valid is None else _valid_mask(valid, arr.shape[0], 1).reshape(-1)
+        return like(_ragged_advantages(arr, sizes, recipe, mask), rewards)
     size = check_group_size(group_size)
     arr = to_numpy(rewards, "rewards")
     groups = split_groups(arr, size)
@@ -226,6 +268,11 @@ def group_advantages(
         return like(
             _masked_group_advantages(groups, _valid_mask(valid, arr.shape[0], size), recipe).reshape(-1), rewards
         )
+    return like(_equal_group_advantages(groups, recipe, arr).reshape(-1), rewards)
+
+
+def _equal_group_advantages(groups: np.ndarray, recipe: Recipe, arr: np.ndarray) -> np.ndarray:
+    """:func:`group_advantages` of groups stacked as rows, shape (num_groups, G), no mask."""
     # Each group scaled by a power of two (exact: every moment, the silent
     # test and GRPO's ratio come out bit for bit as unscaled), so the
     # variance of rewards near 1e200 cannot overflow, nor that of rewards
@@ -246,8 +293,46 @@ def group_advantages(
                 "float64 in Dr. GRPO's centred rewards (which keep the "
                 "rewards' scale); rescale them."
             )
-    advantages = np.where(silent, 0.0, advantages)
-    return like(advantages.reshape(-1), rewards)
+    return np.where(silent, 0.0, advantages)
+
+
+def _is_size_sequence(group_size: object) -> bool:
+    """Whether ``group_size`` is one size per group (a list, tuple or 1-D array) rather than one G."""
+    if isinstance(group_size, (list, tuple)):
+        return True
+    return getattr(group_size, "ndim", 0) == 1 and hasattr(group_size, "__len__")
+
+
+def _check_group_sizes(group_size: Sequence[int], arr: np.ndarray) -> np.ndarray:
+    """Per-group sizes as an int array: each a whole number >= 2, summing to the batch."""
+    if arr.ndim != 1:
+        split_groups(arr, 1)  # refuses anything but a flat batch, with its message
+    values = group_size.tolist() if hasattr(group_size, "tolist") else list(group_size)
+    if len(values) == 0:
+        raise ValueError("group_size is an empty sequence; pass one size per group (or a single G).")
+    sizes = np.array([check_group_size(v, "each group size") for v in values], dtype=np.int64)
+    if int(sizes.sum()) != arr.shape[0]:
+        raise ValueError(
+            f"the group sizes sum to {int(sizes.sum())} but the batch holds {arr.shape[0]} rewards; "
+            "pass one size per group, in the batch's order, covering every sample."
+        )
+    return sizes
+
+
+def _ragged_advantages(arr: np.ndarray, sizes: np.ndarray, recipe: Recipe, valid: np.ndarray | None) -> np.ndarray:
+    """:func:`group_advantages` for groups of sizes ``sizes``: the groups of each size class are
+    stacked and go through the equal-size computation together, so every group gets exactly the
+    advantages it would get on its own."""
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    out = np.zeros_like(arr)
+    for size in np.unique(sizes):
+        rows = (starts[sizes == size][:, None] + np.arange(size)).reshape(-1)
+        groups = arr[rows].reshape(-1, size)
+        if valid is None:
+            out[rows] = _equal_group_advantages(groups, recipe, arr).reshape(-1)
+        else:
+            out[rows] = _masked_group_advantages(groups, valid[rows].reshape(-1, size), recipe).reshape(-1)
+    return out
 
 
 def _valid_mask(valid: ArrayLike, num_samples: int, group_size: int) -> np.ndarray:

@@ -2,65 +2,39 @@
 
 Each :class:`Row` holds the paper's value as printed, the book's value computed now from the
 package (closed forms, the committed Big-Math and DAPO tables, Monte Carlo), the number of
-decimals the paper prints, and whether the two agree at that rounding. Nothing here is typed
-from the paper except the ``paper`` column; the tests assert that every row agrees, except
-those marked ``expected_to_differ`` with the reason in ``note``.
+decimals the paper prints, and whether the two agree. Nothing here is typed from the paper except
+the ``paper`` column; the tests assert that every row agrees, except those marked
+``expected_to_differ`` (the book's corrections, and one bootstrap end) with the reason in ``note``.
 
-Bay and Yearick (2026), arXiv 2607.00152: §2 (RLOO), §3 (identity, attenuation), §4 (group-size law and table),
-§5 (DAPO), §6 (difficulty weight), §7 (Big-Math tables), §8 (controlled run).
+Agreement, and how a near miss is reported: :class:`~stddial_book.experiments.reproduction_row.Row`.
+
+Bay and Yearick (2026), arXiv 2607.00152: §2 (RLOO, Table 1), §3 (identity, attenuation), §4
+(group-size law and table), §5 (DAPO), §6 (difficulty weight), §7 (Big-Math tables), §8
+(controlled run). Rows come in the paper's order; the book's corrections come last.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import replace
 
 import numpy as np
 
-from stddial_book.core.checks import check_int, check_number
+from stddial_book.core.checks import check_int
+from stddial_book.experiments.reproduction_row import Row
 
 __all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
 
 
-@dataclass(frozen=True)
-class Row:
-    section: str
-    quantity: str
-    paper: float
-    book: float
-    decimals: int
-    unit: str = ""  # "%" when both values are percentages
-    note: str = ""
-    expected_to_differ: bool = False
-    spread: float = 0.0  # standard deviation over seeds, for results of random runs
-
-    def __post_init__(self) -> None:
-        for name in ("section", "quantity", "unit", "note"):
-            if not isinstance(getattr(self, name), str):
-                raise TypeError(f"Row.{name} must be a string; got {type(getattr(self, name)).__name__}.")
-        for name in ("paper", "book", "spread"):  # checked, kept as given (an int stays an int)
-            check_number(getattr(self, name), f"Row.{name}", hint="Rows hold finite numbers (a NaN cannot agree).")
-        if check_int(self.decimals, "Row.decimals", minimum=0) > 20:
-            raise ValueError(f"Row.decimals is how many decimals the paper prints (0..20); got {self.decimals}.")
-        if self.spread < 0:
-            raise ValueError(f"Row.spread is a standard deviation and must be >= 0; got {self.spread}.")
-        if not isinstance(self.expected_to_differ, bool):
-            raise TypeError(f"Row.expected_to_differ must be True or False; got {self.expected_to_differ!r:.40}.")
-
-    @property
-    def agrees(self) -> bool:
-        """Equal at the paper's rounding; for a random result (``spread`` > 0), the paper's value
-        lies within two standard deviations over seeds of the book's mean, give or take the
-        paper's rounding."""
-        if self.spread > 0:
-            return bool(abs(self.book - self.paper) <= 2 * self.spread + 0.5 * 10.0**-self.decimals)
-        return bool(round(self.book, self.decimals) == round(self.paper, self.decimals))
-
-
-def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -> float:
+def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0, recipe: str = "grpo") -> float:
     """Largest relative gap between (1/G) Σ Aᵢ sᵢ and σ(s̄₊ − s̄₋) over every k of every G ≤ 64,
-    with random score vectors and a random reward baseline (the identity holds for any)."""
+    with random score vectors and a random reward baseline (the identity holds for any). With
+    ``recipe="dr_grpo"`` the advantages are Dr. GRPO's and the right side σ²(s̄₊ − s̄₋) (Table 1)."""
     from stddial_book.theory.identity import std_from_pass_rate
-    from stddial_book.theory.recipes import GRPO, group_advantages
+    from stddial_book.theory.recipes import get_recipe, group_advantages
+
+    chosen = get_recipe(recipe)
+    power = 1 if chosen.scale_std else 2
 
     max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
     dims = check_int(dims, "dims", minimum=1)
@@ -76,9 +50,9 @@ def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0) -
             scores = rng.normal(size=(G, dims))
             rewards = np.r_[np.ones(k), np.zeros(G - k)] + rng.normal()  # any baseline shift
             sigma = float(std_from_pass_rate(k / G))
-            advantages = group_advantages(rewards, G, GRPO)  # the advantages the trainer uses
+            advantages = group_advantages(rewards, G, chosen)  # the advantages the trainer uses
             lhs = (advantages[:, None] * scores).mean(axis=0)
-            rhs = sigma * (scores[:k].mean(axis=0) - scores[k:].mean(axis=0))
+            rhs = sigma**power * (scores[:k].mean(axis=0) - scores[k:].mean(axis=0))
             worst = max(worst, float(np.max(np.abs(lhs - rhs)) / np.max(np.abs(rhs))))
     return worst
 
@@ -113,21 +87,78 @@ def _group_size_rows() -> list[Row]:
         for eps, (exact, law) in zip((0.1, 0.05, 0.01), cells):
             label = f"p = {p:g}, fidelity {100 * (1 - eps):.0f}%"
             rows.append(Row("§4, group-size table", f"exact G, {label}", exact, minimal_group_size(eps, p), 0))
-            rows.append(
-                Row("§4, group-size table", f"G* = 1/(8εp(1−p)), {label}", law, float(group_size_law(eps, p)), 0)
+            real = float(group_size_law(eps, p))
+            ceiling = math.ceil(real)
+            note = (
+                f"the ceiling, as the paper's diagnostic code rounds G*, gives {ceiling}"
+                if ceiling != round(real)
+                else ""
             )
+            rows.append(Row("§4, group-size table", f"G* = 1/(8εp(1−p)), {label}", law, real, 0, note=note))
     return rows
 
 
-def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
-    """The §8 rows from :func:`stddial_book.experiments.controlled.controlled_run_study` (mean ± SD over seeds)."""
+def controlled_run_rows(study: dict[str, np.ndarray], pool=None, config=None) -> list[Row]:
+    """The §8 rows from :func:`stddial_book.experiments.controlled.controlled_run_study`, in the
+    paper's order, then the book's corrections. ``pool`` is the (solve_rates, counts) the study drew
+    from (default: Big-Math), ``config`` its :class:`ControlledRun` (default: the paper's).
+
+    A random result's tolerance is the SD of one run at the paper's size (6,000 prompts): the SD
+    over the study's seeds, or, for the first step's shares, the exact SD of one draw."""
+    from stddial_book.experiments.bernoulli import ControlledRun
+    from stddial_book.experiments.reproduction_checks import (
+        controlled_share_rows,
+        correction_rows,
+        figure_b_row,
+        ranking_rows,
+    )
+
+    _check_study(study)
+    if pool is None:
+        from stddial_book.corpora.bigmath_figure import load_big_math_histogram
+
+        hist = load_big_math_histogram()
+        pool = (hist.solve_rates, hist.counts)
+    config = ControlledRun() if config is None else config
+    n = len(study["matched_lr"])
+
+    def row(quantity: str, paper: float, values: np.ndarray, decimals: int) -> Row:
+        values = np.asarray(values, dtype=np.float64)
+        spread = float(values.std(ddof=1))
+        return Row(
+            "§8, controlled run",
+            f"{quantity} ({n} seeds)",
+            paper,
+            float(values.mean()),
+            decimals,
+            note="± is the SD over seeds, each a run of the paper's size",
+            spread=spread,
+        )
+
+    return [
+        row("silent fraction vs closed form, R² (GRPO)", 0.999, study["silent_r2/grpo"], 3),
+        *controlled_share_rows(*pool, study, config),
+        figure_b_row(*pool, study, config),
+        row("hardest quartile's mean solve rate after 150 steps, GRPO", 0.99, study["quartile/grpo"][:, -1], 2),
+        row("hardest quartile's mean solve rate after 150 steps, Dr. GRPO", 0.88, study["quartile/dr_grpo"][:, -1], 2),
+        *ranking_rows(study),
+        row("DAPO groups drawn per prompt and step", 3.5, study["dapo_oversampling"], 1),
+        *correction_rows(*pool, study, config),
+    ]
+
+
+def _check_study(study: dict[str, np.ndarray]) -> None:
     needed = (
         "matched_lr",
         "silent_r2/grpo",
         "extreme_share/grpo",
         "extreme_share/dr_grpo",
+        "decile_share/grpo",
+        "decile_share_closed/dr_grpo",
         "quartile/grpo",
         "quartile/dr_grpo",
+        "quartile/dr_grpo_matched",
+        "quartile/dapo",
         "dapo_oversampling",
     )
     if not isinstance(study, dict) or any(key not in study for key in needed):
@@ -138,83 +169,58 @@ def controlled_run_rows(study: dict[str, np.ndarray]) -> list[Row]:
     if len(study["matched_lr"]) < 2:
         raise ValueError("the study needs at least 2 seeds for the spread over seeds.")
 
-    def row(quantity: str, paper: float, values: np.ndarray, decimals: int, unit: str = "", **kw) -> Row:
-        values = np.asarray(values, dtype=np.float64)
-        scale = 100.0 if unit == "%" else 1.0
-        return Row(
-            "§8, controlled run",
-            quantity,
-            paper,
-            scale * float(values.mean()),
-            decimals,
-            unit,
-            spread=scale * float(values.std(ddof=1)),
-            **kw,
-        )
-
-    n = len(study["matched_lr"])
-    return [
-        row(f"silent fraction vs closed form, R² (GRPO, {n} seeds)", 0.999, study["silent_r2/grpo"], 3),
-        row(f"GRPO update mass on extreme prompts, first step ({n} seeds)", 17.0, study["extreme_share/grpo"], 1, "%"),
-        row(
-            f"Dr. GRPO update mass on extreme prompts, first step ({n} seeds)",
-            14.3,
-            study["extreme_share/dr_grpo"],
-            1,
-            "%",
-        ),
-        row(
-            f"hardest quartile's mean solve rate after 150 steps, GRPO ({n} seeds)",
-            0.99,
-            study["quartile/grpo"][:, -1],
-            2,
-        ),
-        row(
-            f"hardest quartile's mean solve rate after 150 steps, Dr. GRPO ({n} seeds)",
-            0.88,
-            study["quartile/dr_grpo"][:, -1],
-            2,
-        ),
-        row(f"DAPO groups drawn per prompt and step ({n} seeds)", 3.5, study["dapo_oversampling"], 1),
-    ]
-
 
 def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:
-    """All rows, in the paper's order. ``controlled_run`` appends the §8 rows (chapter 8)."""
+    """All rows, in the paper's order. ``controlled_run`` appends the §8 rows and the book's
+    corrections (:func:`controlled_run_rows`, chapter 8)."""
     if controlled_run is not None and (
         not isinstance(controlled_run, (list, tuple)) or not all(isinstance(r, Row) for r in controlled_run)
     ):
         raise TypeError("controlled_run must be None or a list of Row (what controlled_run_rows returns).")
-    rows = _exact_rows() + _fidelity_rows() + _group_size_rows() + _weight_rows()
-    rows += _big_math_rows() + _dapo_rows(dapo_bootstrap)
+    from stddial_book.experiments.reproduction_checks import penalty_rows
+
+    penalty = penalty_rows()
+    rows = _exact_rows() + _fidelity_rows()
+    rows += penalty[:3] + _group_size_rows() + _fidelity_rows_4() + penalty[3:]
+    rows += _dapo_rows(dapo_bootstrap) + _weight_rows() + _big_math_rows()
     return rows + list(controlled_run or [])
 
 
 def _exact_rows() -> list[Row]:
-    """§3's identity and §2's RLOO proposition: both exact, so the paper's value is 0."""
+    """§2's RLOO proposition and Table 1's Dr. GRPO update σ²Δs, §3's identity: all exact, so the
+    paper's value is 0."""
+    exact = "exact: float64 rounding only"
     return [
-        Row(
-            "§3, the identity",
-            "identity (1/G)ΣAᵢsᵢ = σ(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
-            0.0,
-            identity_max_error(),
-            10,
-            note="exact: float64 rounding only",
-        ),
         Row(
             "§2, RLOO proposition",
             "group-mean centring = (G−1)/G · RLOO: largest error, G ≤ 64",
             0.0,
             rloo_max_error(),
             10,
-            note="exact: float64 rounding only",
+            note=exact,
+        ),
+        Row(
+            "§2, Table 1",
+            "Dr. GRPO's update (1/G)Σ(Rᵢ − μ)sᵢ = σ²(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
+            0.0,
+            identity_max_error(recipe="dr_grpo"),
+            10,
+            note=exact,
+        ),
+        Row(
+            "§3, the identity",
+            "identity (1/G)ΣAᵢsᵢ = σ(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
+            0.0,
+            identity_max_error(),
+            10,
+            note=exact + "; GRPO's row of Table 1",
         ),
     ]
 
 
 def _fidelity_rows() -> list[Row]:
-    """§3's attenuation corollary and §4's fidelity φ(G, p) = E[σ̂]/σ: the exact sum and the
-    second-order form 1 − 1/(8Gp(1 − p))."""
+    """§3's attenuation corollary: the fidelity φ(G, p) = E[σ̂]/σ as the exact sum and its
+    second-order form 1 − 1/(8Gp(1 − p)) at G = 8, p = 0.05."""
     from stddial_book.theory.group_size import attenuated_fidelity, gradient_fidelity
 
     return [
@@ -226,16 +232,24 @@ def _fidelity_rows() -> list[Row]:
             float(attenuated_fidelity(0.05, 8)),
             2,
         ),
+    ]
+
+
+def _fidelity_rows_4() -> list[Row]:
+    """§4's prose after its table: φ(8, ½) and the exact G for 95% fidelity at p = 0.05."""
+    from stddial_book.theory.group_size import gradient_fidelity, minimal_group_size
+
+    return [
         Row("§4", "fidelity φ(8, 0.5)", 0.93, float(gradient_fidelity(0.5, 8)), 2),
+        Row("§4", "exact G for 95% fidelity at p = 0.05", 69, minimal_group_size(0.05, 0.05), 0),
     ]
 
 
 def _weight_rows() -> list[Row]:
-    """§4's group size for 95% fidelity at p = 0.05 and §6's difficulty weight w(p) = 1/√(p(1 − p))."""
-    from stddial_book.theory.group_size import difficulty_weight, minimal_group_size
+    """§6's difficulty weight w(p) = 1/√(p(1 − p))."""
+    from stddial_book.theory.group_size import difficulty_weight
 
     return [
-        Row("§4", "exact G for 95% fidelity at p = 0.05", 69, minimal_group_size(0.05, 0.05), 0),
         Row("§6", "difficulty weight w(1/2)", 2.0, float(difficulty_weight(0.5)), 1),
         Row("§6", "difficulty weight w(0.05)", 4.6, float(difficulty_weight(0.05)), 1),
     ]
@@ -255,6 +269,10 @@ _BIG_MATH_NAMES = {
 }
 
 
+#: What every §7 row checks: the histogram was read from the paper's own figure.
+DIGITISED = "counts digitised from the paper's own figure: a check of its arithmetic, not an independent measurement"
+
+
 def _big_math_label(quantity: str) -> tuple[str, str, str]:
     """(section, label, unit) of one §7 quantity; a silent-group entry names its G and whether it
     is the closed form or the subsampled count."""
@@ -268,13 +286,15 @@ def _big_math_label(quantity: str) -> tuple[str, str, str]:
 def _big_math_rows() -> list[Row]:
     """§7's Big-Math tables, from the committed histogram (:func:`check_against_paper`)."""
     from stddial_book.corpora.bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
+    from stddial_book.experiments.reproduction_checks import big_math_claim_rows
 
-    rows = []
+    rows, book = [], {}
     for row in check_against_paper(load_big_math_histogram().counts):
         q = str(row["quantity"])
+        book[q] = float(row["book"])
         section, label, unit = _big_math_label(q)
-        rows.append(Row(section, label, float(row["paper"]), float(row["book"]), PUBLISHED[q][1], unit))
-    return rows
+        rows.append(Row(section, label, float(row["paper"]), book[q], PUBLISHED[q][1], unit, note=DIGITISED))
+    return rows + [replace(r, note="; ".join(filter(None, (r.note, DIGITISED)))) for r in big_math_claim_rows(book)]
 
 
 def _dapo_rows(bootstrap: int) -> list[Row]:
@@ -320,7 +340,7 @@ def _shown(value: float, decimals: int, unit: str) -> str:
 
 def rows_table(rows: list[Row]):
     """The rows as a Markdown table (:func:`stddial_book.core.markdown.table`): where, quantity, the
-    paper's value, the book's (one more decimal, ± the SD over seeds for random results), verdict."""
+    paper's value, the book's (one more decimal, ± the SD of a random result), verdict, notes."""
     from stddial_book.core.markdown import table
 
     if isinstance(rows, (str, bytes)) or not isinstance(rows, (list, tuple)) or not rows:
@@ -335,6 +355,8 @@ def rows_table(rows: list[Row]):
         if r.spread > 0:
             book += f" ± {r.spread:.2g}" + ("%" if r.unit == "%" else "")
         paper = "0 (exact)" if r.decimals >= 6 else _shown(r.paper, r.decimals, r.unit)
-        verdict = "yes" if r.agrees else ("differs" if r.expected_to_differ else "**no**")
-        body.append([r.section, r.quantity + (f" ({r.note})" if r.note else ""), paper, book, verdict])
-    return table(["where", "quantity", "paper", "book", "agrees"], body)
+        if r.bound:
+            paper = "≤ " + paper
+        verdict = {"no": "**no**"}.get(r.verdict, r.verdict)
+        body.append([r.section, r.quantity, paper, book, verdict, r.notes])
+    return table(["where", "quantity", "paper", "book", "agrees", "notes"], body)

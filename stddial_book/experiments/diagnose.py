@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_GROUP_SIZES",
     "DEFAULT_EPSILON",
     "DEFAULT_SAMPLES_PER_PROMPT",
+    "PLAN_PROMPTS",
     "diagnose",
     "diagnose_source",
     "allocation_plans",
@@ -47,6 +48,10 @@ DEFAULT_EPSILON = 0.05
 
 #: Without a stated budget the plans share 8 samples per prompt (the book's usual G).
 DEFAULT_SAMPLES_PER_PROMPT = 8
+
+#: The most prompts an allocation plan is made for: a larger pool is planned on this many prompts drawn at
+#: random, with the budget scaled to them (Knapsack RL's exact program costs prompts × budget memory and time).
+PLAN_PROMPTS = 512
 
 DECILE_LABELS = tuple(f"[{i / 10:.1f}, {(i + 1) / 10:.1f}{']' if i == 9 else ')'}" for i in range(10))
 
@@ -65,7 +70,8 @@ def diagnose(
     unknown), ``dapo_draws_per_kept_group`` (1 / (1 − silent fraction), closed form; ``None`` where every group is
     silent), ``group_size_law`` (G* = 1/(8εp(1 − p)) at the median p and per decile of p, over the prompts with
     0 < p < 1), ``gradient_mass_by_decile`` (GRPO's and Dr. GRPO's large-group budget) and ``allocation`` (each
-    rule's plan for ``budget`` samples; default 8 per prompt).
+    rule's plan for ``budget`` samples, default 8 per prompt; a pool of more than :data:`PLAN_PROMPTS` prompts is
+    planned on that many drawn at random with ``seed``, the budget scaled to them).
     """
     pool = as_reader_pool(counts)
     sizes = sorted({check_group_size(g, "group_sizes") for g in _as_list(group_sizes)})
@@ -221,8 +227,9 @@ def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tup
     """Each allocation rule's group size per prompt for ``budget`` samples, and where the rules came from.
 
     The hook for the allocation rules: every rule of ``stddial_book.rl.allocation.RULES`` through its
-    ``plan_for_rates(rule, solve_rates, budget, rng=...)`` when that module exists; otherwise only
-    :func:`uniform_plan`. A rule that refuses the pool is reported by its message instead of a plan.
+    ``plan_for_rates(rule, solve_rates, budget, rng=...)`` when that module exists (rules that sample in rounds
+    give the expected samples per prompt, as floats); otherwise only :func:`uniform_plan`. A rule that refuses the
+    pool is reported by its message instead of a plan.
     """
     try:
         import stddial_book.rl.allocation as allocation
@@ -236,6 +243,8 @@ def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tup
             plans[rule] = allocation.plan_for_rates(rule, solve_rates, budget, rng=np.random.default_rng(seed))
         except (ValueError, TypeError) as err:
             plans[rule] = " ".join(str(err).split())
+        except MemoryError:
+            plans[rule] = f"not enough memory to plan {len(solve_rates)} prompts with {budget} samples"
     return plans, "stddial_book.rl.allocation.plan_for_rates, every rule of RULES"
 
 
@@ -245,12 +254,18 @@ def _allocation(p: np.ndarray, budget: int | None, seed: int) -> dict:
         budget = DEFAULT_SAMPLES_PER_PROMPT * p.size
     budget = check_int(budget, "budget", minimum=1, hint="It is the total number of samples the plans share.")
     seed = check_int(seed, "seed", minimum=0)
-    plans, origin = allocation_plans(p, budget, seed)
+    planned, plan_budget = p, budget
+    if p.size > PLAN_PROMPTS:
+        planned = p[np.sort(np.random.default_rng(seed).choice(p.size, PLAN_PROMPTS, replace=False))]
+        plan_budget = max(1, round(budget * PLAN_PROMPTS / p.size))
+    plans, origin = allocation_plans(planned, plan_budget, seed)
     return {
         "budget": budget,
         "budget_note": "as stated" if stated else f"{DEFAULT_SAMPLES_PER_PROMPT} samples per prompt (no budget stated)",
+        "plan_prompts": int(planned.size),
+        "plan_budget": plan_budget,
         "rules_from": origin,
-        "plans": {rule: _plan_summary(p, plan, budget) for rule, plan in plans.items()},
+        "plans": {rule: _plan_summary(planned, plan, plan_budget) for rule, plan in plans.items()},
     }
 
 
@@ -259,24 +274,34 @@ def _plan_summary(p: np.ndarray, plan: Any, budget: int) -> dict:
     if isinstance(plan, str):
         return {"error": plan}
     sizes = np.asarray(plan)
-    if sizes.shape != p.shape or sizes.dtype.kind not in "iuf" or np.any(sizes < 0) or np.any(sizes != np.round(sizes)):
-        return {"error": f"the plan is not one whole group size per prompt (shape {sizes.shape}, dtype {sizes.dtype})"}
-    sizes = sizes.astype(np.int64)
-    drawn = sizes >= 1
-    silent = np.zeros(p.shape)
-    silent[drawn] = silent_probability(p[drawn], sizes[drawn])
-    spent = int(sizes.sum())
-    return {
-        "samples": spent,
-        "over_budget": spent > budget,
-        "prompts_sampled": int(drawn.sum()),
-        "prompts_with_a_group": int(np.sum(sizes >= 2)),
-        "G_min": int(sizes.min()),
+    if sizes.shape != p.shape or sizes.dtype.kind not in "iuf" or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
+        return {"error": f"the plan is not one group size per prompt (shape {sizes.shape}, dtype {sizes.dtype})"}
+    whole = bool(np.all(sizes == np.round(sizes)))
+    out = {
+        "kind": "group sizes" if whole else "expected samples per prompt (sampled in rounds)",
+        "samples": float(sizes.sum()),
+        "over_budget": bool(sizes.sum() > budget),
+        "prompts_sampled": int(np.sum(sizes > 0)),
+        "prompts_with_a_group": None,
+        "G_min": float(sizes.min()),
         "G_median": float(np.median(sizes)),
-        "G_max": int(sizes.max()),
-        "silent_groups": float(silent[drawn].mean()) if drawn.any() else None,
-        "samples_in_live_groups": float(np.sum(sizes * (1.0 - silent)) / spent) if spent else None,
+        "G_max": float(sizes.max()),
+        "silent_groups": None,
+        "samples_in_live_groups": None,
     }
+    if whole:  # a plan ahead: each prompt's group is silent with probability p^G + (1 - p)^G
+        sizes = sizes.astype(np.int64)
+        drawn = sizes >= 1
+        silent = np.zeros(p.shape)
+        if drawn.any():
+            silent[drawn] = silent_probability(p[drawn], sizes[drawn])
+        spent = int(sizes.sum())
+        out.update(
+            prompts_with_a_group=int(np.sum(sizes >= 2)),
+            silent_groups=float(silent[drawn].mean()) if drawn.any() else None,
+            samples_in_live_groups=float(np.sum(sizes * (1.0 - silent)) / spent) if spent else None,
+        )
+    return out
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -329,21 +354,27 @@ def diagnosis_text(report: dict) -> str:
 
 
 def _allocation_lines(alloc: dict) -> list[str]:
-    lines = [
-        "",
-        f"allocation of {alloc['budget']:,} samples ({alloc['budget_note']}); rules: {alloc['rules_from']}",
-        f"{'rule':>14}  {'samples':>9}  {'groups':>8}  {'G min/median/max':>16}  {'silent':>7}  {'live samples':>12}",
-    ]
+    lines = ["", f"allocation of {alloc['budget']:,} samples ({alloc['budget_note']}); rules: {alloc['rules_from']}"]
+    if alloc["plan_budget"] != alloc["budget"]:
+        lines.append(
+            f"  planned on {alloc['plan_prompts']} prompts drawn at random, with the budget scaled to "
+            f"{alloc['plan_budget']:,} samples"
+        )
+    lines.append(f"{'rule':>15}  {'spent':>6}  {'groups':>6}  {'G min/median/max':>16}  {'silent':>6}  {'live':>6}")
     for rule, plan in alloc["plans"].items():
         if "error" in plan:
-            lines.append(f"{rule:>14}  refused: {plan['error']}")
+            lines.append(f"{rule:>15}  refused: {plan['error']}")
             continue
-        spread = f"{plan['G_min']}/{plan['G_median']:g}/{plan['G_max']}"
+        spread = f"{plan['G_min']:.3g}/{plan['G_median']:.3g}/{plan['G_max']:.3g}"
+        groups = plan["prompts_with_a_group"]
         lines.append(
-            f"{rule:>14}  {plan['samples']:>9,}  {plan['prompts_with_a_group']:>8,}  {spread:>16}  "
-            f"{_pct(plan['silent_groups']):>7}  {_pct(plan['samples_in_live_groups']):>12}"
+            f"{rule:>15}  {_pct(plan['samples'] / alloc['plan_budget']):>6}  "
+            f"{_pct(None if groups is None else groups / alloc['plan_prompts']):>6}  {spread:>16}  "
+            f"{_pct(plan['silent_groups']):>6}  {_pct(plan['samples_in_live_groups']):>6}"
         )
-    lines.append(
-        "  groups: prompts given G >= 2; silent: expected share of silent groups; live: samples in groups that are not"
-    )
+    lines += [
+        "  spent: share of the budget used; groups: prompts given G >= 2; silent: expected share of silent",
+        "  groups; live: share of the samples in groups that are not silent. Rules that sample in rounds show",
+        "  the expected samples per prompt as G, and '-' for what needs a group size fixed ahead.",
+    ]
     return lines

@@ -319,7 +319,7 @@ def diagnosis_text(report: dict) -> str:
     lines = [
         f"{pool['name']}: {pool['prompts']:,} prompts, {pool['input']}, "
         + (f"n = {n} samples per prompt" if n is not None else "n unknown"),
-        f"solve rate p = k/n: mean {pool['mean_p']:.3f}, median {pool['median_p']:.3f}; never solved "
+        f"solve rate p{' = k/n' if n is not None else ''}: mean {pool['mean_p']:.3f}, median {pool['median_p']:.3f}; never solved "
         f"{_pct(pool['never_solved'])}, always solved {_pct(pool['always_solved'])}",
         "",
         "silent groups by G (all G rewards agree, so every advantage is zero)",
@@ -332,7 +332,8 @@ def diagnosis_text(report: dict) -> str:
             f"  {_num(report['dapo_draws_per_kept_group'][key], 2):>25}"
         )
     lines += [
-        "  closed form: p^G + (1 - p)^G with p = k/n; subsampled: G of the n stored samples, without replacement",
+        f"  closed form: p^G + (1 - p)^G{' with p = k/n' if n is not None else ''}; subsampled: G of the n stored "
+        "samples, without replacement",
         "",
         f"group-size law G* = 1/(8 eps p(1 - p)), eps = {law['epsilon']:g}, over the {law['learnable_prompts']:,} "
         "prompts with 0 < p < 1",

@@ -66,7 +66,18 @@ def _draws_panel(ax, report: dict, sizes: list[int]) -> None:
     draws = [(g, v) for g, v in draws if v is not None]
     if draws:
         ax.plot(*zip(*draws), "o-", color=RECIPE_COLORS["DAPO"])
-    ax.set_ylim(bottom=1)
+        ax.set_ylim(1, max(1.1, 1.05 * max(v for _, v in draws)))
+    if len(draws) < len(sizes):
+        ax.text(
+            0.5,
+            0.5,
+            "where no point is drawn, every\ngroup is silent: the refill\nnever fills a batch",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="0.3",
+        )
+        ax.set_xlim(sizes[0] / 1.3, sizes[-1] * 1.3)
     ax.set_ylabel("DAPO: groups drawn\nper group kept")
     ax.set_xlabel("group size G")
 

@@ -195,8 +195,10 @@ BOOTSTRAP_RESAMPLES, CONFIDENCE = 2000, 0.95
 
 def bootstrap_interval(arrays, statistic, seed: int = 0) -> tuple[float, float]:
     """A percentile bootstrap interval of ``statistic(*arrays)`` over seeds (arrays paired: resampled
-    together), by :func:`scipy.stats.bootstrap` when scipy is installed, otherwise the same
-    percentile bootstrap in numpy. NaN with fewer than 2 seeds; the value itself if they all agree."""
+    together), by :func:`scipy.stats.bootstrap`. NaN with fewer than 2 seeds; the value itself if
+    they all agree."""
+    from scipy.stats import bootstrap
+
     data = [np.asarray(a, dtype=np.float64) for a in arrays]
     n = data[0].size
     if n < 2:
@@ -205,13 +207,6 @@ def bootstrap_interval(arrays, statistic, seed: int = 0) -> tuple[float, float]:
         value = float(statistic(*data))
         return value, value
     rng = np.random.default_rng(seed)
-    try:
-        from scipy.stats import bootstrap
-    except ImportError:
-        idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-        values = np.array([statistic(*(a[i] for a in data)) for i in idx])
-        low, high = np.nanquantile(values, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-        return float(low), float(high)
     res = bootstrap(
         tuple(data),
         statistic,
@@ -226,12 +221,10 @@ def bootstrap_interval(arrays, statistic, seed: int = 0) -> tuple[float, float]:
 
 
 def bootstrap_backend() -> str:
-    """Which bootstrap :func:`bootstrap_interval` uses here."""
-    try:
-        import scipy.stats  # noqa: F401
-    except ImportError:
-        return "numpy percentile bootstrap (scipy not installed)"
-    return "scipy.stats.bootstrap, percentile"
+    """Which bootstrap :func:`bootstrap_interval` uses, with scipy's version (for a result's provenance)."""
+    import scipy
+
+    return f"scipy.stats.bootstrap {scipy.__version__}, percentile"
 
 
 def _mean_ci(values) -> dict:

@@ -1,8 +1,11 @@
-"""The command line: ``python -m stddial_book sft|train|record|eval`` (chapter 9 shows how to use it).
+"""The command line: ``python -m stddial_book sft|train|record|eval|diagnose`` (chapter 9 shows the
+training commands).
 
-Each command reads its sizes from a profile (``quick`` and ``reference`` on a CPU, ``full`` on a
-GPU) and writes everything into one output directory, so a run can be plotted with
-:func:`stddial_book.rl.runlog.load_run` and resumed with ``--resume``.
+``sft``, ``train``, ``record`` and ``eval`` read their sizes from a profile (``quick`` and
+``reference`` on a CPU, ``full`` on a GPU) and write everything into one output directory, so a run
+can be plotted with :func:`stddial_book.rl.runlog.load_run` and resumed with ``--resume``.
+``diagnose FILE`` reads a reader's solve-rate table and prints what the closed forms say about it
+(silent fraction by G, DAPO's draws, G*, where the gradient sits, each allocation rule's plan).
 """
 
 from __future__ import annotations
@@ -405,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main_diagnose(args) -> int:
     try:
         run_diagnose(args)
+    except BrokenPipeError:  # the reader piped the report into head: what was read is all they wanted
+        sys.stderr.close()
+        return 0
     except (ValueError, TypeError) as err:  # the reader's data or options: the message names the fix
         print(f"error: {_one_line(err)}", file=sys.stderr)
         return 2

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from stddial_book.core.outdir import claim_dir
 from stddial_book.experiments.allocated_run import POOLS, TARGET_FRACTIONS, AllocatedRun, allocation_run_study
 from stddial_book.experiments.allocation_study import signal_table, summarize_run_study
+from stddial_book.rl.runlog import write_gzip
 
 
 def git_commit() -> str:
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--batch-prompts", type=int, default=16, help="uniform's prompts per step (B = 8x)")
     parser.add_argument("--steps", type=int, default=60, help="the step budget; sample budget = steps x B")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "allocation.json"))
+    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[1] / "data" / "allocation"))
     args = parser.parse_args()
     config = AllocatedRun(batch_prompts=args.batch_prompts, steps=args.steps)
     start = time.perf_counter()
@@ -110,6 +113,9 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
+    # the copy the package ships (chapter 15 reads it through data_path, in a checkout and in Colab)
+    shipped = claim_dir(Path(args.data_dir), "bench", flag="--data-dir")
+    write_gzip(out, shipped / "allocation.json.gz")
     print(
         json.dumps(
             {k: result[k] for k in ("wall_s", "samples_to_target_vs_dapo_controlled", "outside_noise")}, indent=1

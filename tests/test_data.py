@@ -51,3 +51,12 @@ def test_the_wheel_lists_every_subpackage() -> None:
         "stddial_book.data"
     }
     assert listed == found, f"pyproject.toml lists {sorted(listed - found)} too many, {sorted(found - listed)} missing"
+
+
+def test_the_shipped_allocation_study_is_the_benchmarks() -> None:
+    """Chapter 15 reads the allocation benchmark's results through data_path (so Colab has them):
+    the shipped copy must be exactly what bench/bench_allocation.py last wrote to bench/results."""
+    import gzip
+
+    shipped = gzip.decompress(data_path("allocation", "allocation.json.gz").read_bytes())
+    assert shipped == (REPO_DATA.parent / "bench" / "results" / "allocation.json").read_bytes()

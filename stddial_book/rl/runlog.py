@@ -172,13 +172,14 @@ class RunLog:
 
 
 def read_json(path: str | Path) -> Any:
-    """The JSON document in ``path``; a ``ValueError`` naming the file when it is missing or damaged."""
+    """The JSON document in ``path`` (``.json`` or ``.json.gz``); a ``ValueError`` naming the file when it
+    is missing or damaged."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
+        return json.loads(_read_text(path))
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist; check the directory, or rerun what writes it.") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as err:
         raise ValueError(f"{path} is damaged ({err}); restore it, or delete the run directory and rerun.") from None
 
 

@@ -1,0 +1,180 @@
+"""The dial's diagnostics on every step of a TRL run (chapter 16): a ``transformers.TrainerCallback``.
+
+On each generation batch of TRL's ``GRPOTrainer`` (groups of G completions, contiguous), from which
+completions passed the verifier and the advantages TRL computed:
+
+* the silent fraction: groups whose G completions all passed or all failed (σ = 0, no update);
+* the distribution of σ = sqrt(k(G − k))/G over groups, as counts of k = 0..G passes;
+* the gradient mass by pass-rate band: each group enters the update with Σᵢ |Aᵢ| (twice its weight w
+  in (1/G) Σᵢ Aᵢ gᵢ = w (ḡ₊ − ḡ₋)), summed over the groups whose pass rate falls in each band;
+* the identity on the sampled batch: TRL's advantages against the book's
+  (:func:`~stddial_book.theory.recipes.group_advantages` of the TRL-equivalent recipe), and each group's
+  mean |A| against 2w of its pass rate (:func:`~stddial_book.theory.identity.update_weight`): σ for GRPO
+  and DAPO up to Bessel's factor and TRL's 1e-4, σ² for Dr. GRPO. The closed form needs the reward TRL
+  normalises to be the verifier's two values; with a format weight or DAPO's length penalty it is not,
+  and the record says so. The gradient side (ḡ₊ − ḡ₋) is not measured here: it would take two extra
+  backward passes per group on the language model; chapter 4 checks it on real gradients.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stddial_book.bridges.trl_differences import trl_equivalent_recipe
+from stddial_book.theory.identity import update_weight
+from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
+
+__all__ = ["PASS_RATE_BANDS", "batch_diagnostics", "dial_callback"]
+
+#: Edges of the pass-rate bands of the gradient mass (silent groups, p̂ = 0 or 1, carry none).
+PASS_RATE_BANDS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _band_masses(rates: np.ndarray, mass: np.ndarray) -> list[float]:
+    """Each band's share of the batch's gradient mass (zeros when the batch carries none)."""
+    edges = PASS_RATE_BANDS
+    band = np.clip(np.searchsorted(edges, rates, side="left") - 1, 0, len(edges) - 2)
+    sums = np.array([mass[band == b].sum() for b in range(len(edges) - 1)])
+    total = sums.sum()
+    return (sums / total if total > 0 else sums).tolist()
+
+
+def _identity_gap(
+    rates: np.ndarray, mean_abs: np.ndarray, two_valued: bool, recipe: Recipe, group_size: int
+) -> tuple[float | None, str]:
+    """The largest |mean |A| − 2w(p̂)| over groups, or None with why not."""
+    if not two_valued:
+        return None, (
+            "the reward TRL normalises is shaped (format weight or length penalty), not the verifier's two "
+            "values, so the closed form 2w(p̂) does not apply"
+        )
+    expected = 2.0 * np.asarray(update_weight(rates, recipe, group_size=group_size))
+    return float(np.max(np.abs(mean_abs - expected))), "mean |A| per group against 2w(p̂)"
+
+
+def batch_diagnostics(
+    passed: Sequence[bool], rewards: Sequence[float], advantages: Sequence[float], group_size: int, recipe: Any
+) -> dict[str, Any]:
+    """The dial's diagnostics of one generation batch (see the module's docstring).
+
+    Args:
+        passed: per completion, whether the verifier accepted it (groups of ``group_size``, contiguous).
+        rewards: per completion, the reward TRL normalised (the weighted sum of its reward functions).
+        advantages: per completion, TRL's advantage.
+        group_size: G.
+        recipe: the book recipe the run sets TRL to (its reward values define "two-valued").
+    """
+    recipe = as_recipe(recipe)
+    passed = np.asarray(passed, dtype=bool)
+    rewards = np.asarray(rewards, dtype=float)
+    adv = np.asarray(advantages, dtype=float)
+    if not (passed.shape == rewards.shape == adv.shape) or passed.size % group_size:
+        raise ValueError(
+            f"passed, rewards and advantages need one entry per completion, in whole groups of {group_size}; "
+            f"got {passed.size}, {rewards.size}, {adv.size}."
+        )
+    k = passed.reshape(-1, group_size).sum(axis=1)
+    rates = k / group_size
+    sigma = np.sqrt(k * (group_size - k)) / group_size
+    mass = np.abs(adv).reshape(-1, group_size).sum(axis=1)
+    trl_recipe = trl_equivalent_recipe(recipe)
+    book = np.asarray(group_advantages(rewards, group_size, trl_recipe))
+    two_valued = bool(np.all(rewards == np.where(passed, recipe.reward_correct, recipe.reward_wrong)))
+    gap, identity_note = _identity_gap(rates, mass / group_size, two_valued, trl_recipe, group_size)
+    return {
+        "groups": int(k.size),
+        "pass_rate": float(passed.mean()),
+        "silent_fraction": float(np.mean((k == 0) | (k == group_size))),
+        "k_counts": np.bincount(k, minlength=group_size + 1).tolist(),
+        "sigma_mean": float(sigma.mean()),
+        "mass_by_band": _band_masses(rates, mass),
+        "mass_in_silent": float(mass[(k == 0) | (k == group_size)].sum()),
+        "advantage_gap": float(np.max(np.abs(adv - book))),
+        "identity_gap": gap,
+        "identity_note": identity_note,
+    }
+
+
+class _Progress:
+    """Wall time, steps done and the time left, from the first step's start."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self, step: int, max_steps: int) -> dict[str, float]:
+        elapsed = time.perf_counter() - self.start
+        per_step = elapsed / max(step, 1)
+        return {"elapsed_s": elapsed, "step_s": per_step, "eta_s": per_step * max(max_steps - step, 0)}
+
+
+def dial_callback(
+    recipe: Any, group_size: int, rewards: dict[str, Any], weights: Sequence[float], print_every: int = 0
+):
+    """A ``transformers.TrainerCallback`` that records :func:`batch_diagnostics` and progress at every step.
+
+    ``rewards`` maps each reward function's name to the function (each keeps its last batch in ``last``;
+    the first is the verifier), ``weights`` are TRL's ``reward_weights`` in the same order. Call its
+    ``attach(trainer)`` once: it then sees each generation batch and fills ``records``, one dict per
+    optimizer step; with ``print_every`` > 0 it prints a progress line every that many steps.
+    """
+    from transformers import TrainerCallback
+
+    class DialCallback(TrainerCallback):
+        """The dial's diagnostics, one record per optimizer step (see :func:`dial_callback`)."""
+
+        def __init__(self) -> None:
+            self.records: list[dict[str, Any]] = []
+            self._pending: dict[str, Any] | None = None
+            self._progress = _Progress()
+
+        def attach(self, trainer: Any) -> Any:
+            generate_and_score = trainer._generate_and_score_completions
+
+            @functools.wraps(generate_and_score)
+            def observed(inputs: Any) -> Any:
+                out = generate_and_score(inputs)
+                self._pending = self._observe(out)
+                return out
+
+            trainer._generate_and_score_completions = observed
+            trainer.add_callback(self)
+            return self
+
+        def _observe(self, out: dict[str, Any]) -> dict[str, Any]:
+            funcs = list(rewards.values())
+            verifier = funcs[0]
+            passed = np.asarray(verifier.last) == verifier.correct
+            total = sum(w * np.asarray(f.last, dtype=float) for w, f in zip(weights, funcs))
+            advantages = out["advantages"].detach().float().cpu().numpy()
+            record = batch_diagnostics(passed, total, advantages, group_size, recipe)
+            record["mean_length"] = float(out["completion_mask"].sum(dim=1).float().mean())
+            for name, func in list(rewards.items())[1:]:
+                record[f"reward_{name}"] = float(np.mean(func.last))
+            return record
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._progress = _Progress()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            record = {"step": int(state.global_step), **(self._pending or {})}
+            record.update(self._progress(state.global_step, state.max_steps))
+            self.records.append(record)
+            self._pending = None
+            if print_every and state.global_step % print_every == 0:
+                print(_progress_line(record, state.max_steps), flush=True)
+
+    return DialCallback()
+
+
+def _progress_line(record: dict[str, Any], max_steps: int) -> str:
+    """One line of progress: step, pass rate, silent fraction, mean σ, time per step and left."""
+    return (
+        f"step {record['step']}/{max_steps}  pass {record.get('pass_rate', float('nan')):.3f}  "
+        f"silent {record.get('silent_fraction', float('nan')):.2f}  mean sigma {record.get('sigma_mean', float('nan')):.3f}  "
+        f"{record['step_s']:.1f} s/step, {record['eta_s'] / 60:.1f} min left"
+    )

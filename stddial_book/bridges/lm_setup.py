@@ -1,0 +1,216 @@
+"""The settings of a GRPO run on a real language model (chapter 16): sizes, precision, memory and time.
+
+One :class:`LMRunConfig` holds everything that differs between the run a reader records on a GPU
+(:func:`colab_t4_config`: Qwen2.5-0.5B-Instruct on GSM8K, Cobbe et al., 2021) and the run the book
+executes on its CPU build (:func:`tiny_config`: a small random-init Qwen2 model on a local dataset of
+GSM8K's schema, :mod:`stddial_book.bridges.lm_data`). The code that trains is the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from stddial_book.core.checks import check_int
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "DEFAULT_DATASET_ID",
+    "T4",
+    "LMRunConfig",
+    "colab_t4_config",
+    "tiny_config",
+    "precision_for",
+    "detect_precision",
+    "memory_estimate_gib",
+    "time_estimate",
+]
+
+DEFAULT_MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
+DEFAULT_DATASET_ID = "openai/gsm8k"
+
+#: What :func:`time_estimate` assumes of a free Colab T4 (16 GB). ``peak_fp16_flops``: NVIDIA's T4 datasheet
+#: (65 TFLOPS mixed precision); ``achieved_fraction``: an assumed share of that peak in the training passes
+#: of a small model; ``decode_step_s``: an assumed time of one decode step of a 24-layer model under
+#: ``transformers``' ``generate`` with LoRA adapters (launch-bound, nearly flat in the batch up to a few
+#: dozen sequences). Assumptions, not measurements: chapter 16 says so.
+T4: dict[str, float] = {
+    "memory_gib": 15.0,
+    "peak_fp16_flops": 65e12,
+    "achieved_fraction": 0.25,
+    "decode_step_s": 0.045,
+}
+
+
+@dataclass(frozen=True)
+class LMRunConfig:
+    """One GRPO run on a language model with TRL and LoRA (chapter 16).
+
+    Attributes:
+        model_id: a hub id or a local directory (:func:`~stddial_book.bridges.lm_data.build_tiny_model`).
+        dataset_id: a hub id (GSM8K's schema) or a local ``.jsonl`` file of question/answer rows.
+        dataset_config, split: the hub dataset's configuration and split.
+        num_prompts: how many of the dataset's questions the run draws from (None: all).
+        group_size: G, completions per question.
+        prompts_per_step: P, questions per optimizer step (one generation batch per step).
+        micro_batch_size: completions per forward/backward pass.
+        max_new_tokens: L_max, the generation cap.
+        max_steps: optimizer steps.
+        learning_rate: AdamW's constant learning rate (of the LoRA adapters).
+        lora_r, lora_alpha: LoRA's rank and scale (Hu et al., 2021), on every linear layer.
+        format_weight: the weight of the format reward in the sum TRL normalises (0: logged only, so
+            the reward the advantage sees stays two-valued and the identity holds exactly).
+        activation_checkpointing: recompute activations in the backward pass (saves memory on a T4).
+        temperature: the sampling temperature.
+        seed: the run's seed.
+    """
+
+    model_id: str = DEFAULT_MODEL_ID
+    dataset_id: str = DEFAULT_DATASET_ID
+    dataset_config: str | None = "main"
+    split: str = "train"
+    num_prompts: int | None = 2000
+    group_size: int = 8
+    prompts_per_step: int = 8
+    micro_batch_size: int = 4
+    max_new_tokens: int = 256
+    max_steps: int = 110
+    learning_rate: float = 1e-5
+    lora_r: int = 16
+    lora_alpha: int = 32
+    format_weight: float = 0.0
+    activation_checkpointing: bool = True
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("group_size", "prompts_per_step", "micro_batch_size", "max_new_tokens", "max_steps"):
+            check_int(getattr(self, name), name, minimum=2 if name == "group_size" else 1)
+        if (self.prompts_per_step * self.group_size) % self.micro_batch_size:
+            raise ValueError(
+                f"micro_batch_size={self.micro_batch_size} must divide the {self.prompts_per_step * self.group_size} "
+                "completions of a step (prompts_per_step · group_size)."
+            )
+        if not (math.isfinite(self.format_weight) and self.format_weight >= 0):
+            raise ValueError(f"format_weight must be a finite number >= 0; got {self.format_weight!r}.")
+
+    def replace(self, **changes: Any) -> LMRunConfig:
+        """A copy with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def colab_t4_config(**changes: Any) -> LMRunConfig:
+    """The GPU run: Qwen2.5-0.5B-Instruct on GSM8K's train split, sized for about half an hour a recipe on a
+    free Colab T4 (:func:`time_estimate`); ``changes`` override any field."""
+    return LMRunConfig().replace(**changes)
+
+
+def tiny_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfig:
+    """The CPU run of the book's build and tests: the same code on a tiny local model and dataset, two steps."""
+    tiny = LMRunConfig(
+        model_id=str(model_dir),
+        dataset_id=str(data_file),
+        dataset_config=None,
+        num_prompts=None,
+        group_size=4,
+        prompts_per_step=4,
+        micro_batch_size=16,
+        max_new_tokens=12,
+        max_steps=2,
+        learning_rate=1e-3,
+        lora_r=4,
+        lora_alpha=8,
+        activation_checkpointing=False,
+    )
+    return tiny.replace(**changes)
+
+
+def precision_for(device_type: str, capability: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The dtype a run uses on a device: bf16 on CUDA GPUs of compute capability 8.0 or newer (Ampere on), fp16
+    on older CUDA GPUs (a T4 is 7.5), fp32 elsewhere (CPU, Apple's MPS). The model's weights are loaded in that
+    dtype, the LoRA adapters stay fp32 and the Trainer's mixed precision is switched on to match.
+
+    Returns ``{"device", "dtype", "bf16", "fp16"}`` with ``dtype`` a ``torch`` dtype name.
+    """
+    if device_type != "cuda":
+        return {"device": device_type, "dtype": "float32", "bf16": False, "fp16": False}
+    if capability is None or len(capability) != 2:
+        raise ValueError(f"a CUDA device needs its compute capability (major, minor); got {capability!r}.")
+    if tuple(capability) >= (8, 0):
+        return {"device": "cuda", "dtype": "bfloat16", "bf16": True, "fp16": False}
+    return {"device": "cuda", "dtype": "float16", "bf16": False, "fp16": True}
+
+
+def detect_precision() -> dict[str, Any]:
+    """:func:`precision_for` this machine's first accelerator (CUDA, then MPS, else the CPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return precision_for("cuda", torch.cuda.get_device_capability(0))
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return precision_for("mps")
+    return precision_for("cpu")
+
+
+def memory_estimate_gib(
+    config: LMRunConfig, model_config: Any, num_params: int, dtype_bytes: int, prompt_tokens: int = 160
+) -> dict[str, float]:
+    """An estimate (GiB) of the accelerator memory the run needs at its peak, by part.
+
+    ``weights``: the parameters in the run's dtype. ``lora``: the adapters in fp32 with their gradients and
+    AdamW's two moments (16 bytes each). ``logits``: one micro-batch's completion logits over the vocabulary,
+    counted three times (the logits, their float32 log-softmax and its gradient). ``activations``: one hidden
+    state per layer and token of a micro-batch (with activation checkpointing; ×12 without).
+    ``kv_cache``: the keys and values of the whole generation batch at full length. A rough sum: allocator
+    slack and the CUDA context (about a GiB) come on top.
+    """
+    layers = model_config.num_hidden_layers
+    hidden = model_config.hidden_size
+    heads = model_config.num_attention_heads
+    kv_heads = getattr(model_config, "num_key_value_heads", heads) or heads
+    head_dim = getattr(model_config, "head_dim", None) or hidden // heads
+    seq = prompt_tokens + config.max_new_tokens
+    micro = config.micro_batch_size
+    # every linear layer: r·(inputs + outputs) each; attention's four counted as hidden→hidden (an upper bound)
+    lora_params = config.lora_r * layers * (8 * hidden + 3 * (hidden + model_config.intermediate_size))
+    activations = layers * micro * seq * hidden * dtype_bytes * (1 if config.activation_checkpointing else 12)
+    kv_cache = config.prompts_per_step * config.group_size * seq * layers * 2 * kv_heads * head_dim * dtype_bytes
+    gib = 2.0**30
+    parts = {
+        "weights": num_params * dtype_bytes / gib,
+        "lora": lora_params * 16 / gib,
+        "logits": micro * (config.max_new_tokens + 1) * model_config.vocab_size * (dtype_bytes + 8) / gib,
+        "activations": activations / gib,
+        "kv_cache": kv_cache / gib,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def time_estimate(
+    config: LMRunConfig, num_params: int, prompt_tokens: int = 160, device: dict[str, float] | None = None
+) -> dict[str, float]:
+    """An estimate of one run's wall time on a device described as :data:`T4` is (the default).
+
+    Per optimizer step: generation, L_max decode steps of ``decode_step_s`` each (every batch runs until its
+    longest completion; the cap bounds it); training, 6·N FLOPs per token (forward, the backward to the
+    activations, and the forward again under activation checkpointing; LoRA leaves the frozen weights
+    without gradients) over the step's P·G·(prompt + L_max) tokens at ``achieved_fraction`` of the peak.
+    Returns seconds per step, the parts, and minutes for the run. An estimate from a formula, not a
+    measurement.
+    """
+    device = dict(T4 if device is None else device)
+    tokens = config.prompts_per_step * config.group_size * (prompt_tokens + config.max_new_tokens)
+    generate_s = config.max_new_tokens * device["decode_step_s"]
+    passes = 6 if config.activation_checkpointing else 4
+    train_s = passes * num_params * tokens / (device["peak_fp16_flops"] * device["achieved_fraction"])
+    step_s = generate_s + train_s
+    return {
+        "tokens_per_step": float(tokens),
+        "generate_s": generate_s,
+        "train_s": train_s,
+        "step_s": step_s,
+        "minutes": step_s * config.max_steps / 60.0,
+    }

@@ -563,6 +563,31 @@ def _dial_in_trl() -> dict[str, Any]:
     }
 
 
+@headlines("16_real_language_model", "l_t4_minutes", "l_t4_memory", "l_adv_gap", "l_identity_gap")
+def _real_language_model() -> dict[str, Any]:
+    from types import SimpleNamespace
+
+    from stddial_book.bridges.lm_setup import colab_t4_config, memory_estimate_gib, time_estimate
+
+    # Qwen2.5-0.5B-Instruct's published config.json (the hub is not reachable in the tests)
+    qwen = SimpleNamespace(
+        num_hidden_layers=24,
+        hidden_size=896,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        head_dim=64,
+        intermediate_size=4864,
+        vocab_size=151936,
+    )
+    config = colab_t4_config()
+    return {
+        "l_t4_minutes": time_estimate(config, 494_032_768)["minutes"],
+        "l_t4_memory": memory_estimate_gib(config, qwen, 494_032_768, 2)["total"],
+        "l_adv_gap": Within(0.0, 1e-5, "TRL's advantages are the book's formula on the same rewards (float32)"),
+        "l_identity_gap": Within(0.0, 1e-5, "mean |A| per group is 2w(p) on every GRPO and Dr. GRPO batch"),
+    }
+
+
 @headlines(
     "15_spending_samples",
     "c15_signal_uniform",

@@ -563,7 +563,7 @@ def _dial_in_trl() -> dict[str, Any]:
     }
 
 
-@headlines("16_real_language_model", "l_t4_minutes", "l_t4_memory", "l_adv_gap", "l_identity_gap")
+@headlines("15_real_language_model", "l_t4_minutes", "l_t4_memory", "l_adv_gap", "l_identity_gap")
 def _real_language_model() -> dict[str, Any]:
     from types import SimpleNamespace
 
@@ -589,7 +589,7 @@ def _real_language_model() -> dict[str, Any]:
 
 
 @headlines(
-    "15_spending_samples",
+    "16_spending_samples",
     "c15_signal_uniform",
     "c15_signal_dapo",
     "c15_best_gain",

@@ -1,4 +1,4 @@
-"""Models and prompts for the language-model run (chapter 16): the hub's, or tiny ones built here.
+"""Models and prompts for the language-model run (chapter 15): the hub's, or tiny ones built here.
 
 The hub path loads a pretrained instruct model and GSM8K (Cobbe et al., 2021) and fails at once, with one
 line, where the hub cannot be reached. The local path builds what the book's CPU build trains: a dataset of
@@ -126,7 +126,7 @@ def _hub_refusal(what: str, name: str) -> RuntimeError | None:
         return None
     return RuntimeError(
         f"cannot load the {what} {name!r}: it is not a local path and {reason}; run where the hub is reachable "
-        "(Colab) or pass a local path (chapter 16 builds a tiny one with build_tiny_model / write_tiny_gsm8k)."
+        "(Colab) or pass a local path (chapter 15 builds a tiny one with build_tiny_model / write_tiny_gsm8k)."
     )
 
 

@@ -1,4 +1,4 @@
-"""The dial's diagnostics on every step of a TRL run (chapter 16): a ``transformers.TrainerCallback``.
+"""The dial's diagnostics on every step of a TRL run (chapter 15): a ``transformers.TrainerCallback``.
 
 On each generation batch of TRL's ``GRPOTrainer`` (groups of G completions, contiguous), from which
 completions passed the verifier and the advantages TRL computed:

@@ -1,4 +1,4 @@
-"""Rewards of the language-model run (chapter 16), verified with ``math-verify``.
+"""Rewards of the language-model run (chapter 15), verified with ``math-verify``.
 
 ``correctness``: the completion's answer, extracted and compared with the gold number by Hugging Face's
 ``math-verify`` (``parse`` then ``verify``: a ``\\boxed{}`` answer first, else the last number); the recipe's

@@ -1,4 +1,4 @@
-"""GRPO, Dr. GRPO and DAPO on a real language model with TRL's GRPOTrainer and LoRA (chapter 16).
+"""GRPO, Dr. GRPO and DAPO on a real language model with TRL's GRPOTrainer and LoRA (chapter 15).
 
 :func:`run_lm` trains one recipe, in TRL's own settings (:func:`~stddial_book.bridges.trl_settings.trl_settings`:
 ``scale_rewards``, ``loss_type``, the clip range, DAPO's ``mask_truncated_completions``), with LoRA adapters

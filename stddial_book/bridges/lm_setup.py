@@ -1,4 +1,4 @@
-"""The settings of a GRPO run on a real language model (chapter 16): sizes, precision, memory and time.
+"""The settings of a GRPO run on a real language model (chapter 15): sizes, precision, memory and time.
 
 One :class:`LMRunConfig` holds everything that differs between the run a reader records on a GPU
 (:func:`colab_t4_config`: Qwen2.5-0.5B-Instruct on GSM8K, Cobbe et al., 2021) and the run the book
@@ -35,7 +35,7 @@ DEFAULT_DATASET_ID = "openai/gsm8k"
 #: (65 TFLOPS mixed precision); ``achieved_fraction``: an assumed share of that peak in the training passes
 #: of a small model; ``decode_step_s``: an assumed time of one decode step of a 24-layer model under
 #: ``transformers``' ``generate`` with LoRA adapters (launch-bound, nearly flat in the batch up to a few
-#: dozen sequences). Assumptions, not measurements: chapter 16 says so.
+#: dozen sequences). Assumptions, not measurements: chapter 15 says so.
 T4: dict[str, float] = {
     "memory_gib": 15.0,
     "peak_fp16_flops": 65e12,
@@ -46,7 +46,7 @@ T4: dict[str, float] = {
 
 @dataclass(frozen=True)
 class LMRunConfig:
-    """One GRPO run on a language model with TRL and LoRA (chapter 16).
+    """One GRPO run on a language model with TRL and LoRA (chapter 15).
 
     Attributes:
         model_id: a hub id or a local directory (:func:`~stddial_book.bridges.lm_data.build_tiny_model`).

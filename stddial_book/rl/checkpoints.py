@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from stddial_book.core.outdir import remove_owned
+from stddial_book.rl.pool_state import PoolState
 from stddial_book.rl.runlog import read_records
 
 __all__ = ["checkpoint_dir"]
@@ -23,8 +24,21 @@ CHECKPOINT = "checkpoint"
 INIT = "init"
 
 
+#: The arrays of a :class:`~stddial_book.rl.pool_state.PoolState` a checkpoint stores.
+_POOL_ARRAYS = (
+    "visits",
+    "samples",
+    "successes",
+    "silent_streak",
+    "last_outcome",
+    "weighted_successes",
+    "weighted_failures",
+)
+
+
 class _State:
-    """The counters and random states a checkpoint must carry for an exact resume."""
+    """The counters and random states a checkpoint must carry for an exact resume, and, under an
+    allocation rule, the pool history the rule reads (``pool_state``; ``None`` otherwise)."""
 
     def __init__(self, seed: int, device) -> None:
         self.step = 0
@@ -33,15 +47,32 @@ class _State:
         self.updates = 0
         self.rng = np.random.default_rng(seed)
         self.gen = torch.Generator(device=device).manual_seed(seed)
+        self.pool_state: PoolState | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "step": self.step,
             "samples_generated": self.samples_generated,
             "samples_kept": self.samples_kept,
             "updates": self.updates,
             "numpy_rng": self.rng.bit_generator.state,
         }
+        if self.pool_state is not None:  # JSON floats round-trip exactly
+            out["pool_state"] = {name: getattr(self.pool_state, name).tolist() for name in _POOL_ARRAYS}
+        return out
+
+    def _load_pool_state(self, saved: dict[str, Any]) -> None:
+        """Restore the pool history's arrays (same pool size, whole or float numbers as written)."""
+        pool = self.pool_state
+        arrays = saved.get("pool_state")
+        if not isinstance(arrays, dict):
+            raise ValueError("pool_state is missing: the run's allocation rule needs its pool history")
+        for name in _POOL_ARRAYS:
+            current = getattr(pool, name)
+            value = np.asarray(arrays.get(name), dtype=current.dtype)
+            if value.shape != current.shape:
+                raise ValueError(f"pool_state.{name} has shape {value.shape}, not {current.shape}")
+            setattr(pool, name, value)
 
     def load(self, saved: dict[str, Any], gen_state: torch.Tensor) -> None:
         """Restore from a checkpoint's ``state.json``; a ``ValueError`` when it is not one (edited,
@@ -60,6 +91,8 @@ class _State:
         rng = saved.get("numpy_rng")
         if not isinstance(rng, dict) or rng.get("bit_generator") != type(self.rng.bit_generator).__name__:
             raise ValueError("numpy_rng is not the state of the run's random generator")
+        if self.pool_state is not None:
+            self._load_pool_state(saved)
         self.rng.bit_generator.state = rng
         self.gen.set_state(gen_state)
         for name, value in counters.items():

@@ -124,6 +124,23 @@ class TrainConfig:
             rounding on the first minibatch, a measured drift on later ones; 0 turns it off. It
             reads the model and changes nothing, so a run is the same with or without it.
         identity_check_groups: groups checked per minibatch at a check step.
+        allocation: the rule that decides each step's groups, a name of
+            :data:`stddial_book.rl.allocation.RULES` (Part V). ``"uniform"`` is the loop of
+            chapters 10-12 (``prompts_per_step`` groups of G, DAPO's dynamic sampling when the
+            recipe has it); any other rule is asked for the step's groups from the run's pool
+            history (:class:`~stddial_book.rl.pool_state.PoolState`), and the update runs on the
+            groups it keeps, each at its own size. The rule replaces the recipe's dynamic sampling;
+            the recipe's loss, clipping and length handling stay.
+        allocation_options: the rule's settings (``RULES[allocation](**options)``), a dict of
+            numbers (``solve_rates`` a list); ``"prior"`` (a pair) and ``"decay"`` set the pool
+            history's Beta estimator instead. DAPO's and GRESO's ``group_size``,
+            ``batch_prompts`` and ``max_rounds`` default to ``group_size``,
+            ``prompts_per_step`` and ``max_rounds`` here.
+        allocation_budget: samples a step may generate under a rule, screening and redraws
+            included (``None``: ``prompts_per_step · group_size``, a uniform step's cost); the
+            run still stops at ``sample_budget`` generated samples, so rules compare in samples.
+        allocation_candidates: prompts of the pool offered to the rule each step, drawn at random
+            (``None``: the whole pool).
     """
 
     recipe: Recipe | str = "grpo"
@@ -145,12 +162,74 @@ class TrainConfig:
     pool_samples: int = 32
     identity_check_every: int = 0
     identity_check_groups: int = 2
+    allocation: str = "uniform"
+    allocation_options: Any = ()
+    allocation_budget: int | None = None
+    allocation_candidates: int | None = None
 
     def __post_init__(self) -> None:
         self._check_types()
         self._check_geometry()
         self._check_bookkeeping()
         self._check_rates()
+        self._check_allocation()
+
+    def _check_allocation(self) -> None:
+        """A known rule whose options build it, and a step budget that buys at least one group;
+        the options are stored as sorted (name, value) pairs (lists as tuples), so the config
+        stays hashable (Part V)."""
+        from stddial_book.rl.allocation import RULES
+
+        if not isinstance(self.allocation, str) or self.allocation not in RULES:
+            raise ValueError(f"allocation must name a rule of {sorted(RULES)}; got {self.allocation!r}.")
+        object.__setattr__(self, "allocation_options", _frozen_options(self.allocation_options))
+        _require_int(self, ("allocation_budget", "allocation_candidates"), optional=True)
+        if self.allocation == "uniform":
+            if self.allocation_options or self.allocation_budget is not None or self.allocation_candidates is not None:
+                raise ValueError(
+                    "allocation 'uniform' runs prompts_per_step groups of group_size; allocation_options, "
+                    "allocation_budget and allocation_candidates apply to the other rules only."
+                )
+            return
+        rule = self.allocation_rule()
+        if self.allocation == "knapsack_oracle" and rule.solve_rates is None:
+            raise ValueError(
+                "allocation 'knapsack_oracle' needs allocation_options={'solve_rates': [...]}: one true "
+                "pass rate per pool prompt (use 'knapsack' to plan from the run's estimates)."
+            )
+        if self.allocation_candidates is not None and self.allocation_candidates < 1:
+            raise ValueError(f"allocation_candidates must be at least 1 or None; got {self.allocation_candidates}.")
+        cheapest = _smallest_step(rule)
+        if self.step_budget < cheapest:
+            raise ValueError(
+                f"allocation_budget ({self.step_budget}) buys no group of rule {self.allocation!r}, whose "
+                f"smallest step costs {cheapest} samples; raise allocation_budget."
+            )
+
+    def allocation_rule(self):
+        """The allocation rule this run asks for its groups (``None`` for ``"uniform"``, the plain loop)."""
+        from stddial_book.rl.allocation import RULES
+
+        if self.allocation == "uniform":
+            return None
+        options = {k: v for k, v in self.allocation_options if k not in ("prior", "decay")}
+        if self.allocation in ("dapo", "greso"):
+            defaults = {"group_size": self.group_size, "batch_prompts": self.prompts_per_step}
+            options = {**defaults, "max_rounds": self.max_rounds, **options}
+        try:
+            return RULES[self.allocation](**options)
+        except TypeError as err:
+            raise ValueError(f"allocation_options do not fit rule {self.allocation!r} ({err}).") from None
+
+    def pool_estimator(self) -> dict[str, Any]:
+        """The pool history's estimator settings (:func:`~stddial_book.rl.pool_state.new_pool_state`)."""
+        options = dict(self.allocation_options)
+        return {"prior": tuple(options.get("prior", (1.0, 1.0))), "decay": options.get("decay", 1.0)}
+
+    @property
+    def step_budget(self) -> int:
+        """Samples one step may generate under an allocation rule (screening and redraws included)."""
+        return self.prompts_per_step * self.group_size if self.allocation_budget is None else self.allocation_budget
 
     def _check_types(self) -> None:
         """The recipe (a preset name becomes its :class:`Recipe`), whole-number fields and the seed
@@ -258,9 +337,47 @@ class TrainConfig:
         return int(round(self.recipe.overlong_cache_fraction * self.max_new_tokens))
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as plain data. The allocation fields appear only for a rule other than
+        ``"uniform"``: a uniform run's settings, fingerprint and cache key read as they did before
+        the rules existed, so its checkpoints and cached runs stay valid."""
         out = dataclasses.asdict(self)
         out["recipe"] = dataclasses.asdict(self.recipe)
+        if self.allocation == "uniform":
+            for name in ("allocation", "allocation_options", "allocation_budget", "allocation_candidates"):
+                del out[name]
+        else:
+            out["allocation_options"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.allocation_options}
         return out
+
+
+def _frozen_options(options) -> tuple[tuple[str, Any], ...]:
+    """Allocation options as sorted (name, value) pairs: names are text, values numbers or lists of
+    numbers (stored as tuples)."""
+    if isinstance(options, tuple) and all(isinstance(o, tuple) and len(o) == 2 for o in options):
+        options = dict(options)
+    if not isinstance(options, dict):
+        raise TypeError(f"allocation_options must be a dict of the rule's settings; got {type(options).__name__}.")
+    pairs = []
+    for name, value in options.items():
+        if not isinstance(name, str):
+            raise TypeError(f"allocation_options names must be text; got {name!r}.")
+        if isinstance(value, (list, tuple, np.ndarray)):
+            value = tuple(check_number(v, f"allocation_options[{name!r}]") for v in np.asarray(value).tolist())
+        elif value is not None and not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"allocation_options[{name!r}] must be a number or a list of numbers; got {value!r:.40}.")
+        elif isinstance(value, (np.integer, np.floating)):
+            value = value.item()
+        pairs.append((name, value))
+    return tuple(sorted(pairs))
+
+
+def _smallest_step(rule) -> int:
+    """The fewest samples a step of ``rule`` needs to draw one group."""
+    for size in ("min_size", "screen_size", "group_size"):
+        if hasattr(rule, size):
+            return int(getattr(rule, size))
+    # Reinforce-Ada starts budget // (round_size · max_rounds) prompts unless batch_prompts is set
+    return rule.round_size * (rule.max_rounds if rule.batch_prompts is None else 1)
 
 
 def _require_problems(problems, name: str, allow_empty: bool = False) -> list[Problem]:

@@ -8,6 +8,8 @@
 * :func:`overlong_penalty` is DAPO's soft length penalty: 0 up to L_max − L_cache, falling
   linearly to −1 across the cache band, −1 beyond (overlong filtering, which drops truncated
   samples from the loss, is the ``truncated`` mask of :func:`stddial_book.rl.losses.policy_loss`).
+* :func:`rows_by_prompt` and :func:`kept_rows` turn the samples an allocation rule drew in one step
+  (Part V) into groups: one per prompt, its draws merged, and the rows of the groups it keeps.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from stddial_book.core.checks import check_binary, check_group_size, check_int, split_groups, to_numpy
 
-__all__ = ["nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler"]
+__all__ = ["nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampler", "rows_by_prompt", "kept_rows"]
 
 
 def nonsilent_groups(correct, group_size: int | Sequence[int]) -> np.ndarray:
@@ -229,3 +231,33 @@ def _index(batch, rows: np.ndarray):
             f"trainer's Batch does; got {type(batch).__name__} "
             f"({err})."
         ) from None
+
+
+def rows_by_prompt(prompt_index) -> np.ndarray:
+    """An order of a step's rows that makes each prompt's rows one contiguous run, prompts in the
+    order they were first drawn, rows in the order drawn: a prompt drawn in several rounds (a
+    screen, then its continuation) becomes one group, as the pool history records it."""
+    prompt_index = np.asarray(prompt_index)
+    _, first, where = np.unique(prompt_index, return_index=True, return_inverse=True)
+    return np.argsort(first[where], kind="stable")
+
+
+def kept_rows(prompt_index, correct, prompts, group_sizes, num_correct) -> np.ndarray:
+    """The rows forming the groups an allocation rule keeps (``prompts[j]`` with ``group_sizes[j]``
+    samples, ``num_correct[j]`` of them correct), each group contiguous, in the rule's order.
+
+    A group as large as everything drawn for its prompt is all of it; a smaller one (Reinforce-Ada's
+    balanced group) is the first ``num_correct`` correct and the first wrong samples drawn."""
+    prompt_index, correct = np.asarray(prompt_index), np.asarray(correct)
+    out = []
+    for prompt, size, k in zip(
+        np.asarray(prompts).tolist(), np.asarray(group_sizes).tolist(), np.asarray(num_correct).tolist()
+    ):
+        mine = np.flatnonzero(prompt_index == prompt)
+        if len(mine) != size:
+            right, wrong = mine[correct[mine] > 0][:k], mine[correct[mine] == 0][: size - k]
+            mine = np.sort(np.concatenate([right, wrong]))
+        if len(mine) != size or int(correct[mine].sum()) != k:
+            raise ValueError(f"prompt {prompt}: the rule kept {size} samples, {k} correct, which were not drawn.")
+        out.append(mine)
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from stddial_book.core.outdir import checked_path, claim_dir, read_marker, require_owned
+from stddial_book.rl.allocation import allocate, record_allocation
 from stddial_book.rl.batches import Batch, GroupLayout, _decode, bucket_of, encode_prompts, group_sizes_of
 from stddial_book.rl.checkpoints import (
     CHECKPOINT,
@@ -29,9 +30,10 @@ from stddial_book.rl.checkpoints import (
 from stddial_book.rl.configs import TrainConfig, _require_config, _require_model, _require_problems
 from stddial_book.rl.evaluate import EvalResult, evaluate, model_solve_counts
 from stddial_book.rl.model import CharCodec
+from stddial_book.rl.pool_state import new_pool_state
 from stddial_book.rl.rollout import sample
 from stddial_book.rl.runlog import RunLog, load_run
-from stddial_book.rl.sampling import DynamicSampler, overlong_penalty
+from stddial_book.rl.sampling import DynamicSampler, kept_rows, overlong_penalty, rows_by_prompt
 from stddial_book.rl.sft import _adamw, _progress
 from stddial_book.rl.tasks import Problem
 from stddial_book.rl.tasks import rewards as verify
@@ -63,20 +65,22 @@ def _rollout_round(
     num_prompts: int | None = None,
     exclude: np.ndarray | None = None,
     group_sizes: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
 ) -> Batch:
     """One round: draw ``num_prompts`` prompts (default
     ``prompts_per_step``), none of them in ``exclude`` (the prompts a DAPO
     step already drew), sample G completions each, verify, shape rewards.
-    ``group_sizes`` (one G per problem) gives each prompt its own G."""
+    ``group_sizes`` (one G per problem) gives each prompt its own G;
+    ``rows`` names the prompts instead of drawing them (an allocation
+    rule's choice, Part V)."""
     recipe = config.recipe
     device = next(model.parameters()).device
     # train() checked the pool holds it
     wanted = config.prompts_per_step if num_prompts is None else num_prompts
-    if exclude is None or len(exclude) == 0:
+    if rows is None and (exclude is None or len(exclude) == 0):
         rows = state.rng.choice(len(problems), size=wanted, replace=False)
-    else:
-        # a refill round: distinct prompts within the step, as verl's DAPO
-        # batch holds
+    elif rows is None:
+        # a refill round: distinct prompts within the step, as verl's DAPO batch holds
         available = np.setdiff1d(np.arange(len(problems)), exclude)
         rows = available[state.rng.choice(len(available), size=wanted, replace=False)]
     chosen = [problems[i] for i in rows]
@@ -137,12 +141,26 @@ def _checked_arguments(
             f"pool_size is {config.pool_size} but only {len(train_problems)} training problems "
             "were given; pass more problems or a smaller pool_size."
         )
+    _check_allocation_pool(config, len(train_problems) if config.pool_size is None else config.pool_size)
     if len(train_problems) < config.prompts_per_step:
         raise ValueError(
             f"{len(train_problems)} training problems cannot fill a step of prompts_per_step = "
             f"{config.prompts_per_step} distinct prompts; pass more problems or lower prompts_per_step."
         )
     return train_problems, heldout, directory
+
+
+def _check_allocation_pool(config: TrainConfig, pool: int) -> None:
+    """An allocation rule's pool-sized settings fit the pool: candidates and oracle pass rates."""
+    if config.allocation_candidates is not None and config.allocation_candidates > pool:
+        raise ValueError(
+            f"allocation_candidates ({config.allocation_candidates}) exceeds the pool of {pool} prompts; lower it."
+        )
+    rates = dict(config.allocation_options).get("solve_rates")
+    if rates is not None and len(rates) != pool:
+        raise ValueError(
+            f"allocation_options['solve_rates'] holds {len(rates)} pass rates for a pool of {pool} prompts."
+        )
 
 
 def _run_directory(directory: Path, config_dict: dict[str, Any], resume: bool) -> tuple[Path, Path | None]:
@@ -257,6 +275,50 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
     return generated, kept, rounds, hit_cap, discarded
 
 
+def _allocated(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec):
+    """The rollouts of one step under an allocation rule (Part V): the rule reads the pool history
+    ``state.pool_state`` and calls ``draw`` (groups sampled from the model, on the shared prompt
+    cache) within ``config.step_budget`` samples; every draw is then recorded in the history.
+
+    Returns, as :func:`_generate` does, the generated samples (one batch, each prompt's draws
+    merged into one group), the kept groups (``None`` if none), the rounds, whether a batch-filling
+    rule fell short, and the samples discarded; then the step's allocation metrics."""
+    drawn: list[Batch] = []
+
+    def draw(ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        per_prompt = np.zeros(len(pool), dtype=np.int64)
+        per_prompt[ids] = sizes
+        batch = _rollout_round(model, pool, config, state, codec, len(ids), None, per_prompt, rows=ids)
+        drawn.append(batch)
+        return np.add.reduceat(batch.correct, np.cumsum(sizes) - sizes).astype(np.int64)
+
+    rule, candidates = config.allocation_rule(), None
+    if config.allocation_candidates is not None:
+        candidates = np.sort(state.rng.choice(len(pool), size=config.allocation_candidates, replace=False))
+    result = allocate(rule, state.pool_state, config.step_budget, draw, state.rng, candidates)
+    if not drawn:
+        raise RuntimeError(
+            f"allocation rule {config.allocation!r} drew no sample at step {state.step + 1} (budget "
+            f"{config.step_budget}); raise allocation_budget or allocation_candidates, or change its options."
+        )
+    record_allocation(state.pool_state, result)
+    allgen = Batch.cat(drawn, codec.pad_id) if len(drawn) > 1 else drawn[0]
+    merged = allgen[rows_by_prompt(allgen.prompt_index)]
+    rows = kept_rows(merged.prompt_index, merged.correct, result.prompts, result.group_sizes, result.num_correct)
+    kept = merged[rows] if len(rows) else None
+    limit = getattr(rule, "batch_prompts", None)
+    sizes, counts = np.unique(result.group_sizes, return_counts=True)
+    metrics = {
+        "allocation/rule": config.allocation,
+        "allocation/step_budget": config.step_budget,
+        "allocation/prompts_drawn": int(np.unique(result.drawn_prompts).size),
+        "allocation/groups_by_size": {int(g): int(c) for g, c in zip(sizes, counts)},
+        "samples/step_kept": result.kept,
+    }
+    discarded = {"silent": result.discarded_silent, "surplus": result.discarded_surplus}
+    return [merged], kept, result.rounds, limit is not None and len(result.prompts) < limit, discarded, metrics
+
+
 def _learn(
     model, optimizer, generated: list[Batch], kept: Batch | None, config: TrainConfig, state: _State, ref_model, ragged
 ):
@@ -287,12 +349,18 @@ def _train_step(
     """One step of the loop: generate, count, update; returns its metrics and samples generated
     (chapter 10). ``group_sizes`` (one G per pool prompt) gives each prompt its own G."""
     t0 = time.perf_counter()
-    generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec, group_sizes)
+    allocated: dict[str, Any] = {}
+    if config.allocation == "uniform":
+        generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec, group_sizes)
+    else:
+        generated, kept, rounds, hit_cap, discarded, allocated = _allocated(model, pool, config, state, codec)
     num_generated = sum(len(b) for b in generated)
     t1 = time.perf_counter()
     state.step += 1
     state.samples_generated += num_generated
-    metrics = _learn(model, optimizer, generated, kept, config, state, ref_model, group_sizes is not None)
+    ragged = group_sizes is not None or bool(allocated)
+    metrics = _learn(model, optimizer, generated, kept, config, state, ref_model, ragged)
+    metrics.update(allocated)
     t2 = time.perf_counter()
     metrics.update(
         {
@@ -391,6 +459,8 @@ def _start(
     ref_model = _reference_policy(model, directory, config.recipe, resume)
     optimizer = _adamw(model, config.lr)
     state = _State(config.seed, device)
+    if config.allocation != "uniform":  # what the rule knows of each pool prompt (checkpointed)
+        state.pool_state = new_pool_state(len(pool), **config.pool_estimator())
     torch.manual_seed(config.seed)
     if resume:
         _load_checkpoint(saved_checkpoint, model, optimizer, state, fingerprint)

@@ -34,7 +34,7 @@ def _group_stats(batch: Batch, values: np.ndarray, layout: GroupLayout) -> dict[
             "prompt": batch.prompt_index.reshape(-1, G)[:, 0],
             "bucket": batch.buckets.reshape(-1, G)[:, 0],
         }
-    first = layout.first_row(torch.arange(layout.num_groups(len(batch)))).numpy()
+    first = layout.first_row(torch.arange(layout.num_groups(len(batch)), device="cpu")).numpy()
     return {
         "sigma": np.array([group_std(c) for c in layout.split(batch.correct)]),
         "reward_std": np.array([group_std(r, correction=1) for r in layout.split(batch.rewards)]),

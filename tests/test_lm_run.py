@@ -11,17 +11,17 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 pytest.importorskip("math_verify")
 
-from stddial_book.bridges.lm_data import (  # noqa: E402
+from stddial_book.bridges.lm_data import (
     build_tiny_model,
     gsm8k_gold,
     load_model_and_tokenizer,
     load_prompts,
     write_tiny_gsm8k,
 )
-from stddial_book.bridges.lm_diagnostics import batch_diagnostics  # noqa: E402
-from stddial_book.bridges.lm_rewards import CorrectnessReward, FormatReward, has_format, is_correct  # noqa: E402
-from stddial_book.bridges.lm_run import run_lm  # noqa: E402
-from stddial_book.bridges.lm_setup import (  # noqa: E402
+from stddial_book.bridges.lm_diagnostics import batch_diagnostics
+from stddial_book.bridges.lm_rewards import CorrectnessReward, FormatReward, has_format, is_correct
+from stddial_book.bridges.lm_run import run_lm
+from stddial_book.bridges.lm_setup import (
     colab_t4_config,
     precision_for,
     time_estimate,

@@ -351,7 +351,22 @@ def diagnosis_text(report: dict) -> str:
     lines += _allocation_lines(report["allocation"])
     if report["limits"]:
         lines += ["", "limits:"] + [f"  - {text}" for text in report["limits"]]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_wrapped(lines)) + "\n"
+
+
+def _wrapped(lines: list[str], width: int = 78) -> list[str]:
+    """Lines longer than ``width`` broken at spaces, continued one step further in (a terminal or a
+    phone shows the report without scrolling sideways); the table rows are shorter and stay as they are."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "  ")
+    return out
 
 
 def _allocation_lines(alloc: dict) -> list[str]:

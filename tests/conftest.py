@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from stddial_book.rl import profiles
+
 SHARED_ENV = "STDDIAL_SHARED_DATA"
 STRICT_ENV = "CI_STRICT"
 
@@ -52,6 +54,72 @@ def shared_data(request: pytest.FixtureRequest) -> Callable[..., Path]:
         pytest.skip(f"shared data folder not found: {where}")
 
     return find
+
+
+# --------------------------------------------------------------- the tiny profile and its warm start
+
+#: A profile small enough for tests: 1-digit sums, a 2-layer model of width 32, groups of 4.
+#: tests/test_train.py and tests/test_train_allocation.py train with it (``from conftest import TINY``).
+TINY = profiles.Profile(
+    "tiny",
+    "cpu",
+    "test-sized runs",
+    model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
+    task=dict(digits=(1,), num_train=80, num_heldout=20),
+    sft=dict(
+        lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4, max_steps=1000
+    ),  # the crossing step depends on the init, which differs across transformers versions
+    train=dict(
+        group_size=4,
+        prompts_per_step=8,
+        num_minibatches=2,
+        lr=1e-3,
+        max_new_tokens=4,
+        sample_budget=96,
+        eval_every=2,
+        eval_samples=4,
+        checkpoint_every=2,
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def problems():
+    """The tiny profile's training and held-out problems."""
+    from stddial_book.rl.batches import make_problems
+
+    return make_problems(TINY.task_config())
+
+
+@pytest.fixture(scope="module")
+def warm(problems, tmp_path_factory) -> Path:
+    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist)."""
+    from safetensors.torch import save_model
+
+    from stddial_book.rl.model import model_for_profile
+    from stddial_book.rl.sft import sft
+
+    train_set, heldout = problems
+    model = model_for_profile(TINY)
+    result = sft(model, train_set, heldout, TINY.sft_config(), max_new_tokens=4)
+    assert result.reached, result.history[-3:]
+    assert result.history[-1]["sft/pass_rate"] >= 0.25
+    assert all(h["sft/pass_rate"] < 0.25 for h in result.history[:-1])  # stopped at the first crossing
+    path = tmp_path_factory.mktemp("warm") / "model.safetensors"
+    save_model(model, str(path))
+    return path
+
+
+def fresh(warm: Path, dtype=None):
+    """The tiny model loaded from the ``warm`` fixture's weights."""
+    from safetensors.torch import load_model
+
+    from stddial_book.rl.model import model_for_profile
+
+    # built in its dtype, so that a float64 model computes its norms in float64 too
+    model = model_for_profile(TINY, dtype=dtype)
+    load_model(model, str(warm))
+    return model
 
 
 #: Fixtures that train a model (a warm start, the CLI's tiny profile): a test asking for one is

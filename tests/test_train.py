@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_model, save_model
+from conftest import TINY, fresh
+from safetensors.torch import save_model
 
 from stddial_book.cli import main
 from stddial_book.core.outdir import MARKER, claim_dir, read_marker
@@ -27,29 +28,6 @@ from stddial_book.rl.trainer import train
 from stddial_book.theory import recipes
 from stddial_book.theory.recipes import DAPO, GRPO
 
-# A profile small enough for tests: 1-digit sums, a 2-layer model of width 32, groups of 4.
-TINY = profiles.Profile(
-    "tiny",
-    "cpu",
-    "test-sized runs",
-    model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
-    task=dict(digits=(1,), num_train=80, num_heldout=20),
-    sft=dict(
-        lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4, max_steps=1000
-    ),  # the crossing step depends on the init, which differs across transformers versions
-    train=dict(
-        group_size=4,
-        prompts_per_step=8,
-        num_minibatches=2,
-        lr=1e-3,
-        max_new_tokens=4,
-        sample_budget=96,
-        eval_every=2,
-        eval_samples=4,
-        checkpoint_every=2,
-    ),
-)
-
 TRL_NAMES = [
     "reward",
     "reward_std",
@@ -61,32 +39,6 @@ TRL_NAMES = [
     "clip_ratio/high_mean",
     "clip_ratio/region_mean",
 ]
-
-
-@pytest.fixture(scope="module")
-def problems():
-    return make_problems(TINY.task_config())
-
-
-@pytest.fixture(scope="module")
-def warm(problems, tmp_path_factory) -> Path:
-    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist)."""
-    train_set, heldout = problems
-    model = model_for_profile(TINY)
-    result = sft(model, train_set, heldout, TINY.sft_config(), max_new_tokens=4)
-    assert result.reached, result.history[-3:]
-    assert result.history[-1]["sft/pass_rate"] >= 0.25
-    assert all(h["sft/pass_rate"] < 0.25 for h in result.history[:-1])  # stopped at the first crossing
-    path = tmp_path_factory.mktemp("warm") / "model.safetensors"
-    save_model(model, str(path))
-    return path
-
-
-def fresh(warm: Path, dtype=None):
-    # built in its dtype, so that a float64 model computes its norms in float64 too
-    model = model_for_profile(TINY, dtype=dtype)
-    load_model(model, str(warm))
-    return model
 
 
 @pytest.mark.parametrize("recipe", ["grpo", "dr_grpo", "dapo"])

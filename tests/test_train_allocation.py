@@ -3,47 +3,24 @@ up, its pool history resumes exactly, and the default rule is the plain loop of 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_model, save_model
+from conftest import TINY as BASE
+from conftest import fresh
 
-from stddial_book.rl import profiles
 from stddial_book.rl.allocation import RULES
-from stddial_book.rl.batches import make_problems
 from stddial_book.rl.model import model_for_profile
 from stddial_book.rl.runlog import load_run
 from stddial_book.rl.sampling import kept_rows, rows_by_prompt
-from stddial_book.rl.sft import sft
 from stddial_book.rl.trainer import train
 
-# Test-sized runs: 1-digit sums, a 2-layer model of width 32, 8 groups of 4 a step (32 samples).
-TINY = profiles.Profile(
-    "tiny",
-    "cpu",
-    "test-sized runs",
-    model=dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64),
-    task=dict(digits=(1,), num_train=80, num_heldout=20),
-    sft=dict(
-        lr=3e-3, batch_size=32, target_pass_rate=0.25, eval_every=10, eval_prompts=20, eval_samples=4, max_steps=1000
-    ),
-    train=dict(
-        group_size=4,
-        prompts_per_step=8,
-        num_minibatches=2,
-        lr=1e-3,
-        max_new_tokens=4,
-        sample_budget=96,
-        eval_every=2,
-        eval_samples=4,
-        checkpoint_every=2,
-        pool_size=40,
-        pool_samples=4,
-    ),
-)
+# The tests' tiny profile (1-digit sums, a 2-layer model of width 32, 8 groups of 4 a step: 32
+# samples) with a pool of 40 prompts measured with 4 samples each.
+TINY = dataclasses.replace(BASE, train={**BASE.train, "pool_size": 40, "pool_samples": 4})
 
 #: Options that fit each rule into a step of 32 samples.
 OPTIONS = {
@@ -56,28 +33,6 @@ OPTIONS = {
     "dial_grpo": {"max_size": 8},
     "dial_dr_grpo": {"max_size": 8, "decay": 0.9},
 }
-
-
-@pytest.fixture(scope="module")
-def problems():
-    return make_problems(TINY.task_config())
-
-
-@pytest.fixture(scope="module")
-def warm(problems, tmp_path_factory) -> Path:
-    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist)."""
-    train_set, heldout = problems
-    model = model_for_profile(TINY)
-    assert sft(model, train_set, heldout, TINY.sft_config(), max_new_tokens=4).reached
-    path = tmp_path_factory.mktemp("warm") / "model.safetensors"
-    save_model(model, str(path))
-    return path
-
-
-def fresh(warm: Path):
-    model = model_for_profile(TINY)
-    load_model(model, str(warm))
-    return model
 
 
 def clean(records):

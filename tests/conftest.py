@@ -122,6 +122,13 @@ def fresh(warm: Path, dtype=None):
     return model
 
 
+@pytest.fixture
+def tiny_profile(monkeypatch):
+    """The tiny profile, registered as ``--profile tiny`` for the CLI while the test runs."""
+    monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
+    return TINY
+
+
 #: Fixtures that train a model (a warm start, the CLI's tiny profile): a test asking for one is
 #: marked ``slow`` and left out of ``make check``.
 SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})

@@ -241,16 +241,6 @@ def _one_line_error(capsys) -> str:
     return err
 
 
-@pytest.fixture
-def tiny_profile(monkeypatch):
-    from test_train import TINY
-
-    from stddial_book.rl import profiles
-
-    monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
-    return TINY
-
-
 @pytest.mark.parametrize(
     "command",
     [

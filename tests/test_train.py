@@ -426,12 +426,6 @@ def test_task_config_mixes_digit_counts() -> None:
 # ------------------------------------------------------------------------- CLI and cached runs
 
 
-@pytest.fixture
-def tiny_profile(monkeypatch):
-    monkeypatch.setitem(profiles.PROFILES, "tiny", TINY)
-    return TINY
-
-
 def test_cli_train_then_eval(tiny_profile, tmp_path, capsys) -> None:
     out = tmp_path / "run"
     assert main(["train", "--recipe", "dapo", "--profile", "tiny", "--out", str(out), "--no-progress"]) == 0

@@ -129,6 +129,17 @@ def tiny_profile(monkeypatch):
     return TINY
 
 
+def load_colab():
+    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
+    spec = importlib.util.spec_from_file_location("colab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 #: Fixtures that train a model (a warm start, the CLI's tiny profile): a test asking for one is
 #: marked ``slow`` and left out of ``make check``.
 SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})

@@ -28,20 +28,10 @@ import nbformat
 import numpy as np
 import pytest
 import yaml
+from conftest import load_colab
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_colab():
-    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
-    spec = importlib.util.spec_from_file_location("colab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def toc_chapters() -> list[Path]:

@@ -6,18 +6,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-
-def load_colab():
-    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
-    spec = importlib.util.spec_from_file_location("colab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from conftest import load_colab
 
 colab = load_colab()
 MYST_RESIDUE = colab.MYST_RESIDUE

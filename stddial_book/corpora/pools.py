@@ -17,7 +17,7 @@ import numpy as np
 from stddial_book.core.checks import check_group_size
 from stddial_book.core.resources import data_path
 from stddial_book.corpora.histograms import KHistogram, band_shares, gradient_budget, silent_fraction
-from stddial_book.corpora.solve_tables import TABLE_NAME
+from stddial_book.corpora.solve_tables import TABLE_NAME, TABLES_FIX
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 
 __all__ = ["pool_numbers", "budget_bands", "deepscaler_provenance"]
@@ -91,10 +91,7 @@ def deepscaler_provenance() -> dict:
     their files' checksums, and how the union was formed (``union``: ``unique_problems``,
     ``texts_with_several_k``): the provenance file written with the tables (chapter 7)."""
     path = data_path("solve_rates", f"{TABLE_NAME}.provenance.json")
-    fix = (
-        "it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.corpora.solve_tables "
-        "build-tables --shared <folder of the DeepScaleR parquet files>."
-    )
+    fix = TABLES_FIX
     try:
         provenance = json.loads(path.read_text())
     except FileNotFoundError:

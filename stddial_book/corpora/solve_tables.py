@@ -41,6 +41,11 @@ DEEPSCALER_SOURCE = {
 
 
 TABLE_NAME = "deepscaler_k_histograms"
+#: What a message about a missing or damaged committed DeepScaleR table tells the reader to do.
+TABLES_FIX = (
+    "it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.corpora.solve_tables "
+    "build-tables --shared <folder of the DeepScaleR parquet files>."
+)
 
 
 DEFAULT_DATA_DIR = data_path("solve_rates")  # data/solve_rates/ in the repository, shipped in the package
@@ -327,10 +332,7 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
 def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> dict[str, KHistogram]:
     """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128)."""
     path = _as_path(data_dir, "data_dir") / f"{TABLE_NAME}.csv"
-    fix = (
-        "it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.corpora.solve_tables "
-        "build-tables --shared <folder of the DeepScaleR parquet files>."
-    )
+    fix = TABLES_FIX
     out: dict[str, list[int]] = {}
     seen: set[tuple[str, int]] = set()
     for row in _read_counts_csv(path, ("table", "k", "count"), fix):

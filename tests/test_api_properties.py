@@ -42,8 +42,10 @@ from stddial_book.theory import derivation, identity, silent
 from stddial_book.theory import group_size as size_law
 from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, Recipe, as_recipe, get_recipe, group_advantages, recipe_key
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same examples on every run, so a property that held in CI holds again (hypothesis
+# still draws them from the whole strategy; the acceptance counts below are checked on them)
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 REFUSED = object()
 
 # --- strategies --------------------------------------------------------------------------------

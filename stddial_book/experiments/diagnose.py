@@ -351,7 +351,8 @@ def diagnosis_text(report: dict) -> str:
     lines += _allocation_lines(report["allocation"])
     if report["limits"]:
         lines += ["", "limits:"] + [f"  - {text}" for text in report["limits"]]
-    return "\n".join(_wrapped(lines)) + "\n"
+    # the first line names the reader's file, whose path is not broken
+    return "\n".join(lines[:1] + _wrapped(lines[1:])) + "\n"
 
 
 def _wrapped(lines: list[str], width: int = 78) -> list[str]:

@@ -4,7 +4,6 @@ written only into a fresh ``--out`` directory."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -68,6 +67,7 @@ def one_line_error(capsys) -> str:
 # the numbers: the committed tables, read back from a file, give corpora.histograms' numbers exactly
 
 
+@pytest.mark.slow  # five committed tables written and read back in three formats: seconds
 @pytest.mark.parametrize(
     ("table", "suffix"),
     [
@@ -219,7 +219,7 @@ def test_the_allocation_hook_reports_every_rule(monkeypatch) -> None:
     assert "refused: fussy needs more" in diagnosis_text(report)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("stddial_book.rl.allocation") is None, reason="no rl.allocation yet")
+@pytest.mark.slow  # every rule on a 29,724-prompt pool: seconds; make test runs it, make check leaves it out
 def test_every_rule_plans_a_large_pool_on_a_sample() -> None:
     """A pool larger than PLAN_PROMPTS is planned on that many prompts, the budget scaled; every rule answers."""
     from stddial_book.experiments.diagnose import PLAN_PROMPTS

@@ -35,7 +35,7 @@ def rollout_groups(
 ) -> GroupBatch:
     """G completions of each of ``problems`` sampled from ``model`` at temperature 1 and verified,
     stacked group after group (the layout :func:`~stddial_book.theory.recipes.group_advantages` reads)."""
-    from stddial_book.rl.batches import encode_prompts
+    from stddial_book.rl.batches import _decode, encode_prompts
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.rollout import sample
     from stddial_book.rl.tasks import rewards as verify
@@ -53,7 +53,7 @@ def rollout_groups(
         generator=generator,
         num_samples=group_size,
     )
-    texts = [codec.decode(row) for row in out.completion_ids.tolist()]
+    texts = _decode(codec, out.completion_ids)
     correct = verify(texts, [p for p in problems for _ in range(group_size)])
     return GroupBatch(out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask, correct)
 

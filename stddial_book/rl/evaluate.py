@@ -63,7 +63,7 @@ def model_solve_counts(
             out = sample(
                 model, ids, max_new_tokens, codec.eos_id, codec.pad_id, generator=generator, num_samples=num_rollouts
             )
-            texts = [codec.decode(row) for row in out.completion_ids.tolist()]  # decode drops the padding
+            texts = _decode(codec, out.completion_ids)  # decode drops the padding
             for j, i in enumerate(rows):
                 group = texts[j * num_rollouts : (j + 1) * num_rollouts]
                 by_index[i] = int(sum(reward(t, problems[i]) for t in group))

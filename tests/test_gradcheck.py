@@ -7,7 +7,16 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.rl.gradcheck import build_group, drift_study, drift_summary, identity_check, move_policy, unclipped
+from stddial_book.rl.gradcheck import (
+    build_group,
+    drift_study,
+    drift_summary,
+    identity_check,
+    move_policy,
+    per_sample_scores,
+    score_contrast,
+    unclipped,
+)
 from stddial_book.rl.model import tiny_model
 from stddial_book.rl.tasks import make_problem
 
@@ -51,6 +60,26 @@ def test_silent_group_refused(setup) -> None:
     silent.rewards = np.zeros(6)
     with pytest.raises(ValueError, match="0 < k < G"):
         identity_check(model, silent, EXACT, 6)
+
+
+@pytest.mark.parametrize("recipe", [EXACT, DR_GRPO, DAPO])
+def test_score_contrast_is_the_difference_of_the_per_sample_class_means(setup, recipe) -> None:
+    """The one-backward contrast (the fast path the identity checks use) against G separate
+    per-sample gradients averaged by class, for each aggregation's normaliser; the group's
+    completions have different lengths, so padding and nᵢ both matter."""
+    model, group = setup
+    assert len(set(group.mask.sum(dim=1).tolist())) > 1
+    scores = per_sample_scores(model, group, recipe, 6)
+    correct = torch.as_tensor(group.rewards == 1)
+    slow = scores[correct].mean(0) - scores[~correct].mean(0)
+    fast = score_contrast(model, group, recipe, 6)
+    assert float((fast - slow).norm() / slow.norm()) < 1e-12
+    swapped = scores[~correct].mean(0) - scores[correct].mean(0)  # the check tells the sign apart
+    assert float((fast - swapped).norm() / slow.norm()) > 1.0
+    silent = group.rows(list(range(6)))
+    silent.rewards = np.ones(6)
+    with pytest.raises(ValueError, match="0 < k < G"):
+        score_contrast(model, silent, recipe, 6)
 
 
 def test_drift_study_is_exact_at_first_and_separates_ratio_from_clip() -> None:

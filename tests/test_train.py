@@ -785,6 +785,29 @@ def test_the_cache_key_ignores_documentation_but_not_code() -> None:
     assert _code_of(only_doc) == _code_of("class A:\n    pass\n")
 
 
+def test_the_code_fingerprint_is_kept_only_while_the_sources_stay_the_same(tmp_path, monkeypatch) -> None:
+    """code_fingerprint is memoised within a process (parsing the modules takes about a second, and
+    a chapter asks for it once per run), yet an edited statement in a run module gives a new key at
+    once, in the same process; an edited docstring does not."""
+    import shutil
+
+    from stddial_book.experiments import testbed
+
+    copy = tmp_path / "stddial_book"
+    shutil.copytree(testbed._PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    monkeypatch.setattr(testbed, "_PACKAGE_ROOT", copy)
+    first = testbed.code_fingerprint()
+    assert testbed.code_fingerprint() == first
+    losses = copy / "rl" / "losses.py"
+    source = losses.read_text()
+    losses.write_text(source.replace('"""', '"""Reworded. ', 1))
+    assert testbed.code_fingerprint() == first
+    losses.write_text(source + "\nEXTRA = 1\n")
+    assert testbed.code_fingerprint() != first
+    losses.write_text(source)
+    assert testbed.code_fingerprint() == first
+
+
 def test_the_overlong_filter_masks_truncated_samples_out_of_the_advantages(
     problems, warm, tmp_path, monkeypatch
 ) -> None:

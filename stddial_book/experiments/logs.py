@@ -78,8 +78,9 @@ def _check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int
         sigma = r.get("groups/sigma")
         if sigma:
             levels = np.sqrt(np.arange(G + 1) * (G - np.arange(G + 1))) / G
-            odd = [s for s in np.asarray(sigma, dtype=np.float64) if not np.isclose(levels, s, atol=1e-5).any()]
-            if odd:
+            values = np.asarray(sigma, dtype=np.float64).reshape(-1)
+            odd = values[~np.isclose(levels[None, :], values[:, None], atol=1e-5).any(axis=1)]
+            if odd.size:
                 raise ValueError(
                     f"group_size={G} does not match the run: step {r.get('step')} logs a group with "
                     f"σ = {odd[0]:g}, which no k of G = {G} binary rewards gives; {hint}."

@@ -12,6 +12,7 @@ its last checkpoint. The cache lives in ``$STDDIAL_CACHE`` (default ``~/.cache/s
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -109,7 +110,17 @@ def _code_of(source: str) -> str:
 def code_fingerprint() -> str:
     """A hash of the code of the modules a run executes (:func:`run_modules`) and the torch version
     (part of each cache key): a changed statement in any of them gives a new key; a changed comment,
-    docstring or line break does not."""
+    docstring or line break does not. Parsing the modules takes about a second, so the hash is
+    kept for as long as no source file of the package changes (size or modification time)."""
+    stamp = tuple(
+        (str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(_PACKAGE_ROOT.rglob("*.py"))
+    )
+    return _fingerprint_of(stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _fingerprint_of(stamp: tuple) -> str:
+    """:func:`code_fingerprint` for the package's sources as ``stamp`` lists them."""
     import torch
 
     digest = hashlib.sha256(torch.__version__.encode())

@@ -2,7 +2,7 @@
 
 For one group of G completions of a prompt, :func:`per_sample_scores` computes each sample's
 score gᵢ (the gradient of its summed token log-probs, normalised as the recipe's aggregation
-says), and :func:`identity_check` compares the gradient of the recipe's actual loss, from
+says), :func:`score_contrast` the difference of their class means ḡ₊ − ḡ₋ in one backward pass, and :func:`identity_check` compares the gradient of the recipe's actual loss, from
 :func:`stddial_book.rl.losses.policy_loss` at ratio 1, with the identity's prediction
 w (ḡ₊ − ḡ₋), w = σ for GRPO and σ² for Dr. GRPO.
 
@@ -30,6 +30,7 @@ __all__ = [
     "move_policy",
     "flat_grad",
     "per_sample_scores",
+    "score_contrast",
     "identity_check",
     "identity_drift",
     "unclipped",
@@ -166,16 +167,21 @@ def flat_grad(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
 
-def per_sample_scores(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
-    """(G, num_params): gᵢ = ∇ Σₜ log π(oᵢₜ) / nᵢ with nᵢ = ℓᵢ, L_max or ℓ̄ per the aggregation."""
-    recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
-    params = [p for p in model.parameters() if p.requires_grad]
+def _score_norms(batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
+    """nᵢ per sample (float64): ℓᵢ, L_max or ℓ̄ as the recipe's aggregation says."""
     lengths = batch.mask.sum(dim=1).to(torch.float64)
-    norm = {
+    return {
         "seq-mean-token-mean": lengths,
         "seq-mean-token-sum-norm": torch.full_like(lengths, float(max_new_tokens)),
         "token-mean": torch.full_like(lengths, float(lengths.mean())),
     }[recipe.loss_aggregation]
+
+
+def per_sample_scores(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
+    """(G, num_params): gᵢ = ∇ Σₜ log π(oᵢₜ) / nᵢ with nᵢ = ℓᵢ, L_max or ℓ̄ per the aggregation."""
+    recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
+    params = [p for p in model.parameters() if p.requires_grad]
+    norm = _score_norms(batch, recipe, max_new_tokens)
     scores = []
     for i in range(batch.completion_ids.shape[0]):
         row = batch.rows([i])
@@ -236,10 +242,27 @@ def _predicted_update(model, group: GroupBatch, recipe: Recipe, max_new_tokens: 
     correct = group.rewards == 1
     if correct.all() or not correct.any():
         raise ValueError("the identity concerns mixed groups: need 0 < k < G correct samples.")
-    scores = per_sample_scores(model, group, recipe, max_new_tokens)
-    mask = torch.as_tensor(correct, device=scores.device)
     weight = float(update_weight(float(correct.mean()), recipe, len(correct)))
-    return weight * (scores[mask].mean(0) - scores[~mask].mean(0))
+    return weight * score_contrast(model, group, recipe, max_new_tokens)
+
+
+def score_contrast(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
+    """ḡ₊ − ḡ₋ of a mixed group in one backward pass.
+
+    A gradient is linear, so the mean of the correct samples' scores minus the mean of the wrong
+    ones' is the gradient of Σᵢ cᵢ sᵢ with sᵢ = Σₜ log π(oᵢₜ) / nᵢ and cᵢ = 1/k for a correct sample,
+    −1/(G − k) for a wrong one: one forward of the whole group and one backward, where
+    :func:`per_sample_scores` takes G of each (``tests/test_gradcheck.py`` ties the two)."""
+    recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
+    correct = np.asarray(group.rewards) == 1
+    k = int(correct.sum())
+    if k in (0, len(correct)):
+        raise ValueError("the identity concerns mixed groups: need 0 < k < G correct samples.")
+    params = [p for p in model.parameters() if p.requires_grad]
+    logp = completion_logprobs(model, group.prompt_ids, group.prompt_mask, group.completion_ids, group.mask)
+    norm = _score_norms(group, recipe, max_new_tokens).to(device=logp.device, dtype=logp.dtype)
+    weights = torch.as_tensor(np.where(correct, 1.0 / k, -1.0 / (len(correct) - k)), device=logp.device)
+    return flat_grad((logp.sum(dim=1) / norm * weights.to(logp.dtype)).sum(), params)
 
 
 def identity_drift(

@@ -168,6 +168,13 @@ def _add_record(sub) -> None:
     _add_common(p)
     p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
     p.add_argument(
+        "--allocations",
+        nargs="+",
+        default=["uniform"],
+        metavar="RULE",
+        help="allocation rules (Part V), each run for every recipe and seed (default: uniform, the plain loop)",
+    )
+    p.add_argument(
         "--seeds", nargs="+", type=_seed, default=None, metavar="S", help="RL seeds (default: the profile's)"
     )
     p.add_argument(
@@ -385,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress=args.progress,
                 command=command,
                 allow_dirty=args.allow_dirty,
+                allocations=args.allocations,
             ):
                 print(f"recorded {path}")
         else:

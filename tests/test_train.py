@@ -632,6 +632,30 @@ def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profil
     assert (tmp_path / "work" / "grpo-seed0" / "metrics.jsonl").stat().st_mtime_ns == before
 
 
+def test_record_runs_each_allocation_rule_under_its_own_name(tiny_profile, tmp_path) -> None:
+    """``record --allocations``: every recipe × rule × seed from the one SFT model; a rule's run is
+    named after it and its provenance says which rule chose its groups; uniform keeps the plain name."""
+    from stddial_book.experiments.record import record_runs, run_name
+
+    out = tmp_path / "data"
+    paths = record_runs(
+        tiny_profile, ["grpo"], [0], tmp_path / "work", out, allow_dirty=True, allocations=["uniform", "knapsack"]
+    )
+    assert (
+        [p.name for p in paths]
+        == ["grpo-seed0", "grpo-knapsack-seed0"]
+        == [
+            run_name("grpo", "uniform", 0),
+            run_name("grpo", "knapsack", 0),
+        ]
+    )
+    rules = [load_run(p)[0]["config"]["train"].get("allocation", "uniform") for p in paths]  # uniform: no field
+    assert rules == ["uniform", "knapsack"]
+    records = load_run(paths[1])[1]
+    assert any("allocation/groups_by_size" in r for r in records)
+    assert not any("allocation/groups_by_size" in r for r in load_run(paths[0])[1])
+
+
 def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(
     tiny_profile, tmp_path, monkeypatch, capsys
 ) -> None:
@@ -662,6 +686,8 @@ def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(
         (["--out", ""], "--out: "),
         (["--work", "~"], "home directory"),
         (["--seeds", "-1"], "out of range"),
+        (["--allocations", "greedy"], "rule must be one of"),
+        (["--allocations", "knapsack_oracle"], "true pass rate"),
     ):
         assert main(args + bad) == 2
         assert message in _one_line_error(capsys)

@@ -17,10 +17,18 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["record_runs", "check_record", "RECORDED_FILES"]
+__all__ = ["record_runs", "check_record", "run_name", "RECORDED_FILES"]
 
 #: What goes from a finished run into data/runs: the compressed log and its provenance, nothing heavy.
 RECORDED_FILES = ("metrics.jsonl.gz", "provenance.json")
+
+
+def run_name(recipe, allocation: str, seed: int) -> str:
+    """A recorded run's directory name: ``grpo-seed0``, or ``grpo-knapsack-seed0`` under a rule."""
+    from stddial_book.theory.recipes import recipe_key
+
+    rule = "" if allocation == "uniform" else f"-{allocation}"
+    return f"{recipe_key(recipe)}{rule}-seed{seed}"
 
 
 def check_record(
@@ -30,10 +38,13 @@ def check_record(
     work: str | os.PathLike,
     out: str | os.PathLike,
     allow_dirty: bool = False,
+    allocations: Sequence[str] = ("uniform",),
 ) -> tuple[str, bool | None]:
-    """Everything ``record`` needs, checked before any work: recipes, seeds, configurations, both
-    directories (:func:`stddial_book.core.outdir.refusal`) and a clean checkout. Returns (commit, dirty)."""
+    """Everything ``record`` needs, checked before any work: recipes, seeds, allocation rules,
+    configurations, both directories (:func:`stddial_book.core.outdir.refusal`) and a clean
+    checkout. Returns (commit, dirty)."""
     from stddial_book.core.outdir import check_claimable
+    from stddial_book.experiments.allocation_lm import lm_allocation_changes
     from stddial_book.rl.runlog import git_state
     from stddial_book.theory.recipes import get_recipe
 
@@ -41,9 +52,20 @@ def check_record(
         raise ValueError("recipes must be a non-empty list of recipe names, e.g. --recipes grpo dapo.")
     if isinstance(seeds, (str, int)) or not seeds:
         raise ValueError("seeds must be a non-empty list of whole numbers, e.g. --seeds 0 1 2.")
+    if isinstance(allocations, str) or not allocations:
+        raise ValueError("allocations must be a non-empty list of rule names, e.g. --allocations uniform knapsack.")
+    if "knapsack_oracle" in allocations:
+        raise ValueError(
+            "allocation 'knapsack_oracle' needs each prompt's true pass rate at every step, which a trained "
+            "model does not have; record 'knapsack' (the estimated rates) instead."
+        )
     for recipe in recipes:
         for seed in seeds:
-            profile.train_config(get_recipe(recipe), seed)
+            for rule in allocations:
+                base = profile.train_config(get_recipe(recipe), seed)
+                profile.train_config(
+                    get_recipe(recipe), seed, **lm_allocation_changes(rule, base.prompts_per_step, base.group_size)
+                )
     for flag, path in (("--work", work), ("--out", out)):
         check_claimable(path, flag)
     commit, dirty = git_state()
@@ -66,14 +88,17 @@ def record_runs(
     progress: bool = False,
     command: str = "",
     allow_dirty: bool = False,
+    allocations: Sequence[str] = ("uniform",),
 ) -> list[Path]:
-    """Run (or resume) every recipe × seed from one SFT model and write the logs to ``out``."""
+    """Run (or resume) every recipe × allocation rule × seed from one SFT model and write the logs
+    to ``out`` (rule ``"uniform"``, the default, is the plain loop of chapters 10-12; the others run
+    with the settings of :func:`stddial_book.experiments.allocation_lm.lm_allocation_changes`)."""
     from stddial_book.core.outdir import claim_dir
+    from stddial_book.experiments.allocation_lm import lm_allocation_changes
     from stddial_book.experiments.testbed import remove_stale_run, sft_to_dir, train_to_dir
     from stddial_book.rl.checkpoints import checkpoint_dir
-    from stddial_book.theory.recipes import recipe_key
 
-    check_record(profile, recipes, seeds, work, out, allow_dirty)
+    check_record(profile, recipes, seeds, work, out, allow_dirty, allocations)
     work, out = claim_dir(work, "record-work", flag="--work"), claim_dir(out, "recorded")
     sft_dir = work / f"sft-seed{sft_seed}"
     if not (sft_dir / "model.safetensors").exists():
@@ -81,16 +106,29 @@ def record_runs(
     _publish(sft_dir, claim_dir(out / "sft", "recorded"), allow_dirty, ("sft.json",))
     written = []
     for recipe in recipes:
-        for seed in seeds:
-            name = f"{recipe_key(recipe)}-seed{seed}"
-            run = work / name
-            if not (run / "done").exists():
-                resume = checkpoint_dir(run) is not None
-                if not resume:
-                    remove_stale_run(run)
-                train_to_dir(profile, recipe, seed, sft_dir, run, resume=resume, progress=progress, command=command)
-                (run / "done").write_text("finished\n")
-            written.append(_publish(run, claim_dir(out / name, "recorded"), allow_dirty))
+        for rule in allocations:
+            for seed in seeds:
+                name = run_name(recipe, rule, seed)
+                run = work / name
+                if not (run / "done").exists():
+                    resume = checkpoint_dir(run) is not None
+                    if not resume:
+                        remove_stale_run(run)
+                    base = profile.train_config(recipe, seed)
+                    changes = lm_allocation_changes(rule, base.prompts_per_step, base.group_size)
+                    train_to_dir(
+                        profile,
+                        recipe,
+                        seed,
+                        sft_dir,
+                        run,
+                        resume=resume,
+                        progress=progress,
+                        command=command,
+                        **changes,
+                    )
+                    (run / "done").write_text("finished\n")
+                written.append(_publish(run, claim_dir(out / name, "recorded"), allow_dirty))
     return written
 
 

@@ -1,0 +1,177 @@
+"""The allocation rules on the LM testbed: settings, recorded runs, samples to a target (Part V, issue 3(c)).
+
+Every rule trains GRPO from the reference warm start, inside the real trainer
+(:func:`stddial_book.rl.trainer.train` with ``TrainConfig.allocation``), at the reference profile's
+sample budget: 65,536 generated samples, screening and redraws included. Each rule gets the settings
+of the controlled study (:func:`stddial_book.experiments.allocation_study.build_rule`), so both
+studies compare the rules at one step size: B = 32 prompts × 8 samples in the update. The rules that
+plan every group size before drawing (Knapsack RL, the dial's rules) reallocate the B samples of a
+random batch of 32 prompts each step; the rules that draw in rounds (DAPO, GRESO, SPEED,
+Reinforce-Ada) draw from the whole pool and may generate up to 4 B a step. The pass-rate estimator
+is the controlled study's (a Beta posterior whose counts decay by 0.9 at each visit).
+
+The runs are recorded with ``python -m stddial_book record --profile reference --recipes grpo
+--allocations ...`` into ``data/runs/allocation`` (:mod:`stddial_book.experiments.record`).
+:func:`lm_allocation_study` reads them and measures what the controlled study measures, in the same
+currency: generated samples to reach the pool accuracy uniform GRPO reaches after 1/15, 1/5 and all
+of its budget (pool accuracy: the mean over the 256 pool prompts of k/32, measured every 16 steps),
+the accuracy at the budget, the realised update norm against uniform GRPO's (the step-size control:
+AdamW's step is set by its learning rate, not by the gradient's scale, so no rate is retuned; the
+ratio shows whether that held), and the final accuracy by quartile of the prompts' starting
+difficulty. :func:`stddial_book.experiments.allocation_study.summarize_run_study` then makes the
+comparisons, counted, with bootstrap intervals over seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stddial_book.experiments.allocated_run import TARGET_FRACTIONS
+from stddial_book.experiments.allocation_study import PLAN_AHEAD, build_rule
+
+__all__ = [
+    "LM_RULES",
+    "ESTIMATOR_DECAY",
+    "lm_allocation_changes",
+    "pool_curve",
+    "samples_to",
+    "lm_run_measures",
+    "lm_allocation_study",
+]
+
+#: The rules recorded on the LM testbed, uniform first. ``knapsack_oracle`` is not among them: it
+#: needs each prompt's true pass rate at every step, which a trained model does not have.
+LM_RULES = ("uniform", "dapo", "greso", "knapsack", "speed", "reinforce_ada", "dial_grpo", "dial_dr_grpo")
+#: The estimator's memory (the controlled study's): counts decay by this factor at each visit.
+ESTIMATOR_DECAY = 0.9
+
+
+def lm_allocation_changes(rule: str, prompts_per_step: int = 32, group_size: int = 8) -> dict[str, Any]:
+    """The :class:`~stddial_book.rl.configs.TrainConfig` changes that run ``rule`` as the controlled
+    study does: its settings and step budget from :func:`build_rule`, a random batch of
+    ``prompts_per_step`` candidates a step for a plan-ahead rule, and the study's estimator."""
+    if rule == "uniform":
+        return {}
+    if rule not in LM_RULES:
+        raise ValueError(f"rule must be one of {list(LM_RULES)}; got {rule!r}.")
+    settings, budget = build_rule(rule, prompts_per_step, group_size)
+    options = {k: v for k, v in dataclasses.asdict(settings).items() if v is not None and k != "recipe"}
+    options["decay"] = ESTIMATOR_DECAY
+    return {
+        "allocation": rule,
+        "allocation_options": options,
+        "allocation_budget": budget,
+        "allocation_candidates": prompts_per_step if rule in PLAN_AHEAD else None,
+    }
+
+
+def pool_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(generated samples, pool accuracy, per-prompt k/n) at each pool measurement of a run log."""
+    rows = [r for r in records if "pool/k" in r]
+    if not rows:
+        raise ValueError("this run log holds no pool measurement (pool/k); train with pool_size and eval_every.")
+    generated = np.array([float(r.get("samples/generated", 0)) for r in rows])
+    rates = np.array([np.asarray(r["pool/k"], dtype=np.float64) / float(r["pool/n"]) for r in rows])
+    return generated, rates.mean(axis=1), rates
+
+
+def samples_to(generated: np.ndarray, accuracy: np.ndarray, target: float) -> float:
+    """Generated samples at which ``accuracy`` first reaches ``target``, linear between measurements;
+    NaN if it never does."""
+    above = np.flatnonzero(np.asarray(accuracy) >= target)
+    if above.size == 0:
+        return float("nan")
+    i = int(above[0])
+    if i == 0:
+        return 0.0
+    a0, a1, g0, g1 = accuracy[i - 1], accuracy[i], generated[i - 1], generated[i]
+    return float(g0 + (g1 - g0) * (target - a0) / (a1 - a0))
+
+
+def _shares(records: list[dict[str, Any]]) -> dict[str, float]:
+    steps = [r for r in records if "samples/step_generated" in r]
+    generated = sum(float(r["samples/step_generated"]) for r in steps) or 1.0
+    silent = sum(float(r.get("samples/step_discarded_silent", 0)) for r in steps)
+    surplus = sum(float(r.get("samples/step_discarded_surplus", 0)) for r in steps)
+    kept = float(records[-1].get("samples/kept", generated - silent - surplus)) if records else 0.0
+    return {"kept_share": kept / generated, "silent_share": silent / generated, "surplus_share": surplus / generated}
+
+
+def _mean_update_norm(records: list[dict[str, Any]]) -> float:
+    norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
+    return float(np.mean(norms)) if norms else float("nan")
+
+
+def lm_run_measures(
+    records: list[dict[str, Any]], targets, budget: float, reference_norm: float, quartile_of: np.ndarray
+) -> dict[str, Any]:
+    """One recorded run's numbers in the controlled study's layout (:func:`summarize_run_study`),
+    plus ``quartile_accuracy``: the last measurement's pool accuracy in each quartile of the prompts'
+    starting difficulty (``quartile_of[i]`` = 0 for the hardest quarter ... 3)."""
+    generated, accuracy, rates = pool_curve(records)
+    at_budget = float(np.interp(budget, generated, accuracy))
+    grid = np.linspace(0.0, budget, 16)
+    return {
+        "samples_to_target": [samples_to(generated, accuracy, t) for t in targets],
+        "accuracy_at_sample_budget": at_budget,
+        "accuracy_at_step_budget": at_budget,  # every rule's step budget buys the same samples here
+        "generated_at_step_budget": float(budget),
+        "curve": [float(np.interp(g, generated, accuracy)) for g in grid],
+        "norm_ratio": _mean_update_norm(records) / reference_norm,
+        "lr": 0.0,
+        "quartile_accuracy": [float(rates[-1][quartile_of == q].mean()) for q in range(4)],
+        **_shares(records),
+    }
+
+
+def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, list]]]:
+    from stddial_book.rl.runlog import load_run
+
+    runs: dict[str, list[tuple[dict, list]]] = {}
+    for rule in LM_RULES:
+        middle = "" if rule == "uniform" else f"-{rule}"
+        paths = sorted(directory.glob(f"{recipe}{middle}-seed*"), key=lambda p: int(p.name.rsplit("seed", 1)[1]))
+        if paths:
+            runs[rule] = [load_run(p) for p in paths]
+    if "uniform" not in runs:
+        raise ValueError(f"{directory} holds no uniform {recipe} run ({recipe}-seed0, ...), the study's reference.")
+    return runs
+
+
+def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str, Any]:
+    """The recorded LM-testbed runs of every rule in ``directory``, measured and compared: the
+    targets from uniform GRPO's mean curve, each run's :func:`lm_run_measures`, then
+    :func:`summarize_run_study` (``cells``, counted ``comparisons``, ``headline``) with the per-rule
+    quartile accuracies beside it."""
+    from stddial_book.experiments.allocation_study import _mean_ci, summarize_run_study
+
+    runs = _load_rule_runs(Path(directory), recipe)
+    budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
+    curves = [pool_curve(records) for _, records in runs["uniform"]]
+    grid = np.linspace(0.0, budget, 65)
+    mean_curve = np.mean([np.interp(grid, g, a) for g, a, _ in curves], axis=0)
+    targets = [float(np.interp(f * budget, grid, mean_curve)) for f in TARGET_FRACTIONS]
+    start = np.mean([rates[0] for _, _, rates in curves], axis=0)  # each prompt's starting k/n, over seeds
+    order = np.argsort(start, kind="stable")
+    quartile_of = np.empty(start.size, dtype=np.int64)
+    quartile_of[order] = np.arange(start.size) * 4 // start.size
+    reference_norm = float(np.mean([_mean_update_norm(records) for _, records in runs["uniform"]]))
+    measured = {
+        f"lm/adamw/{recipe}/{rule}": [
+            lm_run_measures(rec, targets, budget, reference_norm, quartile_of) for _, rec in pairs
+        ]
+        for rule, pairs in runs.items()
+    }
+    summary = summarize_run_study({"runs": measured, "targets": targets, "reference_norm": {"lm": reference_norm}})
+    summary["quartiles"] = {
+        key.rsplit("/", 1)[1]: [_mean_ci([r["quartile_accuracy"][q] for r in value]) for q in range(4)]
+        for key, value in measured.items()
+    }
+    summary["seeds"] = {rule: len(pairs) for rule, pairs in runs.items()}
+    summary["commits"] = sorted({prov.get("git_commit", "") for pairs in runs.values() for prov, _ in pairs})
+    summary["sample_budget"] = budget
+    return summary

@@ -1,0 +1,101 @@
+"""The allocation rules on the LM testbed: their settings, and the study that reads their recorded runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from stddial_book.experiments.allocation_lm import (
+    ESTIMATOR_DECAY,
+    LM_RULES,
+    lm_allocation_changes,
+    lm_allocation_study,
+    samples_to,
+)
+from stddial_book.experiments.allocation_study import PLAN_AHEAD, build_rule
+from stddial_book.rl.profiles import PROFILES
+
+REFERENCE = PROFILES["reference"]
+
+
+@pytest.mark.parametrize("rule", LM_RULES)
+def test_each_rule_runs_at_the_controlled_studys_step_size(rule) -> None:
+    """The trainer's config for each rule has the controlled study's budget per step, candidates (a
+    batch of 32 for a plan-ahead rule, the pool otherwise), settings and estimator memory."""
+    config = REFERENCE.train_config("grpo", 0, **lm_allocation_changes(rule))
+    assert config.allocation == rule
+    settings, budget = build_rule(rule, 32, 8)
+    assert config.step_budget == budget
+    if rule == "uniform":
+        assert config.allocation_rule() is None
+        return
+    assert config.allocation_candidates == (32 if rule in PLAN_AHEAD else None)
+    assert config.allocation_rule() == settings
+    assert config.pool_estimator()["decay"] == ESTIMATOR_DECAY
+
+
+def test_the_oracle_and_unknown_rules_are_refused() -> None:
+    with pytest.raises(ValueError, match="rule must be one of"):
+        lm_allocation_changes("knapsack_oracle")
+    with pytest.raises(ValueError, match="rule must be one of"):
+        lm_allocation_changes("greedy")
+
+
+def test_samples_to_a_target_by_hand() -> None:
+    generated = np.array([0.0, 100.0, 200.0, 300.0])
+    accuracy = np.array([0.2, 0.3, 0.5, 0.6])
+    assert samples_to(generated, accuracy, 0.4) == pytest.approx(150.0)  # halfway from 0.3 to 0.5
+    assert samples_to(generated, accuracy, 0.2) == 0.0
+    assert samples_to(generated, accuracy, 0.55) == pytest.approx(250.0)
+    assert np.isnan(samples_to(generated, accuracy, 0.61))
+    # first crossing, not the last: a dip after reaching the target does not move it
+    assert samples_to(generated, np.array([0.2, 0.5, 0.3, 0.6]), 0.4) == pytest.approx(200.0 / 3)
+
+
+def _write_run(path, rule: str, seed: int, accuracies, norms, budget: int = 400) -> None:
+    """A recorded run: four pool prompts measured with n = 4 at 0, 100, ..., budget samples."""
+    path.mkdir(parents=True)
+    rows = []
+    for i, level in enumerate(accuracies):
+        # prompt difficulties 0 < 1 < 2 < 3 in every run; their mean is ``level``
+        k = np.clip(np.round(4 * (level + np.array([-0.3, -0.1, 0.1, 0.3]))), 0, 4).astype(int)
+        rows.append({"step": i, "samples/generated": 100 * i, "pool/k": k.tolist(), "pool/n": 4})
+        if i:
+            rows.append({"step": i, "samples/step_generated": 100, "update_norm": norms, "samples/kept": 100 * i})
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    provenance = {"git_commit": "c0ffee", "config": {"train": {"sample_budget": budget, "allocation": rule}}}
+    (path / "provenance.json").write_text(json.dumps(provenance))
+
+
+def test_the_study_measures_each_rule_against_uniform_grpos_targets(tmp_path) -> None:
+    """Targets come from uniform GRPO's mean curve at 1/15, 1/5 and all of its budget; a rule whose
+    curve runs ahead reaches them sooner, in samples read off by hand; the norm ratio is the control."""
+    uniform = [0.25, 0.5, 0.5, 0.75, 0.75]
+    faster = [0.25, 0.75, 0.75, 0.75, 0.75]
+    for seed in range(3):
+        _write_run(tmp_path / f"grpo-seed{seed}", "uniform", seed, uniform, 1.0)
+        _write_run(tmp_path / f"grpo-knapsack-seed{seed}", "knapsack", seed, faster, 2.0)
+    study = lm_allocation_study(tmp_path)
+    # uniform's curve: 0.25 at 0, 0.5 at 100, 0.75 at 300; at 400/15 ≈ 26.7 samples it is 0.25 + 0.25·26.7/100
+    expected = [0.25 + 0.25 * (400 / 15) / 100, 0.25 + 0.25 * 80 / 100, 0.75]
+    assert study["targets"] == pytest.approx(expected)
+    knapsack = study["cells"]["lm/adamw/grpo/knapsack"]
+    uniform_cell = study["cells"]["lm/adamw/grpo/uniform"]
+    # knapsack: 0.25 → 0.75 over the first 100 samples, so a target t is reached at 100 (t − 0.25)/0.5
+    assert knapsack["samples_to_target"][2]["mean"] == pytest.approx(100.0)
+    assert uniform_cell["samples_to_target"][2]["mean"] == pytest.approx(300.0)
+    assert knapsack["samples_to_target"][1]["mean"] == pytest.approx(100 * (expected[1] - 0.25) / 0.5)
+    assert knapsack["norm_ratio"]["mean"] == pytest.approx(2.0)
+    assert study["seeds"] == {"uniform": 3, "knapsack": 3}
+    assert study["commits"] == ["c0ffee"]
+    # the hardest quarter (prompt 0) ends at k = round(4·0.45) = 2 of 4 under both rules
+    assert study["quartiles"]["uniform"][0]["mean"] == pytest.approx(0.5)
+    assert study["comparisons_counted"] == 3  # knapsack against uniform at three targets (no DAPO run)
+
+
+def test_the_study_needs_uniform_grpo(tmp_path) -> None:
+    _write_run(tmp_path / "grpo-knapsack-seed0", "knapsack", 0, [0.25, 0.5], 1.0, budget=100)
+    with pytest.raises(ValueError, match="no uniform grpo run"):
+        lm_allocation_study(tmp_path)

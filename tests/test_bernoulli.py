@@ -130,6 +130,33 @@ def test_study_shapes_and_bad_settings() -> None:
         controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=1, config=SMALL)
 
 
+def test_the_study_is_computed_once_and_read_back_identically(tmp_path, monkeypatch) -> None:
+    """Chapters 8 and 13 and the reproduction page share one study through the cache: the first call
+    computes it, the next reads it back bit for bit; another payload or changed code computes afresh."""
+    from stddial_book.experiments import controlled, testbed
+
+    monkeypatch.setenv(testbed.ENV_CACHE, str(tmp_path))
+    calls = []
+    real = controlled._study
+    monkeypatch.setattr(controlled, "_study", lambda *a: calls.append(a) or real(*a))
+    rates, counts = np.arange(65) / 64, np.ones(65)
+    first = controlled_run_study(rates, counts, seeds=2, config=SMALL)
+    again = controlled_run_study(rates, counts, seeds=2, config=SMALL)
+    direct = real(rates, counts, 2, SMALL)
+    assert len(calls) == 1 and len(list(tmp_path.glob("controlled-*.npz"))) == 1
+    assert sorted(first) == sorted(again) == sorted(direct)
+    for name in direct:
+        assert np.array_equal(first[name], direct[name]) and np.array_equal(again[name], direct[name])
+        assert first[name].dtype == direct[name].dtype
+    controlled_run_study(rates, counts * 2, seeds=2, config=SMALL)  # other counts: another study
+    controlled_run_study(rates, counts, seeds=2, config=ControlledRun(num_prompts=32, steps=3, lr=0.25))
+    assert len(calls) == 3
+    monkeypatch.setattr(testbed, "code_fingerprint", lambda *a: "edited-code")
+    controlled_run_study(rates, counts, seeds=2, config=SMALL)
+    assert len(calls) == 4 and len(list(tmp_path.glob("controlled-*.npz"))) == 4
+    assert not list(tmp_path.glob(".*.partial"))
+
+
 def test_quartile_gap_is_paired_and_signed() -> None:
     from stddial_book.experiments.controlled import quartile_gap
 

@@ -198,10 +198,24 @@ def controlled_run_study(
     ``dapo_oversampling`` (groups drawn per prompt and step), ``dapo_quartile_at_grpo_budget``,
     ``silent_measured/grpo`` and ``silent_expected/grpo`` (per step), ``matched_lr``.
     """
-    from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO
+    from stddial_book.experiments.testbed import cached_arrays
 
     if check_int(seeds, "seeds") < 2 or seeds > MAX_SEEDS:
         raise ValueError(f"seeds must be at least 2 (to show a spread) and at most {MAX_SEEDS}; got {seeds}.")
+    if not isinstance(config, ControlledRun):
+        raise TypeError(f"config must be a ControlledRun; got {type(config).__name__}.")
+    rates, weights = to_numpy(solve_rates, "solve_rates"), to_numpy(counts, "counts")
+    payload = {"solve_rates": rates, "counts": weights, "seeds": int(seeds), "config": config}
+    # chapters 8 and 13 and the reproduction page ask for the same study: computed once, then read
+    return cached_arrays(
+        "controlled", payload, lambda: _study(rates, weights, int(seeds), config), ("experiments.controlled",)
+    )
+
+
+def _study(solve_rates: np.ndarray, counts: np.ndarray, seeds: int, config: ControlledRun) -> dict[str, np.ndarray]:
+    """:func:`controlled_run_study`, computed."""
+    from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO
+
     rows: dict[str, list] = {}
 
     def add(name: str, value) -> None:

@@ -34,6 +34,7 @@ __all__ = [
     "rl_run",
     "load_model_from",
     "same_warm_start",
+    "cached_arrays",
 ]
 
 ENV_CACHE = "STDDIAL_CACHE"
@@ -72,13 +73,13 @@ def _imported_modules(source: str) -> list[str]:
     return [name for name in found if _module_file(name).is_file()]
 
 
-def run_modules() -> list[str]:
+def run_modules(entry_points: tuple[str, ...] = _RUN_ENTRY_POINTS) -> list[str]:
     """The package's modules whose code can change a training run: the entry points and, read from
     their source, every package module they import, at load time or inside a function, transitively.
     Figures, widgets, the book's build tooling and the TRL bridge are not among them (unless a run
     imports them), so editing those does not invalidate cached runs."""
     found: set[str] = set()
-    todo = list(_RUN_ENTRY_POINTS)
+    todo = list(entry_points)
     while todo:
         name = todo.pop()
         if name in found or not _module_file(name).is_file():
@@ -107,28 +108,67 @@ def _code_of(source: str) -> str:
     return ast.dump(tree)
 
 
-def code_fingerprint() -> str:
+def code_fingerprint(entry_points: tuple[str, ...] = _RUN_ENTRY_POINTS) -> str:
     """A hash of the code of the modules a run executes (:func:`run_modules`) and the torch version
     (part of each cache key): a changed statement in any of them gives a new key; a changed comment,
     docstring or line break does not. Parsing the modules takes about a second, so the hash is
-    kept for as long as no source file of the package changes (size or modification time)."""
+    kept for as long as no source file of the package changes (size or modification time).
+    ``entry_points`` other than a training run's (:func:`cached_arrays`) leave torch's version out."""
     stamp = tuple(
         (str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in sorted(_PACKAGE_ROOT.rglob("*.py"))
     )
-    return _fingerprint_of(stamp)
+    return _fingerprint_of(stamp, tuple(entry_points))
 
 
-@functools.lru_cache(maxsize=4)
-def _fingerprint_of(stamp: tuple) -> str:
+@functools.lru_cache(maxsize=8)
+def _fingerprint_of(stamp: tuple, entry_points: tuple[str, ...]) -> str:
     """:func:`code_fingerprint` for the package's sources as ``stamp`` lists them."""
-    import torch
+    digest = hashlib.sha256()
+    if entry_points == _RUN_ENTRY_POINTS:
+        import torch
 
-    digest = hashlib.sha256(torch.__version__.encode())
-    for name in run_modules():
+        digest.update(torch.__version__.encode())
+    for name in run_modules(entry_points):
         path = _module_file(name)
         digest.update(name.encode())
         digest.update(_code_of(path.read_text()).encode())
     return digest.hexdigest()[:16]
+
+
+def cached_arrays(kind: str, payload: dict[str, Any], compute, entry_points: tuple[str, ...]) -> dict[str, Any]:
+    """``compute()`` (a dict of numpy arrays), made once per ``payload`` and code and kept in the
+    run cache (:func:`cache_dir`) as ``<kind>-<key>.npz``: several chapters that ask for the same
+    study read it instead of computing it again. The key hashes the payload (arrays by their bytes)
+    and the code of ``entry_points`` and every package module they import
+    (:func:`code_fingerprint`), so a changed statement there computes afresh. Processes sharing the
+    cache wait for one another (:func:`_cache_lock`); the file is written whole, then renamed."""
+    import numpy as np
+
+    text = json.dumps({k: _payload_value(v) for k, v in payload.items()}, sort_keys=True, default=str)
+    key = hashlib.sha256((code_fingerprint(entry_points) + text).encode()).hexdigest()[:16]
+    path = cache_dir() / f"{kind}-{key}.npz"
+    with _cache_lock(path):
+        if not path.exists():
+            arrays = compute()
+            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            with open(partial, "wb") as handle:
+                np.savez(handle, **{name: np.asarray(value) for name, value in arrays.items()})
+            os.replace(partial, path)
+        with np.load(path, allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+
+
+def _payload_value(value: Any) -> Any:
+    """A payload entry as JSON text: an array by its dtype, shape and sha256, a dataclass by its fields."""
+    import dataclasses
+
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return [str(value.dtype), list(value.shape), hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, dataclasses.asdict(value)]
+    return value
 
 
 def _key(kind: str, payload: dict[str, Any]) -> str:

@@ -91,3 +91,29 @@ def test_consistency_numbers_read_the_fit(fit) -> None:
     assert np.isnan(consistency_numbers(empty)["boot_low"])  # no resamples: undefined, not 0
     with pytest.raises(ValueError, match=r"percentiles must be a pair \(low, high\) with 0 <= low <= high <= 100"):
         consistency_numbers(fit, percentiles=(90, 10))
+
+
+def test_the_bootstrap_refits_all_resamples_at_once_as_one_at_a_time() -> None:
+    """The vectorised refit (the fast path of the bootstrap) against the scalar one it replaces:
+    golden-section search on many intervals takes each interval's own steps, and fit_taus gives
+    fit_tau's τ on every resample (exactly here; 1e-12 leaves room for another numpy's row sums)."""
+    from stddial_book.corpora import dapo_fig3b as module
+
+    rng = np.random.default_rng(3)
+    centres, widths = rng.uniform(-2, 2, 25), rng.uniform(0.1, 3, 25)
+    lo, hi = centres - widths * rng.uniform(0.2, 1, 25), centres + widths * rng.uniform(0.2, 1, 25)
+    many = module._golden_many(lambda z: (z - centres) ** 2 + 0.1 * np.abs(z - centres) ** 3, lo, hi)
+    for j in range(25):
+        one = module._golden(lambda z, c=centres[j]: (z - c) ** 2 + 0.1 * abs(z - c) ** 3, lo[j], hi[j])
+        assert many[j] == one
+    hist = load_big_math_histogram()
+    steps, logged = load_dapo_fig3b()
+    p, w = hist.solve_rates, hist.counts / hist.counts.sum()
+    model = module._competence_model(
+        p, w, module._plateau_inverse_temperature(p, w, float(logged[-module.PLATEAU_POINTS :].mean())), steps, logged
+    )
+    indices = rng.integers(0, steps.size, (12, steps.size))
+    fast = model.fit_taus(indices)
+    slow = np.array([model.fit_tau(index) for index in indices])
+    assert np.allclose(fast, slow, rtol=1e-12, atol=0)
+    assert not np.allclose(fast, fast[::-1], rtol=1e-6)  # the resamples differ, so the check can fail

@@ -205,10 +205,28 @@ def _golden(f, lo: float, hi: float, iterations: int = 80) -> float:
     return (a + b) / 2.0
 
 
-def _fit_log_scale(loss, lo: float, hi: float) -> float:
-    """Minimise ``loss`` over a positive scale: a log grid, then golden section around the best."""
+def _golden_many(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 80) -> np.ndarray:
+    """:func:`_golden` on many intervals at once: ``f`` maps an array of points (one per interval)
+    to their values; each interval follows exactly the steps :func:`_golden` takes on it alone."""
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iterations):
+        left = fc < fd  # the minimum lies in [a, d]: b moves to d, d to c, a new c
+        a, b = np.where(left, a, c), np.where(left, d, b)
+        c_new, d_new = b - ratio * (b - a), a + ratio * (b - a)
+        c, d = np.where(left, c_new, d), np.where(left, c, d_new)
+        values = f(np.where(left, c, d))
+        fc, fd = np.where(left, values, fd), np.where(left, fc, values)
+    return (a + b) / 2.0
+
+
+def _fit_log_scale(loss, lo: float, hi: float, grid_loss=None) -> float:
+    """Minimise ``loss`` over a positive scale: a log grid, then golden section around the best.
+    ``grid_loss``, if given, evaluates ``loss`` at every grid point at once (the same numbers)."""
     grid = np.geomspace(lo, hi, 240)
-    values = [loss(x) for x in grid]
+    values = [loss(x) for x in grid] if grid_loss is None else grid_loss(grid)
     i = int(np.argmin(values))
     left, right = np.log(grid[max(i - 1, 0)]), np.log(grid[min(i + 1, grid.size - 1)])
     return float(np.exp(_golden(lambda z: loss(np.exp(z)), left, right)))
@@ -311,22 +329,56 @@ class _CompetenceModel:
         competence = (1.0 - np.exp(-at / tau)) / (1.0 - np.exp(-self.steps[-1] / tau))
         return np.interp(frozen_mean + competence * (end_mean - frozen_mean), self.means, self.allcorrect)
 
+    def predict_many(self, taus: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """:meth:`predict` for every τ of ``taus`` at once: one row per τ, the same numbers."""
+        frozen_mean, end_mean = float(self.means[0]), float(self.means[-1])
+        taus = np.asarray(taus, dtype=np.float64)[:, None]
+        competence = (1.0 - np.exp(-at[None, :] / taus)) / (1.0 - np.exp(-self.steps[-1] / taus))
+        return np.interp(frozen_mean + competence * (end_mean - frozen_mean), self.means, self.allcorrect)
+
     def fit_tau(self, index: np.ndarray) -> float:
         """The τ of least squared error over the logged points ``index``."""
         logged, steps = self.logged[index], self.steps[index]
-        return _fit_log_scale(lambda tau: float(np.sum((logged - self.predict(tau, steps)) ** 2)), 10.0, 1e6)
+        return _fit_log_scale(
+            lambda tau: float(np.sum((logged - self.predict(tau, steps)) ** 2)),
+            10.0,
+            1e6,
+            grid_loss=lambda taus: ((logged - self.predict_many(taus, steps)) ** 2).sum(axis=1),
+        )
 
     def bootstrap_r2(self, resamples: int, seed: int) -> np.ndarray:
         """R² of the refitted model on each pairs-bootstrap resample of the logged points (a
-        resample whose logged values are all equal has no R² and is skipped)."""
+        resample whose logged values are all equal has no R² and is skipped). Every resample is
+        refitted as :meth:`fit_tau` would, all of them at once (:meth:`fit_taus`)."""
         rng = np.random.default_rng(seed)
-        boot = []
+        kept = []
         for _ in range(resamples):
             index = rng.integers(0, self.steps.size, self.steps.size)
             if np.ptp(self.logged[index]) == 0:
                 continue
-            boot.append(_r2(self.logged[index], self.predict(self.fit_tau(index), self.steps[index])))
-        return np.array(boot)
+            kept.append(index)
+        if not kept:
+            return np.array([])
+        indices = np.array(kept)
+        taus = self.fit_taus(indices)
+        return np.array([_r2(self.logged[i], self.predict(t, self.steps[i])) for i, t in zip(indices, taus)])
+
+    def fit_taus(self, indices: np.ndarray) -> np.ndarray:
+        """:meth:`fit_tau` for each row of ``indices`` (resamples of the logged points), the same
+        numbers: the log grid per row, then one golden-section search run on every row at once."""
+        logged, steps = self.logged[indices], self.steps[indices]
+        grid = np.geomspace(10.0, 1e6, 240)
+        best = np.array([np.argmin(((y - self.predict_many(grid, x)) ** 2).sum(axis=1)) for y, x in zip(logged, steps)])
+        left, right = np.log(grid[np.maximum(best - 1, 0)]), np.log(grid[np.minimum(best + 1, grid.size - 1)])
+        frozen_mean, end_mean = float(self.means[0]), float(self.means[-1])
+
+        def losses(z: np.ndarray) -> np.ndarray:
+            tau = np.exp(z)[:, None]
+            competence = (1.0 - np.exp(-steps / tau)) / (1.0 - np.exp(-self.steps[-1] / tau))
+            predicted = np.interp(frozen_mean + competence * (end_mean - frozen_mean), self.means, self.allcorrect)
+            return ((logged - predicted) ** 2).sum(axis=1)  # row sums: the same numbers as one np.sum per row
+
+        return np.exp(_golden_many(losses, left, right))
 
 
 def _competence_model(

@@ -15,7 +15,10 @@ from stddial_book.core.checks import MAX_SEED, check_number
 from stddial_book.rl.tasks import Problem
 from stddial_book.theory.recipes import Recipe, get_recipe
 
-__all__ = ["TaskConfig", "SFTConfig", "TrainConfig"]
+__all__ = ["TaskConfig", "SFTConfig", "TrainConfig", "OPTIMIZERS"]
+
+#: The RL optimizers a :class:`TrainConfig` may name (built by :func:`stddial_book.rl.update.build_optimizer`).
+OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,15 @@ class TrainConfig:
             (minibatches hold whole groups).
         micro_batch_size: samples per forward/backward pass inside a minibatch (gradient
             accumulation, for memory); must divide the minibatch; ``None`` = the whole minibatch.
-        lr: AdamW learning rate (constant, no weight decay).
-        max_grad_norm: gradient-norm clip per optimizer step (TRL's default 1.0).
+        lr: the optimizer's learning rate (constant, no weight decay).
+        max_grad_norm: gradient-norm clip per optimizer step (TRL's default 1.0); 0 (or ``None``,
+            stored as 0.0) clips nothing, as in TRL and ``transformers``. The gradient's norm is
+            logged (``grad_norm``) either way.
+        optimizer: ``"adamw"`` (AdamW, the default: β = (0.9, 0.999), ε = 1e-8, no weight decay)
+            or ``"sgd"`` (plain SGD: θ ← θ − lr · g, no momentum, no weight decay), for the
+            ablation that asks whether Adam's normalisation hides the dial's scale (chapter 13).
+            Like the allocation fields, it appears in :meth:`to_dict` only when it is not the
+            default, so an AdamW run's settings and cache key read as they did before.
         max_new_tokens: L_max, the generation cap (and Dr. GRPO's normaliser).
         sample_budget: stop once this many samples have been generated (discarded ones count).
         max_rounds: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
@@ -149,7 +159,7 @@ class TrainConfig:
     num_minibatches: int = 2
     micro_batch_size: int | None = None
     lr: float = 1e-4
-    max_grad_norm: float = 1.0
+    max_grad_norm: float | None = 1.0
     max_new_tokens: int = 8
     sample_budget: int = 16384
     max_rounds: int = 8
@@ -166,6 +176,7 @@ class TrainConfig:
     allocation_options: Any = ()
     allocation_budget: int | None = None
     allocation_candidates: int | None = None
+    optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -313,14 +324,19 @@ class TrainConfig:
             )
 
     def _check_rates(self) -> None:
-        """lr, max_grad_norm and temperature finite and > 0 (stored as plain floats), and a
-        non-empty overlong band L_cache = round(fraction · L_max) when the recipe penalises length
-        (chapter 12)."""
+        """lr and temperature finite and > 0, max_grad_norm finite and >= 0 (``None`` and 0: no
+        clip, stored as 0.0), all stored as plain floats; a known optimizer; and a non-empty overlong
+        band L_cache = round(fraction · L_max) when the recipe penalises length (chapter 12)."""
+        if self.max_grad_norm is None:
+            object.__setattr__(self, "max_grad_norm", 0.0)
         for name in ("lr", "max_grad_norm", "temperature"):
-            value = check_number(getattr(self, name), name)  # TypeError for text, None, arrays; NaN refused
-            if not value > 0:
-                raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
+            value = check_number(getattr(self, name), name)  # TypeError for text, arrays; NaN refused
+            if not (value >= 0 if name == "max_grad_norm" else value > 0):
+                bound = ">= 0 (0: no clip)" if name == "max_grad_norm" else "> 0"
+                raise ValueError(f"{name} must be a finite number {bound}; got {value!r}.")
             object.__setattr__(self, name, value)  # a numpy float is stored as a plain float (JSON, cache key)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}; got {self.optimizer!r}.")
         if self.recipe.overlong_penalty and self.overlong_cache < 1:
             raise ValueError(
                 f"the overlong penalty band L_cache = round({self.recipe.overlong_cache_fraction} · "
@@ -338,9 +354,12 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain data. The allocation fields appear only for a rule other than
-        ``"uniform"``: a uniform run's settings, fingerprint and cache key read as they did before
-        the rules existed, so its checkpoints and cached runs stay valid."""
+        ``"uniform"``, and ``optimizer`` only when it is not ``"adamw"``: a uniform AdamW run's
+        settings, fingerprint and cache key read as they did before these fields existed, so its
+        checkpoints and cached runs stay valid."""
         out = dataclasses.asdict(self)
+        if self.optimizer == "adamw":
+            del out["optimizer"]
         out["recipe"] = dataclasses.asdict(self.recipe)
         if self.allocation == "uniform":
             for name in ("allocation", "allocation_options", "allocation_budget", "allocation_candidates"):

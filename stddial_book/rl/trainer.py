@@ -34,10 +34,10 @@ from stddial_book.rl.pool_state import new_pool_state
 from stddial_book.rl.rollout import sample
 from stddial_book.rl.runlog import RunLog, load_run
 from stddial_book.rl.sampling import DynamicSampler, kept_rows, overlong_penalty, rows_by_prompt
-from stddial_book.rl.sft import _adamw, _progress
+from stddial_book.rl.sft import _progress
 from stddial_book.rl.tasks import Problem
 from stddial_book.rl.tasks import rewards as verify
-from stddial_book.rl.update import _batch_metrics, _update, peak_memory_mb
+from stddial_book.rl.update import _batch_metrics, _update, build_optimizer, peak_memory_mb
 from stddial_book.theory.recipes import Recipe, group_advantages
 
 __all__ = ["TrainResult", "train"]
@@ -457,7 +457,7 @@ def _start(
     )
     fingerprint = _config_fingerprint(config_dict, run_id)
     ref_model = _reference_policy(model, directory, config.recipe, resume)
-    optimizer = _adamw(model, config.lr)
+    optimizer = build_optimizer(model, config)
     state = _State(config.seed, device)
     if config.allocation != "uniform":  # what the rule knows of each pool prompt (checkpointed)
         state.pool_state = new_pool_state(len(pool), **config.pool_estimator())

@@ -18,7 +18,31 @@ from stddial_book.rl.rollout import shared_prompt_logprobs
 from stddial_book.rl.sampling import nonsilent_groups
 from stddial_book.theory.identity import group_std
 
-__all__ = ["peak_memory_mb"]
+__all__ = ["peak_memory_mb", "build_optimizer", "clip_gradient"]
+
+
+def build_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
+    """The optimizer ``config.optimizer`` names, at ``config.lr``: AdamW without weight decay (the
+    book's default, exactly what the trainer always built) or plain SGD, θ ← θ − lr · g (no
+    momentum, no weight decay: its step is the gradient itself, so the dial's scale reaches the
+    weights unnormalised). Plain SGD keeps no state, so a checkpoint's optimizer file holds only
+    its settings and a resumed run continues exactly."""
+    from stddial_book.rl.sft import _adamw
+
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.0, weight_decay=0.0)
+    return _adamw(model, config.lr)
+
+
+def clip_gradient(model, max_grad_norm: float) -> float:
+    """Clip the accumulated gradient to ``max_grad_norm`` in Euclidean norm and return its norm
+    before clipping; with ``max_grad_norm`` 0 the gradient is left as it is (only its norm is taken)."""
+    if max_grad_norm > 0:
+        return float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
 
 
 def _group_stats(batch: Batch, values: np.ndarray, layout: GroupLayout) -> dict[str, np.ndarray]:
@@ -341,8 +365,8 @@ def _update(
             if bool(loss_mask[pass_rows[0]].any()):
                 counts = (step_tokens, len(rows))
                 _backward_pass(model, ref_model, batch, adv, pass_rows, config, loss_mask, counts, sums, layout)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+        grad_norm = clip_gradient(model, config.max_grad_norm)
+        sums["grad_norm"] = sums.get("grad_norm", 0.0) + grad_norm
         optimizer.step()
         state.updates += 1
         counted += 1

@@ -1,0 +1,493 @@
+"""Chapter 13 as an experiment on the dial: the dial-only ablation on the LM testbed.
+
+Chapter 13 compares GRPO, Dr. GRPO and DAPO as published, and they differ in more than the dial
+(KL, loss aggregation, clip range, rewards). Here the arms are one recipe with the normaliser
+toggled and nothing else:
+
+* ``divide``: the base recipe, which divides the centred 0/1 rewards by σ; a group's step is
+  σ (ḡ₊ − ḡ₋) (chapter 3's identity);
+* ``no_divide``: the same with ``scale_std=False`` (Dr. GRPO's dial setting); its step is σ² (ḡ₊ − ḡ₋);
+* ``filter``: ``divide`` plus DAPO's dynamic sampling (silent groups dropped and refilled), the
+  dial's third operation as an arm of its own.
+
+The base recipe is GRPO's aggregation (per-sequence token mean), its clip range (0.2 / 0.2), no KL
+(β = 0), 0/1 rewards and the population std: with one sequence one vote, a group's weight in the
+step is exactly σ or σ² with no length factor coupling one group to another (DAPO's token mean
+would weigh a group by its share of the step's tokens), and the ``divide`` arm is the recorded GRPO
+run minus its KL term only. Every arm shares it, so the arms differ in the normaliser alone.
+
+The factors cross G ∈ {8, 32} at equal samples per step (32 × 8 = 8 × 32 = 256), AdamW or plain SGD,
+and the gradient-norm clip at 1.0 on or off: eight cells, three arms each, :data:`DESIGN_SEEDS`
+seeds each, every run :data:`RUN_SAMPLES` generated samples from the reference warm start. The
+measures are the final pool accuracy of the hardest quartile (quartiles of the prompts' starting
+difficulty, from the step-0 ``pool/k`` averaged over every run) and, as the transfer control,
+the final sampled accuracy on the 256 held-out prompts no run ever trains on
+(``eval/accuracy_sampled``). :func:`power_analysis` sizes the seeds from the recorded reference
+runs, :func:`matched_sgd_lrs` sets SGD's step sizes from a short pilot, :func:`record_ablation`
+records every run with provenance as ``record`` does, and :func:`ablation_study` reads them back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stddial_book.theory.recipes import Recipe
+
+__all__ = [
+    "BASE",
+    "ARMS",
+    "CONTRASTS",
+    "MEASURES",
+    "Cell",
+    "CELLS",
+    "RUN_SAMPLES",
+    "STEP_SAMPLES",
+    "DESIGN_SEEDS",
+    "comparison_count",
+    "ablation_config",
+    "pilot_config",
+    "pilot_changes",
+    "pilot_cells",
+    "matched_sgd_lrs",
+    "run_label",
+    "hardest_quartile_of",
+    "run_measures",
+    "seed_sds",
+    "seeds_needed",
+    "detectable_effect",
+    "power_analysis",
+    "design_cost",
+    "ablation_summary",
+    "ablation_study",
+]
+
+#: The one recipe every arm shares (see the module's docstring for why this aggregation).
+BASE = Recipe(name="dial", loss_aggregation="seq-mean-token-mean", clip_low=0.2, clip_high=0.2, kl_coef=0.0)
+
+#: The arms: the base recipe dividing by σ, not dividing, and dividing with DAPO's filter.
+ARMS: dict[str, Recipe] = {
+    "divide": BASE.replace(name="dial-divide"),
+    "no_divide": BASE.replace(name="dial-no-divide", scale_std=False),
+    "filter": BASE.replace(name="dial-filter", dynamic_sampling=True),
+}
+
+#: The planned contrasts, (arm, minus arm): the dial's division, and the filter on top of it.
+CONTRASTS: tuple[tuple[str, str], ...] = (("divide", "no_divide"), ("filter", "divide"))
+
+#: The measures every contrast is tested on: the hardest quartile (primary), held-out (transfer control).
+MEASURES = ("hardest_quartile", "heldout")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the factor grid: group size G, optimizer, gradient clip at 1.0 or none."""
+
+    group_size: int
+    optimizer: str
+    clip: bool
+
+    @property
+    def key(self) -> str:
+        return f"G{self.group_size}-{self.optimizer}-{'clip' if self.clip else 'noclip'}"
+
+
+#: The eight cells: G ∈ {8, 32} × {AdamW, SGD} × {clip 1.0, no clip}.
+CELLS: tuple[Cell, ...] = tuple(
+    Cell(g, o, c) for g, o, c in itertools.product((8, 32), ("adamw", "sgd"), (True, False))
+)
+
+#: Samples per step (prompts × G) in every cell: 32 × 8 or 8 × 32.
+STEP_SAMPLES = 256
+
+#: Generated samples per run: half the reference runs' 65,536 (128 steps). The hardest quartile
+#: climbs from 0.03 to about 0.16-0.19 by then in the recorded runs, and its seed-to-seed SD is
+#: 0.014 there against 0.038 at 65,536, so the MDE of 0.04 costs about a sixth of the seeds per run
+#: and a twelfth of the CPU time (see :func:`power_analysis`).
+RUN_SAMPLES = 32768
+
+#: Seeds per arm and cell. :func:`power_analysis` on the recorded reference runs at 32,768 samples
+#: gives 7 for an MDE of 0.04 at 80% power over the 32 comparisons (pooled SD 0.014), 9 at the SD's
+#: upper 80% bound (0.017); one more, because that SD was measured with AdamW, the clip and G = 8
+#: only, and the SGD and no-clip cells may spread more (the study reports each cell's realised MDE).
+DESIGN_SEEDS = 10
+
+#: The pilot: steps per run, and SGD's learning rate there (small: the weights barely move, so
+#: ``update_norm / lr`` is SGD's step per unit rate at the warm start).
+PILOT_STEPS = 8
+PILOT_SGD_LR = 1e-3
+
+
+def comparison_count(cells: Sequence[Cell] = CELLS) -> int:
+    """The planned comparisons: every contrast on every measure in every cell (8 × 2 × 2 = 32)."""
+    return len(cells) * len(CONTRASTS) * len(MEASURES)
+
+
+def run_label(arm: str, cell: Cell, seed: int) -> str:
+    """A recorded run's directory name, e.g. ``no_divide-G32-sgd-noclip-seed3``."""
+    return f"{arm}-{cell.key}-seed{seed}"
+
+
+def _parse_label(name: str) -> tuple[str, str, int]:
+    """(arm, cell key, seed) of a :func:`run_label`."""
+    head, seed = name.rsplit("-seed", 1)
+    arm, cell = head.split("-", 1)
+    return arm, cell, int(seed)
+
+
+def _settings(
+    cell: Cell, lr: float | None = None, step_samples: int = STEP_SAMPLES, run_samples: int = RUN_SAMPLES, **changes
+) -> dict[str, Any]:
+    """The TrainConfig fields :func:`ablation_config` sets (besides the recipe and the seed); smaller
+    ``step_samples`` and ``run_samples`` make the same design at a toy size (the tests)."""
+    settings = {
+        "group_size": cell.group_size,
+        "prompts_per_step": step_samples // cell.group_size,
+        "num_minibatches": 2,
+        "sample_budget": run_samples,
+        "eval_every": run_samples // step_samples,
+        "eval_samples": 32,
+        "checkpoint_every": 16,
+        "identity_check_every": 0,
+        "optimizer": cell.optimizer,
+        "max_grad_norm": 1.0 if cell.clip else 0.0,
+    }
+    return {**settings, **({} if lr is None else {"lr": lr}), **changes}
+
+
+def ablation_config(profile, arm: str, cell: Cell, seed: int, lr: float | None = None, **changes):
+    """The :class:`~stddial_book.rl.configs.TrainConfig` of one run: the arm's recipe, the cell's G
+    (prompts per step = :data:`STEP_SAMPLES` / G), optimizer and clip, :data:`RUN_SAMPLES` samples,
+    the pool and held-out set measured at the start and the end only (the pool with 32 samples a
+    prompt, held-out with 32 a prompt), ``lr`` (default: the profile's, 1e-4 for AdamW)."""
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {list(ARMS)}; got {arm!r}.")
+    return profile.train_config(ARMS[arm], seed, **_settings(cell, lr, **changes))
+
+
+def pilot_config(profile, arm: str, cell: Cell, seed: int = 0):
+    """A pilot run: :data:`PILOT_STEPS` steps, no evaluation; SGD at :data:`PILOT_SGD_LR`."""
+    return profile.train_config(ARMS[arm], seed, **pilot_changes(cell))
+
+
+def pilot_changes(cell: Cell, step_samples: int = STEP_SAMPLES, **changes) -> dict[str, Any]:
+    """:func:`pilot_config`'s fields (``changes`` as in :func:`ablation_config`; a run size in them is
+    the main runs', not the pilot's, and is ignored)."""
+    changes.pop("run_samples", None)
+    lr = PILOT_SGD_LR if cell.optimizer == "sgd" else None
+    budget = PILOT_STEPS * step_samples
+    return _settings(cell, lr, step_samples, budget, **{**changes, "eval_every": 0, "checkpoint_every": 4})
+
+
+def pilot_cells(cells: Sequence[Cell] = CELLS) -> list[tuple[str, Cell]]:
+    """The pilot runs (arm, cell) that :func:`matched_sgd_lrs` needs for the SGD cells of ``cells``:
+    every arm under SGD, and ``divide`` under AdamW at the same G and clip (the anchor)."""
+    runs = []
+    for cell in cells:
+        if cell.optimizer == "sgd":
+            anchor = Cell(cell.group_size, "adamw", cell.clip)
+            runs += [("divide", anchor)] + [(arm, cell) for arm in ARMS]
+    return list(dict.fromkeys(runs))
+
+
+def _mean_update_norm(records: list[dict[str, Any]]) -> float:
+    norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
+    return float(np.mean(norms)) if norms else float("nan")
+
+
+def matched_sgd_lrs(pilot: dict[str, float]) -> dict[str, float]:
+    """SGD's learning rate per arm and cell, matched in mean update norm to AdamW's ``divide`` arm.
+
+    ``pilot`` maps :func:`run_label` names of pilot runs to their mean ``update_norm`` per step (the
+    length of the step's whole parameter change). Returns ``{label without seed: lr}`` for every SGD
+    arm: ``lr = N(adamw, divide) / (N(sgd, arm) / PILOT_SGD_LR)`` in the same G and clip setting.
+
+    Why matched norms and not a tuned rate per arm: the question is whether dividing by σ changes
+    *which prompts* the step favours (σ against σ² per group); a global step length any rate can
+    absorb. Plain SGD's step is lr · g (clipped g when the clip binds), linear in lr, so one short
+    pilot per arm at a small rate measures its step per unit rate at the warm start, and the rate
+    that gives every arm the same step length follows exactly; without the match, ``no_divide``
+    would take steps about 1/σ̄ ≈ 2-3 times shorter and the contrast would measure step size. A grid
+    of rates per arm would cost a grid × seeds of runs and pick each arm's best by the same noisy
+    measure the contrast then tests. The anchor, AdamW's ``divide`` step at the profile's rate, puts
+    SGD's steps at the length the recorded runs took. AdamW needs no match: its step, m̂/(√v̂ + ε),
+    does not change when the gradient is multiplied by a constant, so the arms share the profile's
+    rate, and the study reports each arm's realised norm against ``divide``'s to show how far that held.
+    """
+    lrs = {}
+    for group_size, clip in itertools.product(sorted({c.group_size for c in CELLS}), (True, False)):
+        anchor_cell, sgd_cell = Cell(group_size, "adamw", clip), Cell(group_size, "sgd", clip)
+        anchor = pilot.get(run_label("divide", anchor_cell, 0))
+        for arm in ARMS:
+            per_lr = pilot.get(run_label(arm, sgd_cell, 0))
+            if anchor is None or per_lr is None:
+                continue
+            if not (anchor > 0 and per_lr > 0):
+                raise ValueError(f"the pilot's update norms must be > 0; got {anchor} and {per_lr} for {arm}.")
+            lrs[f"{arm}-{sgd_cell.key}"] = float(anchor / (per_lr / PILOT_SGD_LR))
+    return lrs
+
+
+# ----------------------------------------------------------------------------- measures
+
+
+def _pool_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = [r for r in records if "pool/k" in r]
+    if not rows:
+        raise ValueError("a run log holds no pool measurement (pool/k); train with pool_size and eval_every.")
+    return rows
+
+
+def hardest_quartile_of(runs: Sequence[list[dict[str, Any]]]) -> np.ndarray:
+    """The pool prompts of the hardest quarter (a boolean mask): the lowest mean step-0 k/n over
+    ``runs`` (a partition common to every arm, measured before any training; ties by position)."""
+    start = np.mean([np.asarray(_pool_rows(r)[0]["pool/k"], float) / _pool_rows(r)[0]["pool/n"] for r in runs], 0)
+    order = np.argsort(start, kind="stable")
+    mask = np.zeros(start.size, dtype=bool)
+    mask[order[: start.size // 4]] = True
+    return mask
+
+
+def run_measures(records: list[dict[str, Any]], hardest: np.ndarray, samples: float | None = None) -> dict[str, float]:
+    """One run's hardest-quartile pool accuracy and held-out sampled accuracy at ``samples``
+    generated (linear between measurements; default: the last measurement), and its mean update norm."""
+    rows = _pool_rows(records)
+    generated = np.array([float(r.get("samples/generated", 0)) for r in rows])
+    quartile = np.array([np.mean(np.asarray(r["pool/k"], float)[hardest]) / r["pool/n"] for r in rows])
+    held = [r for r in records if "eval/accuracy_sampled" in r]
+    held_x = np.array([float(r.get("samples/generated", 0)) for r in held])
+    held_y = np.array([float(r["eval/accuracy_sampled"]) for r in held])
+    at = generated[-1] if samples is None else float(samples)
+    return {
+        "hardest_quartile": float(np.interp(at, generated, quartile)),
+        "heldout": float(np.interp(at, held_x, held_y)) if held else float("nan"),
+        "update_norm": _mean_update_norm(records),
+    }
+
+
+# ----------------------------------------------------------------------------- power
+
+
+def _pooled(values: dict[str, np.ndarray]) -> tuple[float, int]:
+    """The pooled SD of several groups (each about its own mean) and its degrees of freedom."""
+    df = sum(len(v) - 1 for v in values.values() if len(v) > 1)
+    if df == 0:
+        return float("nan"), 0
+    ss = sum(float(np.sum((v - v.mean()) ** 2)) for v in values.values() if len(v) > 1)
+    return math.sqrt(ss / df), df
+
+
+def seed_sds(runs: dict[str, list[list[dict[str, Any]]]], samples: float | None = None) -> dict[str, Any]:
+    """Seed-to-seed spread of the two measures in recorded runs (``runs``: recipe → the records of its
+    seeds, in seed order), at ``samples`` generated (default: each run's end).
+
+    The hardest quartile is taken over every run's step-0 measurement (:func:`hardest_quartile_of`).
+    Per measure: ``values`` and ``sd`` (ddof 1) per recipe, ``pooled_sd`` and ``df`` over recipes,
+    ``paired_sd`` per pair of recipes (the SD of the seed-by-seed differences, seeds matched by
+    position) and ``mean`` per recipe; ``start`` is the hardest quartile's mean at step 0."""
+    everything = [r for seeds in runs.values() for r in seeds]
+    hardest = hardest_quartile_of(everything)
+    measured = {k: [run_measures(r, hardest, samples) for r in seeds] for k, seeds in runs.items()}
+    start = float(np.mean([run_measures(r, hardest, 0.0)["hardest_quartile"] for r in everything]))
+    out: dict[str, Any] = {"start": start, "samples": samples}
+    for measure in MEASURES:
+        values = {k: np.array([m[measure] for m in ms]) for k, ms in measured.items()}
+        pooled, df = _pooled(values)
+        paired = {}
+        for a, b in itertools.combinations(sorted(values), 2):
+            n = min(len(values[a]), len(values[b]))
+            if n > 1:
+                paired[f"{a}-{b}"] = float(np.std(values[a][:n] - values[b][:n], ddof=1))
+        out[measure] = {
+            "values": {k: v.tolist() for k, v in values.items()},
+            "mean": {k: float(v.mean()) for k, v in values.items()},
+            "sd": {k: float(v.std(ddof=1)) if len(v) > 1 else float("nan") for k, v in values.items()},
+            "pooled_sd": pooled,
+            "df": df,
+            "paired_sd": paired,
+        }
+    return out
+
+
+def _critical(comparisons: int, alpha: float, power: float, df: int) -> float:
+    """t_{1 − α/(2m)} + t_{power} at ``df`` degrees of freedom (two-sided, Bonferroni over m)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(1 - alpha / (2 * comparisons), df) + stats.t.ppf(power, df))
+
+
+def detectable_effect(
+    sd: float, seeds: int, comparisons: int, alpha: float = 0.05, power: float = 0.8, paired: bool = False
+) -> float:
+    """The minimum detectable effect of a two-arm contrast with ``seeds`` seeds an arm: the true
+    difference a two-sided t-test at α/``comparisons`` finds with probability ``power``:
+    (t_{1−α/2m, df} + t_{power, df}) · sd · √(2/n) (unpaired, df = 2n − 2), or · √(1/n) with ``sd``
+    the SD of paired differences (df = n − 1)."""
+    if seeds < 2:
+        return float("inf")
+    df = seeds - 1 if paired else 2 * seeds - 2
+    return _critical(comparisons, alpha, power, df) * sd * math.sqrt((1 if paired else 2) / seeds)
+
+
+def seeds_needed(
+    sd: float, mde: float, comparisons: int, alpha: float = 0.05, power: float = 0.8, paired: bool = False
+) -> int:
+    """The fewest seeds per arm whose :func:`detectable_effect` is at most ``mde``."""
+    if not (sd >= 0 and mde > 0):
+        raise ValueError(f"sd must be >= 0 and mde > 0; got {sd} and {mde}.")
+    for n in range(2, 100_000):
+        if detectable_effect(sd, n, comparisons, alpha, power, paired) <= mde:
+            return n
+    raise ValueError(f"no number of seeds below 100,000 detects {mde} with SD {sd}.")
+
+
+def power_analysis(
+    runs: dict[str, list[list[dict[str, Any]]]],
+    samples: float | None = RUN_SAMPLES,
+    mde: float = 0.04,
+    comparisons: int | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    confidence: float = 0.8,
+) -> dict[str, Any]:
+    """Seeds per arm for an MDE of ``mde`` at ``power``, two-sided, Bonferroni over ``comparisons``
+    (default :func:`comparison_count`), from the seed-to-seed SDs of recorded runs (:func:`seed_sds`
+    at ``samples``).
+
+    Per measure: the pooled SD and its upper ``confidence`` bound (χ² with the pooled df: five seeds
+    a recipe pin an SD down loosely), the seeds an unpaired contrast needs at each (``seeds``,
+    ``seeds_upper``), the seeds a paired one needs at the largest paired SD (``seeds_paired``: the
+    arms share their seeds, but if pairing does not shrink the differences it buys nothing), and the
+    MDE :data:`DESIGN_SEEDS` seeds reach at the pooled SD and at its bound."""
+    from scipy import stats
+
+    m = comparison_count() if comparisons is None else int(comparisons)
+    spread = seed_sds(runs, samples)
+    out: dict[str, Any] = {"comparisons": m, "alpha_per_comparison": alpha / m, "mde": mde, "power": power}
+    out.update({"samples": samples, "start": spread["start"]})
+    for measure in MEASURES:
+        entry = spread[measure]
+        sd, df = entry["pooled_sd"], entry["df"]
+        upper = sd * math.sqrt(df / stats.chi2.ppf(1 - confidence, df))
+        paired = max(entry["paired_sd"].values(), default=float("nan"))
+        out[measure] = {
+            **entry,
+            "pooled_sd_upper": upper,
+            "seeds": seeds_needed(sd, mde, m, alpha, power),
+            "seeds_upper": seeds_needed(upper, mde, m, alpha, power),
+            "seeds_paired": seeds_needed(paired, mde, m, alpha, power, paired=True),
+            "mde_at_design": detectable_effect(sd, DESIGN_SEEDS, m, alpha, power),
+            "mde_at_design_upper": detectable_effect(upper, DESIGN_SEEDS, m, alpha, power),
+        }
+    return out
+
+
+def design_cost(
+    seconds_per_run: dict[int, float], seeds: int = DESIGN_SEEDS, cells: Sequence[Cell] = CELLS, cores: int = 2
+) -> dict[str, float]:
+    """CPU-minutes of the full design (every arm × cell × seed) from the seconds one run takes at each
+    G (``seconds_per_run``, measured by the pilot), and the wall hours on ``cores`` processes."""
+    runs = len(ARMS) * len(cells) * seeds
+    seconds = sum(len(ARMS) * seeds * float(seconds_per_run[c.group_size]) for c in cells)
+    return {"runs": runs, "cpu_minutes": seconds / 60, "wall_hours": seconds / 3600 / cores}
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def _bootstrap(a: np.ndarray, b: np.ndarray, levels: Sequence[float], draws: int, seed: int) -> list[list[float]]:
+    """Percentile intervals of mean(a) − mean(b), each arm's seeds resampled on their own."""
+    rng = np.random.default_rng(seed)
+    diffs = rng.choice(a, (draws, a.size)).mean(1) - rng.choice(b, (draws, b.size)).mean(1)
+    return [[float(np.quantile(diffs, (1 - q) / 2)), float(np.quantile(diffs, (1 + q) / 2))] for q in levels]
+
+
+def _contrast(a: np.ndarray, b: np.ndarray, m: int, alpha: float, draws: int, seed: int) -> dict[str, Any]:
+    """One planned comparison: the difference of means, its bootstrap intervals (95% and the family's
+    1 − α/m), Welch's two-sided p and its Bonferroni adjustment (× m, at most 1), and the MDE the
+    realised pooled SD gives at the smaller arm's seeds."""
+    from scipy import stats
+
+    out: dict[str, Any] = {"difference": float(a.mean() - b.mean()), "seeds": [int(a.size), int(b.size)]}
+    if min(a.size, b.size) < 2:
+        return {**out, "ci95": None, "ci_family": None, "p": float("nan"), "p_bonferroni": float("nan"), "mde": None}
+    out["ci95"], out["ci_family"] = _bootstrap(a, b, (0.95, 1 - alpha / m), draws, seed)
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue) if (a.std() + b.std()) > 0 else float("nan")
+    sd, _ = _pooled({"a": a, "b": b})
+    out.update(p=p, p_bonferroni=min(1.0, p * m), mde=detectable_effect(sd, min(a.size, b.size), m, alpha))
+    return out
+
+
+def ablation_summary(
+    runs: dict[str, list[dict[str, Any]]], alpha: float = 0.05, draws: int = 10_000, seed: int = 0
+) -> dict[str, Any]:
+    """Every planned comparison of the recorded ablation (``runs``: :func:`run_label` → records).
+
+    The hardest quartile is fixed once from every run's step-0 pool measurement. Returns ``cells``:
+    per cell key, per contrast (``"divide-no_divide"``, ``"filter-divide"``), per measure, what
+    :func:`_contrast` gives, plus ``norm_ratio`` per arm (its mean update norm over ``divide``'s);
+    ``comparisons``, the count m of the comparisons made (a contrast whose arms both ran, on each
+    measure), which every Bonferroni level uses; ``means`` per cell and arm; ``seeds`` per cell and arm."""
+    parsed = {label: _parse_label(label) for label in runs}
+    hardest = hardest_quartile_of(list(runs.values()))
+    measured: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for label, (arm, cell, _seed) in sorted(parsed.items(), key=lambda kv: kv[1][2]):
+        measured.setdefault(cell, {}).setdefault(arm, []).append(run_measures(runs[label], hardest))
+    planned = [(c, a, b) for c in measured for a, b in CONTRASTS if a in measured[c] and b in measured[c]]
+    m = len(planned) * len(MEASURES)
+    cells: dict[str, Any] = {}
+    for i, (cell, a, b) in enumerate(planned):
+        arms = measured[cell]
+        entry = cells.setdefault(cell, {})
+        entry[f"{a}-{b}"] = {
+            measure: _contrast(
+                np.array([r[measure] for r in arms[a]]),
+                np.array([r[measure] for r in arms[b]]),
+                m,
+                alpha,
+                draws,
+                seed + i,
+            )
+            for measure in MEASURES
+        }
+    for cell, arms in measured.items():
+        if "divide" in arms:
+            base = np.mean([r["update_norm"] for r in arms["divide"]])
+            cells.setdefault(cell, {})["norm_ratio"] = {
+                arm: float(np.mean([r["update_norm"] for r in rs]) / base) for arm, rs in arms.items()
+            }
+    means = {
+        c: {arm: {k: float(np.mean([r[k] for r in rs])) for k in MEASURES} for arm, rs in arms.items()}
+        for c, arms in measured.items()
+    }
+    seeds = {c: {arm: len(rs) for arm, rs in arms.items()} for c, arms in measured.items()}
+    return {"cells": cells, "comparisons": m, "alpha": alpha, "means": means, "seeds": seeds}
+
+
+def ablation_study(directory: str | os.PathLike, **options) -> dict[str, Any]:
+    """:func:`ablation_summary` of the runs recorded in ``directory`` (every ``<arm>-<cell>-seed<k>``
+    holding a log and provenance), with the commits they ran from and the pilot's rates."""
+    from stddial_book.rl.runlog import load_run, metrics_path
+
+    directory = Path(directory)
+    runs, commits = {}, set()
+    for path in sorted(directory.iterdir()):
+        if path.is_dir() and "-seed" in path.name and path.name.split("-", 1)[0] in ARMS and metrics_path(path):
+            provenance, records = load_run(path)
+            runs[path.name] = records
+            commits.add(provenance.get("git_commit", ""))
+    if not runs:
+        raise ValueError(f"{directory} holds no recorded ablation run (<arm>-<cell>-seed<k>).")
+    summary = ablation_summary(runs, **options)
+    summary["commits"] = sorted(commits)
+    pilot = directory / "pilot.json"
+    summary["pilot"] = json.loads(pilot.read_text()) if pilot.is_file() else None
+    return summary

@@ -1,0 +1,179 @@
+"""Recording the dial-only ablation (:mod:`stddial_book.experiments.ablation`): pilot, then every run.
+
+``python -m stddial_book.experiments.ablation_record record --out ablation --work work-ablation``
+runs, in a work directory, the warm start (or takes ``--init``), the pilot that sets SGD's rates
+(:func:`stddial_book.experiments.ablation.matched_sgd_lrs`), then every arm × cell × seed, seed by
+seed, resuming whatever an interruption left; each finished run's compressed log and provenance go
+to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.record._publish`),
+with ``pilot.json`` beside them. ``--shard i/n`` splits the runs over n processes (one a core).
+``study`` prints :func:`~stddial_book.experiments.ablation.ablation_study` of a recorded directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stddial_book.experiments.ablation import (
+    ARMS,
+    CELLS,
+    DESIGN_SEEDS,
+    PILOT_SGD_LR,
+    Cell,
+    _mean_update_norm,
+    _settings,
+    ablation_study,
+    matched_sgd_lrs,
+    pilot_cells,
+    pilot_changes,
+    run_label,
+)
+from stddial_book.theory.recipes import Recipe
+
+__all__ = ["record_ablation", "main"]
+
+
+def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: dict, progress: bool, command: str):
+    """Run (or resume, or keep if finished) one run in the work directory ``run``, as ``record`` does."""
+    from stddial_book.experiments.testbed import remove_stale_run, train_to_dir
+    from stddial_book.rl.checkpoints import checkpoint_dir
+
+    if (run / "done").exists():
+        return
+    resume = checkpoint_dir(run) is not None
+    if not resume:
+        remove_stale_run(run)  # only the run's own files, in a directory the tool marked
+    train_to_dir(profile, recipe, seed, init, run, resume=resume, progress=progress, command=command, **changes)
+    (run / "done").write_text("finished\n")
+
+
+def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow_dirty: bool, command: str):
+    """The pilot runs of :func:`~stddial_book.experiments.ablation.pilot_cells` (seed 0), each published
+    to ``out/pilot-<label>``; returns (and writes to ``out/pilot.json``) their mean update norms and
+    the matched SGD rates."""
+    from stddial_book.core.outdir import claim_dir
+    from stddial_book.experiments.record import _publish
+    from stddial_book.rl.runlog import load_run
+
+    norms = {}
+    for arm, cell in pilot_cells(cells):
+        label = run_label(arm, cell, 0)
+        run = work / f"pilot-{label}"
+        _settle(profile, ARMS[arm], 0, init, run, pilot_changes(cell, **sizes), False, command)
+        _publish(run, claim_dir(out / f"pilot-{label}", "recorded"), allow_dirty)
+        norms[label] = _mean_update_norm(load_run(run)[1])
+    result: dict[str, Any] = {"update_norm": norms, "sgd_lr": matched_sgd_lrs(norms), "pilot_sgd_lr": PILOT_SGD_LR}
+    (out / "pilot.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:
+    """Everything checked before any work: seeds, shard, cells, both directories, a clean checkout."""
+    from stddial_book.core.outdir import check_claimable
+    from stddial_book.rl.runlog import git_state
+
+    index, count = shard
+    if isinstance(seeds, (str, int)) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of whole numbers >= 0, e.g. [0, 1, 2]; got {seeds!r}.")
+    if not 0 <= index < count:
+        raise ValueError(f"shard (i, n) must have 0 <= i < n; got {shard!r}.")
+    if not cells or not all(isinstance(c, Cell) for c in cells):
+        raise ValueError("cells must be a non-empty list of ablation.Cell.")
+    for flag, path in (("--work", work), ("--out", out)):
+        check_claimable(path, flag)
+    commit, dirty = git_state()
+    if dirty and not allow_dirty:
+        raise ValueError(
+            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must "
+            "come from a commit: commit or stash them, or pass --allow-dirty (the provenance then says so)."
+        )
+
+
+def record_ablation(
+    profile,
+    seeds: Sequence[int],
+    work: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    init: str | os.PathLike | None = None,
+    cells: Sequence[Cell] = CELLS,
+    shard: tuple[int, int] = (0, 1),
+    allow_dirty: bool = False,
+    progress: bool = False,
+    command: str = "",
+    **sizes,
+) -> list[Path]:
+    """Record every arm × cell × seed into ``out`` as ``record`` records (compressed log and
+    provenance, never checkpoints), resuming whatever an interruption left in ``work``.
+
+    The warm start is ``init`` (an SFT directory) or made in ``work/sft-seed0``; then the pilot, then
+    the runs seed by seed, so that a partial recording holds whole seeds of every arm and cell.
+    ``shard=(i, n)`` takes every n-th run from the i-th: n processes share the work, the warm start
+    and the pilot made once under a lock while the others wait. ``sizes`` (``step_samples``,
+    ``run_samples`` and TrainConfig fields) shrink the design for tests. A dirty checkout is refused
+    unless ``allow_dirty`` (the provenance then says so); both directories go through
+    :func:`stddial_book.core.outdir.claim_dir`, and only a run's own files are ever removed."""
+    from stddial_book.core.outdir import claim_dir
+    from stddial_book.experiments.record import _publish
+    from stddial_book.experiments.testbed import _cache_lock, sft_to_dir
+
+    _checked(seeds, shard, cells, work, out, allow_dirty)
+    work, out = claim_dir(work, "record-work", flag="--work"), claim_dir(out, "recorded")
+    sft_dir = Path(init) if init is not None else work / "sft-seed0"
+    with _cache_lock(work / "sft-seed0"):
+        if not (sft_dir / "model.safetensors").exists():
+            sft_to_dir(profile, 0, sft_dir, progress=progress, command=command)
+        _publish(sft_dir, claim_dir(out / "sft", "recorded"), allow_dirty, ("sft.json",))
+        lrs = _pilot(profile, sft_dir, work, out, cells, sizes, allow_dirty, command)["sgd_lr"]
+    written = []
+    plan = [(seed, cell, arm) for seed in seeds for cell in cells for arm in ARMS]
+    for seed, cell, arm in plan[shard[0] :: shard[1]]:
+        label = run_label(arm, cell, seed)
+        lr = lrs[f"{arm}-{cell.key}"] if cell.optimizer == "sgd" else None
+        _settle(profile, ARMS[arm], seed, sft_dir, work / label, _settings(cell, lr, **sizes), progress, command)
+        written.append(_publish(work / label, claim_dir(out / label, "recorded"), allow_dirty))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``record`` (the seeds given, one shard) or ``study`` (print the study of ``--out`` as JSON)."""
+    import argparse
+    import shlex
+    import sys
+
+    from stddial_book.rl.profiles import PROFILES
+
+    parser = argparse.ArgumentParser(prog="python -m stddial_book.experiments.ablation_record")
+    parser.add_argument("action", choices=("record", "study"))
+    parser.add_argument("--profile", default="reference", choices=sorted(PROFILES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(DESIGN_SEEDS)))
+    parser.add_argument("--work", default="work-ablation")
+    parser.add_argument("--out", default="ablation")
+    parser.add_argument("--init", default=None, help="an SFT directory to start from (default: made in --work)")
+    parser.add_argument("--shard", default="0/1", help="i/n: every n-th run from the i-th")
+    parser.add_argument("--allow-dirty", action="store_true")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.action == "study":
+        print(json.dumps(ablation_study(args.out), indent=1))
+        return
+    index, count = (int(x) for x in args.shard.split("/"))
+    words = list(sys.argv[1:] if argv is None else argv)
+    record_ablation(
+        PROFILES[args.profile],
+        args.seeds,
+        args.work,
+        args.out,
+        init=args.init,
+        shard=(index, count),
+        allow_dirty=args.allow_dirty,
+        progress=not args.no_progress,
+        command="python -m stddial_book.experiments.ablation_record " + shlex.join(words),
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -47,6 +47,19 @@ def cpu_model() -> str:
     return platform.processor()
 
 
+def lm_headline(path: Path) -> dict:
+    """The LM testbed's key, from bench/bench_allocation_lm.py's last result (it reads recorded runs)."""
+    if not path.is_file():
+        return {
+            "samples_to_target_vs_dapo": None,
+            "samples_to_target_vs_dapo_note": "run bench/bench_allocation_lm.py on the recorded LM runs",
+        }
+    return {
+        "samples_to_target_vs_dapo": json.loads(path.read_text())["samples_to_target_vs_dapo"],
+        "samples_to_target_vs_dapo_source": "bench/bench_allocation_lm.py (bench/results/allocation_lm.json)",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
@@ -100,8 +113,7 @@ def main() -> None:
             "its sample budget) / the best rule's, paired by seed, step size matched",
             "per_cell": summary["headline"],
         },
-        "samples_to_target_vs_dapo": None,
-        "samples_to_target_vs_dapo_note": "needs recorded runs of the rules on the LM testbed, which do not exist yet",
+        **lm_headline(Path(args.out).parent / "allocation_lm.json"),
         "signal_per_1000_samples_bigmath": table,
         "targets": summary["targets"],
         "comparisons_counted": summary["comparisons_counted"],

@@ -100,8 +100,7 @@ def test_committed_tables_give_the_histograms_numbers(tmp_path, table: str, suff
 
 
 def test_a_small_pool_by_hand(tmp_path, monkeypatch) -> None:
-    """k of 4 = 0, 1, 2, 4: every number worked out on paper (the plans: the uniform fallback, no rl.allocation)."""
-    monkeypatch.setitem(sys.modules, "stddial_book.rl.allocation", None)  # as if the module did not exist
+    """k of 4 = 0, 1, 2, 4: every number worked out on paper."""
     path = write_table(tmp_path / "pool.csv", {"correct": [0, 1, 2, 4], "samples": [4, 4, 4, 4]})
     report = diagnose(load_reader_pool(path), budget=10, group_sizes=(2, 4, 8))
     # closed form, p = 0, 1/4, 1/2, 1: p^G + (1 - p)^G
@@ -123,12 +122,17 @@ def test_a_small_pool_by_hand(tmp_path, monkeypatch) -> None:
     root = np.sqrt(0.1875)
     assert mass["GRPO"][2] == pytest.approx(root / (root + 0.5))
     alloc = report["allocation"]
-    assert list(alloc["plans"]) == ["uniform"] and "not found" in alloc["rules_from"]
-    # uniform: 10 // 4 = 2 each, one more for the first two prompts: G = 3, 3, 2, 2
+    from stddial_book.rl.allocation import RULES
+
+    assert list(alloc["plans"]) == list(RULES) and "plan_for_rates" in alloc["rules_from"]
+    # uniform G = 8: a budget of 10 buys one group of 8, on one prompt
     plan = alloc["plans"]["uniform"]
-    assert (plan["samples"], plan["G_min"], plan["G_median"], plan["G_max"]) == (10, 2, 2.5, 3)
-    assert plan["silent_groups"] == pytest.approx((1 + (1 / 64 + 27 / 64) + 0.5 + 1) / 4)
-    assert plan["samples_in_live_groups"] == pytest.approx((3 * 36 / 64 + 2 * 0.5) / 10)
+    assert (plan["samples"], plan["G_max"], plan["prompts_sampled"]) == (8, 8, 1)
+    # the oracle spends nothing on p = 0 or 1, where every group is silent: its two groups are at
+    # p = 1/4 and 1/2, silent with probability (3/4)^G + (1/4)^G each
+    oracle = alloc["plans"]["knapsack_oracle"]
+    assert oracle["prompts_sampled"] == 2 and oracle["samples"] == 10
+    assert oracle["silent_groups"] == pytest.approx(((3 / 4) ** 6 + (1 / 4) ** 6 + 2 / 2**4) / 2)
     text = diagnosis_text(report)
     assert "pool.csv: 4 prompts" in text and "78.1%" in text
 

@@ -41,6 +41,10 @@ __all__ = [
     "samples_to",
     "lm_run_measures",
     "lm_allocation_study",
+    "lm_benchmark",
+    "load_lm_summary",
+    "RUNS_PROFILE",
+    "SUMMARY_FILE",
 ]
 
 #: The rules recorded on the LM testbed, uniform first. ``knapsack_oracle`` is not among them: it
@@ -175,3 +179,43 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str
     summary["commits"] = sorted({prov.get("git_commit", "") for pairs in runs.values() for prov, _ in pairs})
     summary["sample_budget"] = budget
     return summary
+
+
+#: Where the recorded runs live in a checkout (``data/runs/allocation``; they are not in the wheel:
+#: forty logs would take most of its data budget), and the summary the package ships instead.
+RUNS_PROFILE = "allocation"
+SUMMARY_FILE = ("allocation", "allocation_lm.json.gz")
+
+
+def lm_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
+    """:func:`lm_allocation_study` as the benchmark files hold it: the study, and the headline
+    ``samples_to_target_vs_dapo`` (DAPO's mean generated samples to the middle target ÷ the best
+    rule's, paired by seed, with its bootstrap interval; None when no rule reached it on every seed)."""
+    study = lm_allocation_study(directory)
+    head = study["headline"].get("lm/adamw/grpo", {})
+    study["samples_to_target_vs_dapo"] = {
+        "value": head.get("dapo_over_best"),
+        "best_rule": head.get("best_rule"),
+        "ratio_ci": head.get("ratio_ci"),
+        "within_noise": head.get("within_noise"),
+        "pairs": head.get("pairs"),
+        "meaning": "DAPO's mean generated samples to the middle target (uniform GRPO's pool accuracy after 1/5 "
+        "of its sample budget) / the best rule's, paired by seed; LM testbed, GRPO, AdamW at one learning rate "
+        "(the realised update norms are in cells[*].norm_ratio)",
+    }
+    study["middle_target"] = middle
+    return study
+
+
+def load_lm_summary() -> dict[str, Any] | None:
+    """The shipped summary of the recorded LM runs (``data/allocation/allocation_lm.json.gz``,
+    written by ``bench/bench_allocation_lm.py``), or None when it has not been made yet."""
+    import gzip
+    import json
+
+    from stddial_book.core.resources import data_path
+
+    path = data_path(*SUMMARY_FILE)
+    if not path.is_file():
+        return None
+    return json.loads(gzip.decompress(path.read_bytes()))

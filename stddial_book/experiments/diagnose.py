@@ -37,7 +37,6 @@ __all__ = [
     "diagnose",
     "diagnose_source",
     "allocation_plans",
-    "uniform_plan",
     "diagnosis_text",
 ]
 
@@ -215,28 +214,15 @@ def _has_mass(hist: KHistogram) -> bool:
     return bool(np.sum(hist.counts[1:-1]) > 0)
 
 
-def uniform_plan(solve_rates: np.ndarray, budget: int) -> np.ndarray:
-    """``budget`` samples shared evenly: budget // N per prompt, one more for the first budget mod N prompts."""
-    n = len(solve_rates)
-    sizes = np.full(n, budget // n, dtype=np.int64)
-    sizes[: budget % n] += 1
-    return sizes
-
-
 def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tuple[dict[str, Any], str]:
     """Each allocation rule's group size per prompt for ``budget`` samples, and where the rules came from.
 
-    The hook for the allocation rules: every rule of ``stddial_book.rl.allocation.RULES`` through its
-    ``plan_for_rates(rule, solve_rates, budget, rng=...)`` when that module exists (rules that sample in rounds
-    give the expected samples per prompt, as floats); otherwise only :func:`uniform_plan`. A rule that refuses the
-    pool is reported by its message instead of a plan.
+    Every rule of ``stddial_book.rl.allocation.RULES`` through ``plan_for_rates(rule, solve_rates, budget,
+    rng=...)`` (rules that sample in rounds give the expected samples per prompt, as floats). A rule that
+    refuses the pool is reported by its message instead of a plan.
     """
-    try:
-        import stddial_book.rl.allocation as allocation
-    except ModuleNotFoundError as err:
-        if err.name != "stddial_book.rl.allocation":
-            raise
-        return {"uniform": uniform_plan(solve_rates, budget)}, "uniform only (stddial_book.rl.allocation not found)"
+    import stddial_book.rl.allocation as allocation
+
     plans: dict[str, Any] = {}
     for rule in allocation.RULES:
         try:

@@ -1,0 +1,67 @@
+"""Benchmark, LM testbed: which allocation rule reaches a pool accuracy with the fewest generated samples.
+
+Reads the recorded runs in ``data/runs/allocation`` (GRPO under every rule of
+``stddial_book.experiments.allocation_lm.LM_RULES``, five seeds each, recorded with
+``python -m stddial_book record --profile reference --recipes grpo --allocations ...``; nothing is
+trained here) and writes:
+
+* ``bench/results/allocation_lm.json``: every rule's samples to the three targets, accuracy at the
+  budget, update-norm ratio, final accuracy by starting quartile, the paired comparisons (counted)
+  and ``samples_to_target_vs_dapo``;
+* ``data/allocation/allocation_lm.json.gz``: the same, the copy the package ships (chapter 16 reads it);
+* ``bench/results/allocation.json``: its ``samples_to_target_vs_dapo`` key (and the shipped copy of
+  that file), which the controlled benchmark leaves to this one.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_allocation_lm.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench_allocation import git_commit
+
+from stddial_book.core.outdir import claim_dir
+from stddial_book.experiments.allocation_lm import RUNS_PROFILE, SUMMARY_FILE, lm_benchmark
+from stddial_book.rl.runlog import write_gzip
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default=str(ROOT / "data" / "runs" / RUNS_PROFILE))
+    parser.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--data-dir", default=str(ROOT / "data" / SUMMARY_FILE[0]))
+    args = parser.parse_args()
+    start = time.perf_counter()
+    study = lm_benchmark(args.runs)
+    study["analysed"] = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "wall_s": time.perf_counter() - start,
+        "runs": f"data/runs/{RUNS_PROFILE}",
+    }
+    results = Path(args.results)
+    out = results / "allocation_lm.json"
+    out.write_text(json.dumps(study, indent=1) + "\n")
+    shipped = claim_dir(Path(args.data_dir), "bench", flag="--data-dir")
+    write_gzip(out, shipped / SUMMARY_FILE[1])
+    controlled = results / "allocation.json"
+    whole = json.loads(controlled.read_text())
+    whole["samples_to_target_vs_dapo"] = study["samples_to_target_vs_dapo"]
+    whole.pop("samples_to_target_vs_dapo_note", None)
+    whole["samples_to_target_vs_dapo_source"] = "bench/bench_allocation_lm.py (bench/results/allocation_lm.json)"
+    controlled.write_text(json.dumps(whole, indent=1) + "\n")
+    write_gzip(controlled, shipped / "allocation.json.gz")
+    print(
+        json.dumps({"samples_to_target_vs_dapo": study["samples_to_target_vs_dapo"], "seeds": study["seeds"]}, indent=1)
+    )
+
+
+if __name__ == "__main__":
+    main()

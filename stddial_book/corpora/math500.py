@@ -55,7 +55,7 @@ def math500_path() -> Path:
     """Where the MATH-500 counts are looked for: ``$STDDIAL_SHARED_DATA/data/...`` if the variable is set, else
     the ``shared`` folder beside the checkout (which a clone of the public repository does not have)."""
     configured = os.environ.get(_SHARED_ENV)
-    root = Path(configured).expanduser() if configured else Path(__file__).resolve().parents[2] / "shared"
+    root = Path(configured).expanduser() if configured else Path(__file__).resolve().parents[3] / "shared"
     return root.joinpath("data", *MATH500_FILE)
 
 

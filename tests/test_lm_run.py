@@ -1,4 +1,4 @@
-"""The language-model run of chapter 16 on its tiny CPU path: TRL trains a local random-init Qwen2 model
+"""The language-model run of chapter 15 on its tiny CPU path: TRL trains a local random-init Qwen2 model
 for two steps per recipe, the dial callback records its diagnostics, the rewards verify with math-verify,
 the hub path refuses at once offline, and the dtype follows the device's capability."""
 

@@ -23,6 +23,7 @@ __all__ = [
     "build_tiny_model",
     "load_model_and_tokenizer",
     "load_prompts",
+    "read_gsm8k_file",
 ]
 
 SYSTEM_PROMPT = "Solve the problem step by step. Put the final answer, a number, in \\boxed{}."
@@ -82,6 +83,7 @@ def _tiny_tokenizer(texts: list[str], vocab_size: int) -> Any:
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         chat_template=_CHAT_TEMPLATE,
+        model_input_names=["input_ids", "attention_mask"],  # a decoder-only model takes no token_type_ids
     )
 
 
@@ -158,6 +160,23 @@ def load_model_and_tokenizer(model_id: str, dtype: str = "float32") -> tuple[Any
     return model, tokenizer
 
 
+def read_gsm8k_file(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a local file of GSM8K's schema: JSON lines (``.jsonl``) or one JSON list (``.json``), each
+    row an object with ``question`` and ``answer``; a ``ValueError`` naming the file and the fix otherwise."""
+    path = Path(path)
+    if path.suffix not in (".json", ".jsonl"):
+        raise ValueError(f"{path} is not a .json or .jsonl file; pass a file of GSM8K's schema (question, answer).")
+    text = path.read_text(encoding="utf-8")
+    try:
+        whole = json.loads(text) if path.suffix == ".json" and text.lstrip().startswith("[") else None
+        rows = whole if whole is not None else [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); one object per line (question, answer).") from None
+    if not rows or not all(isinstance(r, dict) and {"question", "answer"} <= set(r) for r in rows):
+        raise ValueError(f"{path} needs rows with a question and an answer (GSM8K's schema); some row lacks them.")
+    return [{"question": r["question"], "answer": r["answer"]} for r in rows]
+
+
 def _chat_row(row: dict[str, Any]) -> dict[str, Any]:
     """A GSM8K row as TRL's conversational prompt plus the gold number in ``answer``."""
     return {
@@ -179,8 +198,8 @@ def load_prompts(
     """
     import datasets
 
-    if Path(dataset_id).is_file():
-        data = datasets.load_dataset("json", data_files=str(dataset_id), split="train")
+    if Path(dataset_id).is_file():  # read here, in memory: nothing goes into the datasets cache
+        data = datasets.Dataset.from_list(read_gsm8k_file(dataset_id))
     else:
         refusal = _hub_refusal("dataset", dataset_id)
         if refusal is not None:

@@ -132,15 +132,23 @@ def _memory_check(config: LMRunConfig, model: Any, precision: dict[str, Any]) ->
     return estimate
 
 
-def _build_trainer(recipe: Any, config: LMRunConfig, workdir: Path, precision: dict[str, Any], print_every: int):
-    """The model, prompts, reward functions, ``GRPOTrainer`` and the attached dial callback."""
+def _build_trainer(
+    recipe: Any,
+    config: LMRunConfig,
+    workdir: Path,
+    precision: dict[str, Any],
+    print_every: int,
+    overrides: dict[str, Any] | None = None,
+):
+    """The model, prompts, reward functions, ``GRPOTrainer`` and the attached dial callback; ``overrides``
+    go over :func:`lm_grpo_settings` (the recorded runs' checkpoints)."""
     trl = _import_trl("run_lm")
     lora = _lora_config(config)
     model, tokenizer = load_model_and_tokenizer(config.model_id, precision["dtype"])
     prompts = load_prompts(config.dataset_id, config.dataset_config, config.split, config.num_prompts)
     memory = _memory_check(config, model, precision)
     funcs, weights = lm_reward_funcs(recipe, config)
-    settings = lm_grpo_settings(recipe, config, precision)
+    settings = {**lm_grpo_settings(recipe, config, precision), **(overrides or {})}
     with _quiet():
         args = _grpo_config_from(settings, workdir / "trl", {"reward_weights": weights})
         trainer = trl.GRPOTrainer(

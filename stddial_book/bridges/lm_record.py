@@ -1,0 +1,403 @@
+"""Recorded language-model runs (chapter 15): ``python -m stddial_book record-lm``.
+
+The chapter-15 run (:func:`~stddial_book.bridges.lm_run.run_lm`'s code: TRL's ``GRPOTrainer``, LoRA,
+``math-verify`` rewards, the dial's callback) once per recipe and seed, recorded as the package's other runs
+are (:mod:`stddial_book.experiments.record`): each run lives in a work directory (default
+``runs/record-lm``) with TRL's checkpoints, and its log, compressed (``metrics.jsonl.gz``: the dial's
+diagnostics under ``dial/`` and TRL's own log, one record per optimizer step), and ``provenance.json`` go to
+``--out`` (default ``data/runs/lm``), one folder per ``<recipe>-seed<k>``.
+
+The provenance names the command, the run id, the commit and whether the tree was clean (a checkout with
+uncommitted changes is refused unless ``allow_dirty``), the GPU (``torch.cuda.get_device_name``, compute
+capability, memory), the dtype chosen, the memory estimate made before training, the versions of torch,
+transformers, TRL, peft and math-verify, the seed and the wall time summed over resumed segments.
+
+It is a GPU command: without CUDA it refuses, unless ``allow_cpu`` is set for a smoke run on a tiny local
+model (the provenance then says ``cpu``). Everything is checked before any work. An interrupted run
+resumes from its last checkpoint (TRL restores the adapters, the optimizer and the random states); a run
+without one restarts cleanly inside its own directory. Nothing outside ``work`` and ``out`` is written,
+and nothing the tool did not write is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from stddial_book.bridges.lm_data import read_gsm8k_file
+from stddial_book.bridges.lm_setup import DEFAULT_MODEL_ID, LMRunConfig, detect_precision, precision_for
+from stddial_book.core.hub import hub_unavailable_reason
+from stddial_book.core.outdir import check_claimable, claim_dir, expand_path, read_marker, remove_owned
+from stddial_book.theory.recipes import as_recipe, get_recipe, recipe_key
+
+__all__ = [
+    "LM_PACKAGES",
+    "LMRecordPlan",
+    "lm_run_name",
+    "gpu_description",
+    "check_record_lm",
+    "record_lm_runs",
+]
+
+#: The versions every recorded language-model run names in its provenance.
+LM_PACKAGES = ("torch", "transformers", "trl", "peft", "math-verify", "accelerate", "datasets", "stddial-book")
+
+METRICS, PROVENANCE, DONE = "metrics.jsonl", "provenance.json", "done"
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+_NO_CUDA = (
+    "this machine has no CUDA GPU (torch.cuda.is_available() is False) and the recorded run is the GPU run: "
+    "run it on a machine with an NVIDIA GPU (in Colab: Runtime > Change runtime type > GPU), or pass "
+    "--allow-cpu for a smoke run on a tiny local model (its provenance then says device cpu)."
+)
+
+
+@dataclass(frozen=True)
+class LMRecordPlan:
+    """Everything :func:`record_lm_runs` does, checked (:func:`check_record_lm` builds it)."""
+
+    recipes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    config: LMRunConfig
+    work: Path
+    out: Path
+    precision: dict[str, Any]
+    gpu: dict[str, Any] | None
+    commit: str
+    dirty: bool | None
+    allow_dirty: bool
+    save_every: int
+
+    def names(self) -> list[tuple[str, int, str]]:
+        """(recipe, seed, run name) of every run, in the order they run."""
+        return [(r, s, lm_run_name(r, s)) for r in self.recipes for s in self.seeds]
+
+    def run_settings(self, recipe: str, seed: int) -> dict[str, Any]:
+        """What a run's provenance records as its configuration (a resumed run must match it)."""
+        config = dataclasses.asdict(self.config.replace(seed=seed))
+        return {"recipe": recipe, "run": config, "dtype": self.precision["dtype"]}
+
+
+def lm_run_name(recipe: Any, seed: int) -> str:
+    """A recorded language-model run's folder name: ``grpo-seed0``."""
+    return f"{recipe_key(recipe)}-seed{seed}"
+
+
+def gpu_description() -> dict[str, Any] | None:
+    """The first CUDA GPU: name, compute capability, memory (GiB), count and CUDA version; None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "name": torch.cuda.get_device_name(0),
+        "capability": list(torch.cuda.get_device_capability(0)),
+        "memory_gib": props.total_memory / 2.0**30,
+        "count": torch.cuda.device_count(),
+        "cuda": torch.version.cuda,
+    }
+
+
+def _names(recipes: Sequence[Any], seeds: Sequence[int]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Recipe keys and seeds, each once, in the order given; a ValueError for an empty or wrong list."""
+    from stddial_book.core.checks import MAX_SEED
+
+    if isinstance(recipes, str) or not recipes:
+        raise ValueError("recipes must be a non-empty list of recipe names, e.g. --recipes grpo dapo.")
+    if isinstance(seeds, (str, int)) or not seeds:
+        raise ValueError("seeds must be a non-empty list of whole numbers, e.g. --seeds 0 1 2.")
+    for recipe in recipes:
+        get_recipe(recipe)  # a preset name, or a ValueError naming the three
+    keys = tuple(dict.fromkeys(recipe_key(r) for r in recipes))
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"seed {seed!r} is not a whole number from 0 to {MAX_SEED}.")
+    return keys, tuple(dict.fromkeys(seeds))
+
+
+def _local(name: str) -> Path | None:
+    """``name`` as an existing local path (``~`` and ``$VARS`` expanded), or None."""
+    path = expand_path(name)
+    return path if path.exists() else None
+
+
+def _as_given_or_local(name: str) -> str:
+    """A model or dataset id as the loaders take it: an existing local path made absolute, else as given."""
+    local = _local(name)
+    return name if local is None else str(local)
+
+
+def _model_refusal(model_id: str) -> str | None:
+    """Why ``model_id`` cannot be loaded (one line), or None: a directory written by ``save_pretrained``, a
+    model in the local cache, or a hub id while the hub can be reached."""
+    local = _local(model_id)
+    if local is not None:
+        if not (local / "config.json").is_file():
+            return f"--model {model_id}: not a model directory (it has no config.json); pass one written by save_pretrained or a hub id such as {DEFAULT_MODEL_ID}."
+        return None
+    if not _HUB_ID.fullmatch(model_id):
+        return f"--model {model_id}: no such directory, and not a hub id (owner/name such as {DEFAULT_MODEL_ID})."
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model_id, "config.json"), str):
+        return None
+    reason = hub_unavailable_reason()
+    if reason is not None:
+        return f"--model {model_id}: not in the local cache and {reason}; run where the hub is reachable or pass a local model directory."
+    return None
+
+
+def _dataset_refusal(dataset_id: str) -> str | None:
+    """Why ``dataset_id`` cannot be read (one line), or None: a local file of GSM8K's schema, or a hub id
+    while the hub can be reached."""
+    local = _local(dataset_id)
+    if local is not None:
+        try:
+            read_gsm8k_file(local)
+        except (ValueError, OSError) as err:
+            return f"--dataset: {' '.join(str(err).split())}"
+        return None
+    if dataset_id.endswith((".json", ".jsonl")) or not _HUB_ID.fullmatch(dataset_id):
+        return f"--dataset {dataset_id}: no such file, and not a hub id (owner/name such as openai/gsm8k)."
+    reason = hub_unavailable_reason()
+    if reason is not None:
+        return f"--dataset {dataset_id}: {reason}; run where the hub is reachable or pass a local .jsonl file of GSM8K's schema."
+    return None
+
+
+def _check_extras() -> None:
+    """TRL, peft and math-verify importable; else the ImportError that names the install."""
+    from stddial_book.bridges.lm_run import _import_lm_extras
+    from stddial_book.bridges.trl_keywords import _import_trl
+
+    _import_trl("record-lm")
+    _import_lm_extras()
+
+
+def _device(allow_cpu: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(precision, GPU) of the run: the first CUDA GPU's; the CPU's only with ``allow_cpu``."""
+    gpu = gpu_description()
+    if gpu is not None:
+        return detect_precision(), gpu
+    if not allow_cpu:
+        raise ValueError(_NO_CUDA)
+    return precision_for("cpu"), None
+
+
+def _check_existing(plan: LMRecordPlan) -> None:
+    """Each run folder already in ``work`` must be the tool's and hold a run of the same settings."""
+    from stddial_book.rl.runlog import read_json
+
+    for recipe, seed, name in plan.names():
+        run = check_claimable(plan.work / name, "--work")
+        if not (run / PROVENANCE).is_file():
+            continue
+        provenance = read_json(run / PROVENANCE)
+        if provenance.get("config") != plan.run_settings(recipe, seed):
+            raise ValueError(
+                f"--work {run} holds a run of other settings (model, sizes, seed or dtype); rerun with the "
+                "settings it was started with, or choose another --work."
+            )
+        if provenance.get("dirty") and not plan.allow_dirty:
+            raise ValueError(
+                f"--work {run} was started from a checkout with uncommitted changes; pass --allow-dirty or "
+                "choose another --work."
+            )
+
+
+def check_record_lm(
+    recipes: Sequence[Any],
+    seeds: Sequence[int],
+    config: LMRunConfig,
+    work: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    allow_cpu: bool = False,
+    allow_dirty: bool = False,
+    save_every: int = 10,
+) -> LMRecordPlan:
+    """Everything ``record-lm`` needs, checked before any work: the names and sizes, both directories, the
+    device (CUDA, or the CPU with ``allow_cpu``), TRL, peft and math-verify, the model and the dataset,
+    runs already in ``work`` and a clean checkout. Returns the plan; a ValueError (one line, naming the
+    fix) or an ImportError otherwise; nothing is written."""
+    from stddial_book.rl.runlog import git_state
+
+    recipes, seeds = _names(recipes, seeds)
+    if not isinstance(config, LMRunConfig):
+        raise TypeError(f"config must be an LMRunConfig (colab_t4_config()); got {type(config).__name__}.")
+    for flag, name in (("--model", config.model_id), ("--dataset", config.dataset_id)):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{flag} must name a local path or a hub id; got {name!r}.")
+    if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
+        raise ValueError(f"save_every must be a whole number of steps >= 1; got {save_every!r}.")
+    work, out = check_claimable(work, "--work"), check_claimable(out, "--out")
+    if work == out or work in out.parents or out in work.parents:
+        raise ValueError(f"--work {work} and --out {out} must be separate directories, neither inside the other.")
+    precision, gpu = _device(allow_cpu)
+    _check_extras()
+    for refusal in (_model_refusal(config.model_id), _dataset_refusal(config.dataset_id)):
+        if refusal is not None:
+            raise ValueError(refusal)
+    config = config.replace(
+        model_id=_as_given_or_local(config.model_id), dataset_id=_as_given_or_local(config.dataset_id)
+    )
+    commit, dirty = git_state()
+    plan = LMRecordPlan(recipes, seeds, config, work, out, precision, gpu, commit, dirty, allow_dirty, save_every)
+    _check_existing(plan)
+    if dirty and not allow_dirty:
+        raise ValueError(
+            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must come "
+            "from a commit: commit or stash them, or pass --allow-dirty (the provenance then says so)."
+        )
+    return plan
+
+
+def _versions() -> dict[str, str | None]:
+    found = {}
+    for name in LM_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _last_checkpoint(directory: Path) -> tuple[Path, int] | None:
+    """The newest complete TRL checkpoint under ``directory`` (one with its trainer state) and its step."""
+    found = []
+    if directory.is_dir():
+        for path in directory.iterdir():
+            match = _CHECKPOINT.fullmatch(path.name)
+            if match and (path / "trainer_state.json").is_file():
+                found.append((int(match.group(1)), path))
+    if not found:
+        return None
+    step, path = max(found)
+    return path, step
+
+
+def _keep_steps_up_to(path: Path, step: int) -> None:
+    """Drop the log's records after ``step`` (the steps a resumed run trains again) and a cut-off last line."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("step", step + 1) <= step:
+            kept.append(line + "\n")
+    path.write_text("".join(kept), encoding="utf-8")
+
+
+def _log_writer(log: Any, dial: Any) -> Any:
+    """A ``TrainerCallback`` writing each step's dial record and TRL log into ``log`` (a ``RunLog``), the
+    Trainer's closing summary into the provenance and the wall time at every checkpoint."""
+    from transformers import TrainerCallback
+
+    class LogWriter(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            logs = dict(logs or {})
+            if "train_runtime" in logs:  # the summary Trainer logs once, at the end
+                log.provenance.setdefault("trl_summary", []).append(logs)
+                return
+            step = int(state.global_step)
+            record = next((r for r in reversed(dial.records) if r.get("step") == step), {})
+            log.log(step, {**{f"dial/{k}": v for k, v in record.items() if k != "step"}, **logs})
+
+        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            log.finish()  # the wall time up to this checkpoint counts if the run is interrupted later
+
+    return LogWriter()
+
+
+def _describe(log: Any, plan: LMRecordPlan, recipe: str, info: dict[str, Any], from_step: int) -> None:
+    """The provenance's GPU, dtype, memory estimate, versions and TRL settings (the first segment's; each
+    resumed segment adds where it ran)."""
+    from stddial_book.bridges.trl_differences import trl_gaps
+    from stddial_book.rl.runlog import environment
+
+    provenance = log.provenance
+    provenance.setdefault("recipe", recipe)
+    provenance.setdefault("gpu", plan.gpu)
+    provenance.setdefault("precision", plan.precision)
+    provenance.setdefault("memory_estimate_gib", info["memory_gib"])
+    provenance.setdefault("num_params", info["num_params"])
+    provenance.setdefault("trl_settings", info["settings"])
+    gaps = trl_gaps(as_recipe(recipe), group_size=plan.config.group_size, num_minibatches=1)
+    provenance.setdefault("trl_gaps", [dataclasses.asdict(g) for g in gaps])
+    provenance["packages"] = {**provenance.get("packages", {}), **_versions()}
+    segment = {"from_step": from_step, "device": environment(plan.precision["device"])["device"], "gpu": plan.gpu}
+    provenance.setdefault("segments", []).append(segment)
+    log.finish()
+
+
+def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: str, print_every: int) -> Path:
+    """Train one run in ``work/name`` (resumed from its last checkpoint, or from the start) unless done."""
+    from stddial_book.bridges.lm_run import _build_trainer
+    from stddial_book.bridges.trl_check import _quiet, _random_states_kept
+    from stddial_book.rl.runlog import RunLog
+
+    run = claim_dir(plan.work / name, "lm-run", flag="--work")
+    if (run / DONE).is_file():
+        return run
+    checkpoint = _last_checkpoint(run / "trl")
+    if checkpoint is None:  # nothing to resume: start this run over, inside the tool's own folder
+        remove_owned(run, ["trl", METRICS, PROVENANCE])
+    else:
+        _keep_steps_up_to(run / METRICS, checkpoint[1])
+    config = plan.config.replace(seed=seed)
+    settings = plan.run_settings(recipe, seed)
+    resume, run_id = checkpoint is not None, read_marker(run)["run_id"]
+    log = RunLog(run, command, seed, "lm", settings, resume, plan.precision["device"], run_id)
+    saving = {"save_strategy": "steps", "save_steps": plan.save_every, "save_total_limit": 1}
+    with _random_states_kept():
+        trainer, dial, info = _build_trainer(recipe, config, run, plan.precision, print_every, saving)
+        _describe(log, plan, recipe, info, 0 if checkpoint is None else checkpoint[1])
+        trainer.add_callback(_log_writer(log, dial))
+        with _quiet():
+            trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint[0]))
+    log.finish()
+    (run / DONE).write_text("finished\n", encoding="utf-8")
+    return run
+
+
+def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
+    """Write a finished run's compressed log and provenance into the tool's folder ``dst``."""
+    from stddial_book.rl.runlog import read_json, write_gzip
+
+    provenance = read_json(run / PROVENANCE)
+    if provenance.get("dirty") and not allow_dirty:
+        raise ValueError(f"{run} was run from a checkout with uncommitted changes; rerun it from a commit.")
+    if provenance.get("dirty"):
+        provenance["dirty_allowed"] = True
+    dst = claim_dir(dst, "recorded", flag="--out")
+    write_gzip(run / METRICS, dst / "metrics.jsonl.gz")
+    (dst / PROVENANCE).write_text(json.dumps(provenance, indent=2, default=str) + "\n", encoding="utf-8")
+    return dst
+
+
+def record_lm_runs(plan: LMRecordPlan, *, command: str = "", print_every: int = 5) -> list[Path]:
+    """Run (or resume, or skip when done) every recipe × seed of ``plan`` and write each run's
+    ``metrics.jsonl.gz`` and ``provenance.json`` to ``plan.out/<recipe>-seed<k>``. Returns those folders."""
+    if not isinstance(plan, LMRecordPlan):
+        raise TypeError(f"plan must be the LMRecordPlan check_record_lm returns; got {type(plan).__name__}.")
+    claim_dir(plan.work, "lm-record-work", flag="--work")
+    out = claim_dir(plan.out, "recorded", flag="--out")
+    written = []
+    for recipe, seed, name in plan.names():
+        if print_every:
+            print(f"{name}: training {plan.config.model_id} on {plan.config.dataset_id}", flush=True)
+        run = _train_run(plan, recipe, seed, name, command, print_every)
+        written.append(_publish(run, out / name, plan.allow_dirty))
+    return written

@@ -59,8 +59,32 @@ def test_sgd_rates_match_the_adamw_anchor_by_hand() -> None:
         ("no_divide", ab.Cell(8, "sgd", True)),
         ("filter", ab.Cell(8, "sgd", True)),
     }
+    quarter = ab.matched_sgd_lrs(pilot, {"G8-sgd-clip": 0.25})
+    assert quarter == pytest.approx({"divide-G8-sgd-clip": 0.1, "no_divide-G8-sgd-clip": 0.4}, rel=1e-12)
     with pytest.raises(ValueError, match="must be > 0"):
         ab.matched_sgd_lrs({**pilot, label("filter", ab.Cell(8, "sgd", True), 0): 0.0})
+
+
+def test_the_sgd_step_length_is_chosen_for_both_dial_arms_together() -> None:
+    """Fractions 1, 1/4, 1/16, 1/64 of AdamW's step: pool accuracies (divide, no_divide) of (0.1,
+    0.5), (0.4, 0.3), (0.35, 0.35), (0.2, 0.2): means 0.3, 0.35, 0.35, 0.2. The best mean ties
+    between 1/4 and 1/16, and the tie goes to the shorter step, 1/16; divide alone would pick 1/4."""
+    cell = ab.Cell(32, "sgd", False)
+    runs = ab.tuning_runs([cell, ab.Cell(8, "adamw", True)])
+    assert len(runs) == 8 and len(ab.tuning_runs()) == 32  # 4 SGD cells x 4 fractions x 2 arms
+    values = {(1.0, "divide"): 0.1, (1.0, "no_divide"): 0.5, (0.25, "divide"): 0.4, (0.25, "no_divide"): 0.3}
+    values.update({(0.0625, "divide"): 0.35, (0.0625, "no_divide"): 0.35})
+    values.update({(0.015625, "divide"): 0.2, (0.015625, "no_divide"): 0.2})
+    accuracy = {label: values[(fraction, arm)] for label, arm, _cell, fraction in runs}
+    assert ab.choose_fractions(accuracy, [cell]) == {"G32-sgd-noclip": 0.0625}
+    assert all(label.endswith(f"seed{ab.TUNING_SEED}") for label, *_ in runs)
+    changes = ab.tuning_changes(cell, 0.01)
+    assert (changes["sample_budget"], changes["eval_every"], changes["lr"], changes["eval_samples"]) == (
+        8192,
+        32,
+        0.01,
+        4,
+    )
 
 
 def _log(start_k, final_k, heldout, n=4, norm=1.0, final_at=512):
@@ -87,6 +111,7 @@ def test_hardest_quartile_and_a_runs_measures_by_hand() -> None:
     mask = ab.hardest_quartile_of([_log(START, START, 0.3), _log(other, other, 0.3)])
     assert mask.tolist() == [True, False, False, False, False, False, True, False]
     run = _log(START, [2, 4, 1, 3, 2, 4, 1, 3], 0.35)
+    assert ab.pool_accuracy(run) == pytest.approx(20 / 32)  # 20 correct of 8 x 4
     measures = ab.run_measures(run, mask)
     assert measures == pytest.approx({"hardest_quartile": (2 / 4 + 1 / 4) / 2, "heldout": 0.35, "update_norm": 2.0})
     halfway = ab.run_measures(run, mask, samples=256)  # halfway between 0 and 0.375; held-out 0.1 to 0.35
@@ -174,7 +199,7 @@ def test_the_study_of_hand_made_runs() -> None:
     assert study["seeds"]["G32-sgd-noclip"] == {"divide": 3, "no_divide": 3}
 
 
-@pytest.mark.slow  # the tiny SFT and 17 tiny runs: half a minute
+@pytest.mark.slow  # the tiny SFT and 33 tiny runs: a minute
 def test_every_arm_records_at_the_tiny_size(tmp_path) -> None:
     """The whole pipeline at a toy size: the tiny profile's SFT, the pilot, every arm in an AdamW cell
     and in two SGD cells (G = 8 and 32, clip on and off), recorded as ``record`` records them, then
@@ -197,7 +222,12 @@ def test_every_arm_records_at_the_tiny_size(tmp_path) -> None:
     assert train["recipe"]["scale_std"] is False and records[-1]["samples/generated"] >= 128
     pilot = (out / "pilot.json").read_text()
     assert "no_divide-G32-sgd-noclip" in pilot and (out / "pilot-divide-G32-adamw-noclip-seed0").is_dir()
-    assert train["lr"] == pytest.approx(json.loads(pilot)["sgd_lr"]["no_divide-G32-sgd-noclip"], rel=1e-12)
+    chosen = json.loads(pilot)
+    assert train["lr"] == pytest.approx(chosen["sgd_lr"]["no_divide-G32-sgd-noclip"], rel=1e-12)
+    assert (
+        set(chosen["sgd_fraction"]) == {"G8-sgd-clip", "G32-sgd-noclip"} and len(chosen["tuning_pool_accuracy"]) == 16
+    )
+    assert (out / "pilot-tune3-no_divide-G32-sgd-noclip-seed1000").is_dir()
     study = ab.ablation_study(out, draws=200)
     assert study["comparisons"] == 12  # 3 cells × 2 contrasts × 2 measures
     assert np.isfinite(study["cells"]["G8-adamw-clip"]["divide-no_divide"]["hardest_quartile"]["difference"])

@@ -23,8 +23,11 @@ measures are the final pool accuracy of the hardest quartile (quartiles of the p
 difficulty, from the step-0 ``pool/k`` averaged over every run) and, as the transfer control,
 the final sampled accuracy on the 256 held-out prompts no run ever trains on
 (``eval/accuracy_sampled``). :func:`power_analysis` sizes the seeds from the recorded reference
-runs, :func:`matched_sgd_lrs` sets SGD's step sizes from a short pilot, :func:`record_ablation`
-records every run with provenance as ``record`` does, and :func:`ablation_study` reads them back.
+runs; the step-size control gives every SGD arm of a cell the same step length
+(:func:`matched_sgd_lrs`, from a short pilot), a fraction of AdamW's chosen on a small grid for
+both dial arms together (:func:`choose_fractions`), while the AdamW arms share the profile's rate;
+:mod:`stddial_book.experiments.ablation_record` records every run with provenance as ``record``
+does, and :func:`ablation_study` reads them back with every comparison counted.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ __all__ = [
     "pilot_changes",
     "pilot_cells",
     "matched_sgd_lrs",
+    "tuning_runs",
+    "choose_fractions",
+    "tuning_changes",
+    "pool_accuracy",
     "run_label",
     "hardest_quartile_of",
     "run_measures",
@@ -110,8 +117,9 @@ STEP_SAMPLES = 256
 
 #: Generated samples per run: half the reference runs' 65,536 (128 steps). The hardest quartile
 #: climbs from 0.03 to about 0.16-0.19 by then in the recorded runs, and its seed-to-seed SD is
-#: 0.014 there against 0.038 at 65,536, so the MDE of 0.04 costs about a sixth of the seeds per run
-#: and a twelfth of the CPU time (see :func:`power_analysis`).
+#: 0.014 there against 0.038 at 65,536: an MDE of 0.04 over 32 comparisons needs 7 seeds an arm
+#: there against 31 (:func:`power_analysis`), about a ninth of the CPU time. The price: 0.04 is a
+#: quarter of the quartile's gain by then, against an eighth of the gain at 65,536.
 RUN_SAMPLES = 32768
 
 #: Seeds per arm and cell. :func:`power_analysis` on the recorded reference runs at 32,768 samples
@@ -124,6 +132,11 @@ DESIGN_SEEDS = 10
 #: ``update_norm / lr`` is SGD's step per unit rate at the warm start).
 PILOT_STEPS = 8
 PILOT_SGD_LR = 1e-3
+
+#: The grid of SGD step lengths, as fractions of AdamW's ``divide`` step (:func:`choose_fractions`),
+#: and the seed of its runs (each a quarter of a run's samples: :func:`tuning_changes`).
+SGD_FRACTIONS = (1.0, 0.25, 0.0625, 0.015625)
+TUNING_SEED = 1000
 
 
 def comparison_count(cells: Sequence[Cell] = CELLS) -> int:
@@ -203,26 +216,32 @@ def _mean_update_norm(records: list[dict[str, Any]]) -> float:
     return float(np.mean(norms)) if norms else float("nan")
 
 
-def matched_sgd_lrs(pilot: dict[str, float]) -> dict[str, float]:
-    """SGD's learning rate per arm and cell, matched in mean update norm to AdamW's ``divide`` arm.
+def matched_sgd_lrs(pilot: dict[str, float], fractions: dict[str, float] | None = None) -> dict[str, float]:
+    """SGD's learning rate per arm and cell: every arm's steps as long as ``fraction`` × AdamW's
+    ``divide`` arm's.
 
     ``pilot`` maps :func:`run_label` names of pilot runs to their mean ``update_norm`` per step (the
-    length of the step's whole parameter change). Returns ``{label without seed: lr}`` for every SGD
-    arm: ``lr = N(adamw, divide) / (N(sgd, arm) / PILOT_SGD_LR)`` in the same G and clip setting.
+    length of the step's whole parameter change); ``fractions`` maps an SGD cell key to its fraction
+    (default 1; :func:`choose_fractions` picks them). Returns ``{arm-cell key: lr}`` for every SGD
+    arm: ``lr = fraction · N(adamw, divide) / (N(sgd, arm) / PILOT_SGD_LR)`` at the same G and clip.
 
-    Why matched norms and not a tuned rate per arm: the question is whether dividing by σ changes
-    *which prompts* the step favours (σ against σ² per group); a global step length any rate can
-    absorb. Plain SGD's step is lr · g (clipped g when the clip binds), linear in lr, so one short
-    pilot per arm at a small rate measures its step per unit rate at the warm start, and the rate
-    that gives every arm the same step length follows exactly; without the match, ``no_divide``
-    would take steps about 1/σ̄ ≈ 2-3 times shorter and the contrast would measure step size. A grid
-    of rates per arm would cost a grid × seeds of runs and pick each arm's best by the same noisy
-    measure the contrast then tests. The anchor, AdamW's ``divide`` step at the profile's rate, puts
-    SGD's steps at the length the recorded runs took. AdamW needs no match: its step, m̂/(√v̂ + ε),
-    does not change when the gradient is multiplied by a constant, so the arms share the profile's
-    rate, and the study reports each arm's realised norm against ``divide``'s to show how far that held.
+    Why matched norms and not a rate tuned per arm: the question is whether dividing by σ changes
+    *which prompts* the step favours (σ against σ² per group), not a global step length that any
+    rate absorbs. Plain SGD's step is lr · g (g clipped when the clip binds), linear in lr, so one
+    short pilot per arm at a small rate measures its step per unit rate at the warm start, and the
+    rates that give every arm the same step length follow exactly; unmatched, ``no_divide`` would
+    step about half as far (the pilot: its gradient is 0.92 against divide's 1.9 at G = 8) and the
+    contrast would measure step length. A best rate per arm would pick each arm's winner by the
+    noisy measure the contrast then tests. The one length left free, the fraction of AdamW's, is
+    chosen on a grid for both dial arms together (:func:`choose_fractions`): the pilot showed SGD at
+    AdamW's full length wrecking the policy (held-out accuracy 0.32 → 0.19 in 128 steps). AdamW
+    needs no match: its step m̂/(√v̂ + ε) does not change when the gradient is multiplied by a
+    constant, so the arms share the profile's rate, and the study reports each arm's realised norm
+    against ``divide``'s to show how far that held (the clip, which binds on nearly every step at
+    either G, is the other normaliser).
     """
     lrs = {}
+    fractions = fractions or {}
     for group_size, clip in itertools.product(sorted({c.group_size for c in CELLS}), (True, False)):
         anchor_cell, sgd_cell = Cell(group_size, "adamw", clip), Cell(group_size, "sgd", clip)
         anchor = pilot.get(run_label("divide", anchor_cell, 0))
@@ -232,8 +251,50 @@ def matched_sgd_lrs(pilot: dict[str, float]) -> dict[str, float]:
                 continue
             if not (anchor > 0 and per_lr > 0):
                 raise ValueError(f"the pilot's update norms must be > 0; got {anchor} and {per_lr} for {arm}.")
-            lrs[f"{arm}-{sgd_cell.key}"] = float(anchor / (per_lr / PILOT_SGD_LR))
+            scale = fractions.get(sgd_cell.key, 1.0)
+            lrs[f"{arm}-{sgd_cell.key}"] = float(scale * anchor / (per_lr / PILOT_SGD_LR))
     return lrs
+
+
+def tuning_changes(
+    cell: Cell, lr: float, step_samples: int = STEP_SAMPLES, run_samples: int = RUN_SAMPLES, **changes
+) -> dict[str, Any]:
+    """A tuning run's fields: a quarter of a run's samples (8,192), the pool measured at its end
+    (held-out, which the choice does not read, with 4 samples a prompt)."""
+    budget = max(run_samples // 4, step_samples)
+    return _settings(cell, lr, step_samples, budget, **{"eval_samples": 4, **changes})
+
+
+def pool_accuracy(records: list[dict[str, Any]]) -> float:
+    """The whole pool's accuracy at a run's last measurement: the mean over prompts of k/n."""
+    last = _pool_rows(records)[-1]
+    return float(np.mean(last["pool/k"]) / last["pool/n"])
+
+
+def tuning_runs(cells: Sequence[Cell] = CELLS) -> list[tuple[str, str, Cell, float]]:
+    """The grid that sets SGD's step length: (label, arm, cell, fraction) for both dial arms of every
+    SGD cell at every fraction of :data:`SGD_FRACTIONS`, seed :data:`TUNING_SEED` (outside the design)."""
+    return [
+        (f"tune{i}-{run_label(arm, cell, TUNING_SEED)}", arm, cell, fraction)
+        for cell in cells
+        if cell.optimizer == "sgd"
+        for i, fraction in enumerate(SGD_FRACTIONS)
+        for arm in ("divide", "no_divide")
+    ]
+
+
+def choose_fractions(accuracy: dict[str, float], cells: Sequence[Cell] = CELLS) -> dict[str, float]:
+    """Per SGD cell, the fraction of :data:`SGD_FRACTIONS` whose tuning runs (``accuracy``: label of
+    :func:`tuning_runs` → the run's final whole-pool accuracy) reach the highest mean over the two
+    dial arms (the smaller fraction on a tie). The whole pool and a seed of its own: the selection
+    reads neither the hardest quartile nor a seed the contrasts test, and favours neither arm."""
+    chosen = {}
+    for cell in cells:
+        if cell.optimizer == "sgd":
+            runs = tuning_runs([cell])
+            score = {f: float(np.mean([accuracy[lab] for lab, _a, _c, g in runs if g == f])) for f in SGD_FRACTIONS}
+            chosen[cell.key] = max(SGD_FRACTIONS, key=lambda f: (score[f], -f))
+    return chosen
 
 
 # ----------------------------------------------------------------------------- measures

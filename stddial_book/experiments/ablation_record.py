@@ -2,7 +2,8 @@
 
 ``python -m stddial_book.experiments.ablation_record record --out ablation --work work-ablation``
 runs, in a work directory, the warm start (or takes ``--init``), the pilot that sets SGD's rates
-(:func:`stddial_book.experiments.ablation.matched_sgd_lrs`), then every arm × cell × seed, seed by
+(:func:`stddial_book.experiments.ablation.matched_sgd_lrs` with the fractions
+:func:`~stddial_book.experiments.ablation.choose_fractions` picks), then every arm × cell × seed, seed by
 seed, resuming whatever an interruption left; each finished run's compressed log and provenance go
 to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.record._publish`),
 with ``pilot.json`` beside them. ``--shard i/n`` splits the runs over n processes (one a core).
@@ -22,14 +23,19 @@ from stddial_book.experiments.ablation import (
     CELLS,
     DESIGN_SEEDS,
     PILOT_SGD_LR,
+    TUNING_SEED,
     Cell,
     _mean_update_norm,
     _settings,
     ablation_study,
+    choose_fractions,
     matched_sgd_lrs,
     pilot_cells,
     pilot_changes,
+    pool_accuracy,
     run_label,
+    tuning_changes,
+    tuning_runs,
 )
 from stddial_book.theory.recipes import Recipe
 
@@ -51,23 +57,44 @@ def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: 
 
 
 def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow_dirty: bool, command: str):
-    """The pilot runs of :func:`~stddial_book.experiments.ablation.pilot_cells` (seed 0), each published
-    to ``out/pilot-<label>``; returns (and writes to ``out/pilot.json``) their mean update norms and
-    the matched SGD rates."""
-    from stddial_book.core.outdir import claim_dir
-    from stddial_book.experiments.record import _publish
+    """The step-size pilot, every run published to ``out/pilot-<label>``: the norm runs of
+    :func:`~stddial_book.experiments.ablation.pilot_cells` (seed 0), then the SGD grid of
+    :func:`~stddial_book.experiments.ablation.tuning_runs`. Returns (and writes to ``out/pilot.json``)
+    the norms, the grid's pool accuracies, the chosen fractions and the SGD rates of the design."""
     from stddial_book.rl.runlog import load_run
 
     norms = {}
     for arm, cell in pilot_cells(cells):
         label = run_label(arm, cell, 0)
-        run = work / f"pilot-{label}"
-        _settle(profile, ARMS[arm], 0, init, run, pilot_changes(cell, **sizes), False, command)
-        _publish(run, claim_dir(out / f"pilot-{label}", "recorded"), allow_dirty)
+        run = _settled(profile, arm, 0, init, work, out, label, pilot_changes(cell, **sizes), allow_dirty, command)
         norms[label] = _mean_update_norm(load_run(run)[1])
-    result: dict[str, Any] = {"update_norm": norms, "sgd_lr": matched_sgd_lrs(norms), "pilot_sgd_lr": PILOT_SGD_LR}
+    accuracy = {}
+    for label, arm, cell, fraction in tuning_runs(cells):
+        lr = matched_sgd_lrs(norms, {cell.key: fraction})[f"{arm}-{cell.key}"]
+        changes = tuning_changes(cell, lr, **sizes)
+        run = _settled(profile, arm, TUNING_SEED, init, work, out, label, changes, allow_dirty, command)
+        accuracy[label] = pool_accuracy(load_run(run)[1])
+    fractions = choose_fractions(accuracy, cells)
+    result: dict[str, Any] = {
+        "update_norm": norms,
+        "pilot_sgd_lr": PILOT_SGD_LR,
+        "tuning_pool_accuracy": accuracy,
+        "sgd_fraction": fractions,
+        "sgd_lr": matched_sgd_lrs(norms, fractions),
+    }
     (out / "pilot.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _settled(profile, arm, seed, init, work, out, label, changes, allow_dirty, command) -> Path:
+    """A pilot run made (:func:`_settle`) in ``work/pilot-<label>`` and published to ``out``; its work directory."""
+    from stddial_book.core.outdir import claim_dir
+    from stddial_book.experiments.record import _publish
+
+    run = work / f"pilot-{label}"
+    _settle(profile, ARMS[arm], seed, init, run, changes, False, command)
+    _publish(run, claim_dir(out / f"pilot-{label}", "recorded"), allow_dirty)
+    return run
 
 
 def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:

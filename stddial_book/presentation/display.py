@@ -1,12 +1,26 @@
-"""TODO"""
+"""What a chapter's code cells hand to its prose and its readers: glued values (:func:`glue`,
+:func:`glue_all`, :func:`glue_md`), a few phrasings that read as a person would write them
+(:func:`code_list`, :func:`range_in_words`), and SymPy's proofs shown as what they prove
+(:func:`show_claim`)."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["glue", "glue_all", "show_claim", "show_equation", "BOOK_BUILD_ENV"]
+__all__ = [
+    "glue",
+    "glue_all",
+    "glue_md",
+    "code_list",
+    "words_list",
+    "range_in_words",
+    "show_claim",
+    "show_equation",
+    "BOOK_BUILD_ENV",
+]
 
 
 #: Set (to "1") by the book's Sphinx extension while Jupyter Book executes the chapters.
@@ -29,6 +43,11 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     """
     if not isinstance(name, str) or not name:
         raise TypeError(f"glue's name must be a non-empty string (the key the prose cites); got {name!r}.")
+    if isinstance(value, str) and "`" in value:
+        raise ValueError(
+            f"{name}: a glued string is pasted as plain text, so its backticks would show on the page "
+            f"({value[:60]!r}); glue Markdown with glue_md and paste it with {{glue:md}}."
+        )
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()  # numpy/torch scalars: format specs in the prose need a Python number
     in_book = os.environ.get(BOOK_BUILD_ENV) == "1"
@@ -59,6 +78,67 @@ def glue_all(values: Mapping[str, Any], prefix: str = "") -> None:
         glue(prefix + key, value)
 
 
+def glue_md(name: str, markdown: str) -> None:
+    """Record ``markdown`` under ``name`` for ``{glue:md}`name``` in the chapter's prose, where it is
+    rendered as Markdown (inline code, emphasis), not pasted as plain text as ``{glue:text}`` does.
+
+    Outside the site build it is printed as ``name = markdown``, like :func:`glue`'s values.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"glue_md's name must be a non-empty string (the key the prose cites); got {name!r}.")
+    if not isinstance(markdown, str):
+        raise TypeError(f"glue_md pastes Markdown text; got {type(markdown).__name__} {markdown!r:.40}.")
+    if os.environ.get(BOOK_BUILD_ENV) != "1":
+        print(f"{name} = {markdown}")
+    try:
+        from IPython.display import Markdown
+        from myst_nb import glue as _myst_glue
+    except ImportError:
+        return
+    _myst_glue(name, Markdown(markdown), display=False)
+
+
+def words_list(items: Sequence[str], last: str = "and") -> str:
+    """``items`` as a person lists them: "a", "a and b", "a, b and c"; "" for none."""
+    items = [str(item) for item in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {last} {items[-1]}"
+
+
+def code_list(names: Sequence[str], last: str = "and") -> str:
+    """Names as inline code in a Markdown list: "`a`, `b` and `c`" (for :func:`glue_md`)."""
+    return words_list([f"`{name}`" for name in names], last)
+
+
+def _plain(value: float, digits: int) -> str:
+    """``value`` at ``digits`` decimals without trailing zeros: 2.0000 is "2", 0.2500 is "0.25"."""
+    text = f"{value:.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def range_in_words(low: float, high: float, digits: int) -> str:
+    """Where values from ``low`` to ``high`` lie, said as a person would, at ``digits`` decimals, to
+    follow "is": "between 1.9986 and 2.0014", or, where the two ends agree at that precision, the
+    one value without trailing zeros, "2 to 4 decimals" ("2" when the ends are equal): never
+    "between 2.0000 and 2.0000"."""
+    if isinstance(digits, bool) or not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits must be an int >= 0; got {digits!r}.")
+    low, high = float(low), float(high)
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise ValueError(f"need finite low <= high; got {low!r} and {high!r}.")
+    if _plain(low, digits) != _plain(high, digits):
+        return f"between {low:.{digits}f} and {high:.{digits}f}"
+    value = _plain((low + high) / 2, digits)
+    if low == high:
+        return value
+    if digits == 0:
+        return f"{value} when rounded to a whole number"
+    return f"{value} to {digits} decimal{'' if digits == 1 else 's'}"
+
+
 def show_equation(latex: str) -> None:
     """Render LaTeX as display math in the notebook (MathJax in the book, Colab and Jupyter)."""
     from IPython.display import Math, display
@@ -67,14 +147,35 @@ def show_equation(latex: str) -> None:
 
 
 def show_claim(claim: Any, check: bool = True) -> None:
-    """Show a :class:`stddial_book.theory.derivation.Claim` as an equation, after proving it holds.
+    """Show a :class:`stddial_book.theory.derivation.Claim` as what SymPy proved: its statement, the
+    left side as built from the definitions (before any simplification) = the closed form, and
+    that SymPy simplifies their difference to 0.
 
     With ``check=True`` (the default) a claim SymPy cannot prove raises ``AssertionError``, so
-    the chapter, and with it the book's build, fails.
+    the chapter, and with it the book's build, fails. A claim whose two sides print the same
+    (such as "2 = 2", a left side SymPy evaluated while building it) raises ``ValueError``: it
+    would show a reader nothing of what was proved.
     """
+    import sympy as sp
+
+    if sp.latex(claim.lhs) == sp.latex(claim.rhs_in_sigma()):
+        raise ValueError(
+            f"{claim.label}: both sides print as {sp.latex(claim.lhs)!r}, which shows nothing proved; "
+            "build the left side unevaluated (sp.Derivative, sp.Subs, evaluate=False)."
+        )
     if check and not claim.holds():
         raise AssertionError(f"{claim.label} does not hold: lhs - rhs = {claim.difference()}")
     from IPython.display import Markdown, display
 
-    display(Markdown(f"*{claim.statement}* (proved by SymPy under {claim.assumptions}):"))
+    if not check:
+        display(Markdown(f"*{claim.statement}*, for {claim.assumptions} (not checked here):"))
+        show_equation(claim.latex_aligned())
+        return
+    display(
+        Markdown(
+            f"*{claim.statement}*, for {claim.assumptions}. Built from the definitions, the left side "
+            "equals the closed form on the right:"
+        )
+    )
     show_equation(claim.latex_aligned())
+    display(Markdown("SymPy simplifies the difference of the two sides to $0$: proved."))

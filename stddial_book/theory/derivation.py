@@ -315,9 +315,19 @@ def expected_variance_sum_claim(group_size: int) -> Claim:
 
 def silent_probability_claim() -> Claim:
     """P(k = 0) + P(k = G) = p^G + (1 − p)^G."""
-    pmf = lambda j: sp.binomial(G, j) * p**j * (1 - p) ** (G - j)
+    # unevaluated, so that the page shows the two binomial terms and not the closed form twice
+    pmf = lambda j: sp.Mul(
+        sp.binomial(G, j, evaluate=False),
+        sp.Pow(p, j, evaluate=False),
+        sp.Pow(1 - p, G - j, evaluate=False),
+        evaluate=False,
+    )
     return Claim(
-        "silent_probability", "P(silent | p, G)", pmf(0) + pmf(G), p**G + (1 - p) ** G, assumptions="k ~ Binomial(G, p)"
+        "silent_probability",
+        "P(silent | p, G)",
+        sp.Add(pmf(0), pmf(G), evaluate=False),
+        p**G + (1 - p) ** G,
+        assumptions="k ~ Binomial(G, p)",
     )
 
 
@@ -431,7 +441,7 @@ def arcsine_weight_claim() -> Claim:
     return Claim(
         "arcsine_weight",
         "the derivative of GRPO's objective is the difficulty weight",
-        sp.diff(2 * sp.asin(sp.sqrt(p)), p),
+        sp.Derivative(2 * sp.asin(sp.sqrt(p)), p),  # unevaluated: the page shows what is differentiated
         1 / sp.sqrt(p * (1 - p)),
         assumptions="0 < p < 1",
     )
@@ -442,7 +452,7 @@ def arcsine_weight_at_half_claim() -> Claim:
     return Claim(
         "arcsine_weight_half",
         "w(1/2)",
-        sp.diff(2 * sp.asin(sp.sqrt(p)), p).subs(p, sp.Rational(1, 2)),
+        sp.Subs(sp.Derivative(2 * sp.asin(sp.sqrt(p)), p), p, sp.Rational(1, 2)),  # not "2 = 2" on the page
         sp.Integer(2),
         assumptions="p = 1/2",
     )
@@ -466,7 +476,7 @@ def logit_chain_claims() -> list[Claim]:
         Claim(
             "grpo_large_group_gradient",
             "d/dθ 2·arcsin√p",
-            sp.diff(2 * sp.asin(sp.sqrt(p)), p) * p * (1 - p),
+            sp.Derivative(2 * sp.asin(sp.sqrt(p)), p) * p * (1 - p),
             sp.sqrt(p * (1 - p)),
             assumptions="p = ς(θ) ∈ (0, 1)",
         ),

@@ -338,3 +338,22 @@ def test_screen_cells_show_no_negative_zero() -> None:
     cells = {row[0]: row[1] for row in screen["rows"]}
     assert cells["tiny"].startswith("0.000 ± ")
     assert cells["large"].startswith("+0.500 ± ")
+
+
+def test_screen_and_projection_say_their_counts_in_words() -> None:
+    # a − b differs by 10 with SDs of 0.1 on one metric (passes), by 0 on another (does not)
+    values = {
+        "loud": {"a": [10.0, 10.1, 9.9], "b": [0.0, 0.1, -0.1]},
+        "quiet": {"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0]},
+    }
+    s = comparison_screen(values)["summary"]
+    assert s["passed_count"] == "one of the 2 comparisons exceeds"
+    assert s["passed_sentence"] == "One exceeds it (loud, a − b); every other difference is within the noise"
+    quiet = comparison_screen({"quiet": values["quiet"]})["summary"]
+    assert quiet["passed_count"] == "no comparison exceeds"
+    assert quiet["passed_sentence"] == "None of them exceeds it: every difference is within the noise"
+    projection = seed_projection({"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}, seeds=6)["summary"]
+    assert projection["projected_sentence"] == "none of the comparisons would pass with 6 seeds"  # not "0 ... (none)"
+    assert projection["likely_count"] == "none"
+    projection = seed_projection({"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}, seeds=8)["summary"]
+    assert projection["projected_sentence"] == "one of the comparisons would pass with 8 seeds (m, a − b)"

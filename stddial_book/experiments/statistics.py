@@ -46,6 +46,34 @@ def _signed(value: float, digits: int = 3) -> str:
     return f"{0.0:.{digits}f}" if float(text) == 0 else text
 
 
+def _how_many(count: int, total: int | None, noun: str, singular: str, plural: str) -> str:
+    """How many of ``total`` things do something, as a person says it: "none of the 12 comparisons
+    exceeds", "one of the 12 comparisons exceeds", "3 of the 12 comparisons exceed", "all 12
+    comparisons exceed"; of a single one, "no comparison exceeds" or "the one comparison exceeds";
+    without a ``total``, "none of the comparisons exceeds", .... ``noun`` is singular; the verb
+    agrees."""
+    if total == 1:
+        return f"{'the one' if count else 'no'} {noun} {singular}"
+    of = f"of the {total} {noun}s" if total is not None else f"of the {noun}s"
+    if count == 0:
+        return f"none {of} {singular}"
+    if count == 1:
+        return f"one {of} {singular}"
+    if total is not None and count == total:
+        return f"all {total} {noun}s {plural}"
+    return f"{count} {of} {plural}"
+
+
+def _screen_sentence(passed: list[str]) -> str:
+    """:func:`comparison_screen`'s outcome in words, to follow "the threshold is z*": which
+    comparisons exceed it and that the others are within the noise."""
+    if not passed:
+        return "None of them exceeds it: every difference is within the noise"
+    which = "; ".join(passed)
+    head = "One exceeds it" if len(passed) == 1 else f"{len(passed)} exceed it"
+    return f"{head} ({which}); every other difference is within the noise"
+
+
 def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: float = 0.05) -> dict[str, Any]:
     """Every pair of recipes compared on every metric, each difference against the seed noise
     (Welch standard error), with the Bonferroni threshold z* for a two-sided family-wise ``level``
@@ -57,7 +85,8 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
     metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b) and
     ``summary`` (``tests``, ``passed``, ``passed_names``, ``z_star``, ``level``, ``not_testable``: the
     comparisons with a single seed on either side, whose cells say "not testable with one seed" and
-    which never pass).
+    which never pass; and for the prose, in words, ``passed_count``, "none of the 12 comparisons
+    exceeds", and ``passed_sentence``, which exceed z* and that the rest are within the noise).
     """
     from itertools import combinations
     from statistics import NormalDist
@@ -92,6 +121,8 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
             "tests": tests,
             "passed": len(passed),
             "passed_names": "; ".join(passed) or "none",
+            "passed_count": _how_many(len(passed), tests, "comparison", "exceeds", "exceed"),
+            "passed_sentence": _screen_sentence(passed),
             "z_star": z_star,
             "level": level,
             "not_testable": untestable,
@@ -304,7 +335,8 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
     :func:`stddial_book.core.markdown.table` and ``summary`` (``z_star``, ``seeds_now``, ``seeds``,
     ``se_factor`` = sqrt(seeds_now / seeds), ``passed_now``, ``projected``, the comparisons whose
     ``z_new`` passes, ``projected_names``, ``likely``, those with ``chance`` > 1/2, and
-    ``fewest_needed``, over the comparisons not passed now).
+    ``fewest_needed``, over the comparisons not passed now; for the prose, in words,
+    ``projected_sentence``, "none of the comparisons would pass with 6 seeds", and ``likely_count``).
     """
     from itertools import combinations
 
@@ -338,7 +370,11 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
             "passed_now": now,
             "projected": len(projected),
             "projected_names": "; ".join(projected) or "none",
+            "projected_sentence": _how_many(len(projected), None, "comparison", "would", "would")
+            + f" pass with {seeds} seeds"
+            + (f" ({'; '.join(projected)})" if projected else ""),
             "likely": likely,
+            "likely_count": "none" if likely == 0 else "one" if likely == 1 else f"{likely}",
             "fewest_needed": min(needed_not_passed) if needed_not_passed else math.inf,
         },
     }

@@ -128,7 +128,7 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
         if cell.cell_type == "code" and re.search(r"^fig = ", cell.source, re.M):
             kinds = {key for out in cell.get("outputs", []) for key in out.get("data", {})}
             assert "image/png" in kinds, f"no figure shown by the cell:\n{cell.source[:200]}"
-    # every {glue:text}`name` the prose uses was glued by a cell: recorded for myst-nb where it is
+    # every {glue:text}`name` (or {glue:md}) the prose uses was glued by a cell: recorded for myst-nb where it is
     # installed, and printed as "name = value" by stddial_book.presentation.display.glue outside the site build
     glued = glued_values(notebook)
     used = prose_glue_names(chapter)
@@ -216,8 +216,8 @@ def glued_values(notebook: nbformat.NotebookNode) -> dict[str, Glued]:
 
 
 def prose_glue_names(page: Path) -> set[str]:
-    """The names a page's prose cites with {glue:text}`name`."""
-    return set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", page.read_text()))
+    """The names a page's prose cites with {glue:text}`name` or {glue:md}`name`."""
+    return set(re.findall(r"\{glue:(?:text|md)\}`([A-Za-z0-9_]+)", page.read_text()))
 
 
 # --- headline numbers: what each chapter's bottom line quotes, computed here ---------------------

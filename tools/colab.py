@@ -4,7 +4,7 @@ The book is written in MyST (``chapters/NN_name.md``); Jupyter Book renders its 
 directives, but Colab and Jupyter show them as literal text. This module writes, next to each
 chapter, an ``.ipynb`` with the same code cells and markdown that reads cleanly anywhere:
 
-- ``{glue:text}`name:fmt``` becomes the name in code type; the cell that computes the value
+- ``{glue:text}`name:fmt``` (and ``{glue:md}`name```) becomes the name in code type; the cell that computes the value
   prints it there (:func:`stddial_book.presentation.display.glue` shows glued values outside the site build);
 - ``{literalinclude}`` becomes a fenced code block holding the included lines (read with
   Sphinx's own reader, so the options mean what they mean in the book);
@@ -206,7 +206,7 @@ def _convert_roles(text: str, md_path: Path, bib: _Bibliography, cited: list[str
 
     def role(match: re.Match) -> str:
         name, body = match["role"], match["body"]
-        if name in ("glue", "glue:text", "glue:"):
+        if name in ("glue", "glue:text", "glue:md", "glue:"):
             return f"`{body.split(':', 1)[0]}`"
         if name in ("cite", "cite:p", "cite:t"):
             keys = [k.strip() for k in body.split(",")]

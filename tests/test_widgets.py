@@ -11,7 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from stddial_book.presentation.widgets import silent_explorer, silent_explorer_data, silent_explorer_html
+from stddial_book.presentation.widgets import (
+    explorer_note,
+    silent_explorer,
+    silent_explorer_data,
+    silent_explorer_html,
+)
 from stddial_book.theory.identity import update_weight
 from stddial_book.theory.recipes import PRESETS
 from stddial_book.theory.silent import expected_update_weight, silent_probability
@@ -60,3 +65,21 @@ def test_explorer_refuses_bad_settings() -> None:
 def test_live_explorer_builds() -> None:
     widget = silent_explorer()
     assert [c.description for c in widget.children[:3]] == ["G", "p", "recipe"]
+
+
+def test_dapo_view_says_why_its_numbers_are_grpos() -> None:
+    data = silent_explorer_data(group_sizes=(4, 8), solve_rates=(0.3,))
+    dapo, grpo = data["recipes"]["dapo"], data["recipes"]["grpo"]
+    assert dapo["by_g"] == grpo["by_g"]  # the same weights and E[w] ...
+    note = dapo["note"]  # ... and the view says why, and where DAPO differs
+    assert note.startswith("DAPO divides by σ like GRPO") and "±1 rewards" in note
+    assert "discards silent groups" in note and "1/(1 − f)" in note and "tokens" in note
+    assert grpo["note"] == "" and data["recipes"]["dr_grpo"]["note"] == ""
+    markup = silent_explorer_html(recipe_name="dapo").data
+    assert 'class="note"' in markup and ".note" in markup
+    assert (
+        explorer_note("dapo")
+        == json.loads(re.search(r'<script type="application/json">(.*?)</script>', markup, re.S).group(1))["recipes"][
+            "dapo"
+        ]["note"]
+    )

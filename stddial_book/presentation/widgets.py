@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["silent_explorer_figure", "silent_explorer", "silent_explorer_data", "silent_explorer_html"]
+__all__ = [
+    "silent_explorer_figure",
+    "silent_explorer",
+    "silent_explorer_data",
+    "silent_explorer_html",
+    "explorer_note",
+]
+
+EXPLORER_GROUP_SIZES_DEFAULT = (2, 4, 8, 16, 32, 64)
 
 
 def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_name: str = "grpo"):
@@ -50,6 +58,9 @@ def silent_explorer():
     def draw(group_size: int, solve_rate: float, recipe_name: str) -> None:
         silent_explorer_figure(group_size, solve_rate, recipe_name)
         plt.show()
+        note = explorer_note(recipe_name)
+        if note:
+            print(note)
 
     return widgets.interactive(
         draw,
@@ -59,8 +70,64 @@ def silent_explorer():
     )
 
 
+def _rewards(recipe) -> str:
+    """A recipe's two reward values as the text names them: "0/1", "±1"."""
+    right, wrong = recipe.reward_correct, recipe.reward_wrong
+    if right == -wrong:
+        return f"±{right:g}"
+    return f"{wrong:g}/{right:g}".replace("-", "−")
+
+
+def explorer_note(recipe_name: str, group_sizes=EXPLORER_GROUP_SIZES_DEFAULT) -> str:
+    """What the explorer's two panels do not show about a recipe, in a sentence or two ("" for none).
+
+    For a recipe that filters silent groups (DAPO's dynamic sampling) the panels hold its per-group
+    weights, which are another preset's wherever they coincide (DAPO divides by σ like GRPO, and GRPO's
+    advantages do not depend on the reward values): the note says so, and where the recipe differs.
+    Whether the weights coincide is computed here, for every group size of the grid, not assumed.
+    """
+    from stddial_book.theory.identity import update_weight
+    from stddial_book.theory.recipes import PRESETS, get_recipe
+
+    recipe = get_recipe(recipe_name)
+    if not recipe.dynamic_sampling:
+        return ""
+    same = [
+        other.name
+        for other in PRESETS.values()
+        if other.name != recipe.name
+        and all(
+            np.allclose(update_weight(np.arange(G + 1) / G, recipe, G), update_weight(np.arange(G + 1) / G, other, G))
+            for G in group_sizes
+        )
+    ]
+    head = ""
+    if same and recipe.scale_std:
+        other = get_recipe(same[0])
+        rewards = (
+            f", which turns its {_rewards(recipe)} rewards into the same advantages as {other.name}'s "
+            f"{_rewards(other)} rewards"
+            if (recipe.reward_correct, recipe.reward_wrong) != (other.reward_correct, other.reward_wrong)
+            else ""
+        )
+        head = (
+            f"{recipe.name} divides by σ like {other.name}{rewards}: each outcome's weight and E[w] here "
+            f"are {other.name}'s. "
+        )
+    aggregation = {
+        "token-mean": "averages its loss over all the tokens of a step",
+        "seq-mean-token-mean": "averages its loss over each sequence's tokens",
+        "seq-mean-token-sum-norm": "divides each sequence's token sum by L_max",
+    }[recipe.loss_aggregation]
+    return (
+        head + f"{recipe.name} differs where these panels do not look: it discards silent groups and refills "
+        "the batch with mixed ones, which multiplies each kept group's share of the update by 1/(1 − f), "
+        f"f the silent fraction of the whole pool, and it {aggregation}."
+    )
+
+
 #: The settings :func:`silent_explorer_html` precomputes: group sizes, and solve rates in steps of 0.025.
-EXPLORER_GROUP_SIZES = (2, 4, 8, 16, 32, 64)
+EXPLORER_GROUP_SIZES = EXPLORER_GROUP_SIZES_DEFAULT
 EXPLORER_SOLVE_RATES = tuple(round(0.025 * i, 3) for i in range(41))
 
 
@@ -68,7 +135,8 @@ def silent_explorer_data(group_sizes=EXPLORER_GROUP_SIZES, solve_rates=EXPLORER_
     """The explorer's numbers for every (recipe, G, p) of a grid, from the package's closed forms.
 
     For each setting: the binomial distribution of k, each outcome's update weight w(k/G) (0 when
-    silent), P(silent) and E[w]. Returned as plain lists, ready for JSON.
+    silent), P(silent) and E[w]; per recipe its :func:`explorer_note`. Returned as plain lists,
+    ready for JSON.
     """
     import math
 
@@ -99,7 +167,7 @@ def silent_explorer_data(group_sizes=EXPLORER_GROUP_SIZES, solve_rates=EXPLORER_
                     }
                 )
             per_g.append({"weights": weights, "by_p": rows})
-        data["recipes"][key] = {"name": recipe.name, "by_g": per_g}
+        data["recipes"][key] = {"name": recipe.name, "note": explorer_note(key, group_sizes), "by_g": per_g}
     return data
 
 
@@ -133,6 +201,8 @@ _EXPLORER_SCRIPT = """
     root.querySelector(".pv").textContent = p.toFixed(3);
     root.querySelector(".out").textContent = "P(silent) = " + row.silent.toFixed(3) + " (grey bars);  " +
       rec.name + ": E[w] = " + row.expected_w.toFixed(3);
+    root.querySelector(".note").textContent = rec.note;
+    root.querySelector(".note").style.display = rec.note ? "" : "none";
     var silent = [0, G];
     bars(root.querySelector(".left"), row.pmf, Math.max.apply(null, row.pmf), silent, colors[rec.name], "probability");
     bars(root.querySelector(".right"), cell.weights, Math.max.apply(null, cell.weights.concat([1e-9])), silent,
@@ -188,6 +258,7 @@ def silent_explorer_html(
     <label>recipe <select class="r" aria-label="recipe">{options}</select></label>
   </div>
   <div class="out" style="margin: 0.4em 0;"></div>
+  <p class="note" style="margin: 0.4em 0; font-size: 13px;"></p>
   <div style="display: flex; flex-wrap: wrap; gap: 8px;">
     <svg class="left" viewBox="0 0 340 175" width="340" height="175" role="img"
       aria-label="distribution of the number of correct samples"></svg>

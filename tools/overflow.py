@@ -2,12 +2,15 @@
 
 Usage::
 
-    python tools/overflow.py [--html _build/html] [--width 1280]
+    python tools/overflow.py [--html _build/html] [--width 1280] [--allow-scroll]
 
 Each page is loaded in headless Chromium at the given window width with a small script added to
 a temporary copy of it. After the page (MathJax included) has settled, the script lists every
 element of the article that ends past the article's right edge, and every element that scrolls
 sideways (a code block or table wider than the column). The pages themselves are not changed.
+An element inside a box that scrolls or clips sideways is cut at the box's edge and is not listed.
+With ``--allow-scroll`` (a phone's width, ``--width 390``) a box that scrolls inside the column
+is listed but passes; what ends past the column still fails.
 Prints one line per page and one per offending element; exits 1 if any page has one. Needs
 Debian's Chromium (``apt-get install chromium``), like ``tools/screenshots.py``.
 """
@@ -33,13 +36,21 @@ window.addEventListener("load", () => setTimeout(() => {
   const article = document.querySelector("article.bd-article") || document.querySelector("main");
   const right = article.getBoundingClientRect().right;
   const found = [];
+  // inside a box that scrolls or clips sideways, an element is cut at the box's edge: it does not
+  // stick out (the box itself is reported if it ends past the column or scrolls)
+  const clipped = (e) => {
+    for (let a = e.parentElement; a && a !== article; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") return true;
+    }
+    return false;
+  };
   for (const e of article.querySelectorAll("*")) {
     if (e.closest("mjx-assistive-mml")) continue;
     const style = getComputedStyle(e);
     const scrollable = style.overflowX === "auto" || style.overflowX === "scroll";
     const scrolls = scrollable && e.scrollWidth > e.clientWidth + 1;
     const past = e.getBoundingClientRect().right - right;
-    if (scrolls || past > 2) {
+    if (scrolls || (past > 2 && !clipped(e))) {
       found.push({tag: e.tagName.toLowerCase(), past: Math.round(past),
                   scroll: scrolls ? e.scrollWidth - e.clientWidth : 0,
                   text: (e.textContent || "").trim().slice(0, 70)});
@@ -94,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", default="_build/html", type=Path, help="built site")
     parser.add_argument("--width", default=1280, type=int, help="window width in px")
     parser.add_argument("--chromium", default=None, help="Chromium binary")
+    parser.add_argument(
+        "--allow-scroll",
+        action="store_true",
+        help="list a box that scrolls sideways inside the column without failing (a phone's width, "
+        "where an 80-character code line cannot fit); what sticks out of the column still fails",
+    )
     args = parser.parse_args(argv)
     if not (args.html / "index.html").is_file():
         print(f"{args.html}/index.html not found: build the book first (make book)", file=sys.stderr)
@@ -102,10 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for page in find_pages(args.html):
         found = offenders(chromium, page, args.width)
-        print(f"{page.relative_to(args.html)}: {len(found) or 'nothing'} past the column")
+        failing = [item for item in found if not (args.allow_scroll and item["past"] <= 2)]
+        scrolling = len(found) - len(failing)
+        print(
+            f"{page.relative_to(args.html)}: {len(failing) or 'nothing'} past the column"
+            + (f", {scrolling} scrolling inside it" if scrolling else "")
+        )
         for item in found:
             print(f"    <{item['tag']}> {item['past']:+d} px, scrolls {item['scroll']} px: {item['text']!r}")
-        bad += bool(found)
+        bad += bool(failing)
     return 1 if bad else 0
 
 

@@ -3,13 +3,14 @@
 Usage::
 
     python tools/screenshots.py [--html _build/html] [--out _build/screenshots]
-                                        [--width 1280] [--height 2000]
+                                        [--width 1280] [--height 2000] [--only PAGE ...]
 
 Every ``*.html`` page under ``--html`` is rendered, except the generated
 ``genindex`` and ``search`` pages and anything under ``_static`` or
 ``_sources``. The PNG of ``chapters/01_introduction.html`` is written to
-``<out>/chapters__01_introduction.png``. Needs Debian's Chromium
-(``apt-get install chromium``); nothing is fetched from the network.
+``<out>/chapters__01_introduction.png``; ``--only chapters/01_introduction`` takes that page
+alone. A page taller than ``--height`` is cut off: pass a larger height to see all of it.
+Needs Debian's Chromium (``apt-get install chromium``); nothing is fetched from the network.
 """
 
 from __future__ import annotations
@@ -110,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", default=1280, type=int)
     parser.add_argument("--height", default=2000, type=int)
     parser.add_argument("--chromium", default=None, help=f"Chromium binary (default: $CHROMIUM or {DEFAULT_CHROMIUM})")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="PAGE",
+        help="only these pages, by their path in the site without .html (e.g. chapters/13_comparison)",
+    )
     args = parser.parse_args(argv)
 
     html_dir: Path = args.html
@@ -118,6 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     chromium = chromium_path(args.chromium)
     pages = find_pages(html_dir)
+    if args.only:
+        wanted = {name.removesuffix(".html") for name in args.only}
+        pages = [page for page in pages if page.relative_to(html_dir).with_suffix("").as_posix() in wanted]
+        missing = wanted - {page.relative_to(html_dir).with_suffix("").as_posix() for page in pages}
+        if missing:
+            print(f"no such page in {html_dir}: {', '.join(sorted(missing))}", file=sys.stderr)
+            return 2
     args.out.mkdir(parents=True, exist_ok=True)
 
     written, failed = [], []

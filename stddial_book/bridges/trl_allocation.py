@@ -379,9 +379,17 @@ def train_with_plan(
     options.update(report_to="none", save_strategy="no", logging_steps=1, **overrides)
     rule = GresoSkip(group_size=plan.num_generations) if skip else None
     trainer, state = allocated_trainer(
-        plan, model, tokenizer, load_prompts(str(pool_file)), funcs, out / "trl",
-        skip=rule, correct=correct, peft_config=lora, **options,
-    )  # fmt: skip
+        plan,
+        model,
+        tokenizer,
+        load_prompts(str(pool_file)),
+        funcs,
+        out / "trl",
+        skip=rule,
+        correct=correct,
+        peft_config=lora,
+        **options,
+    )
     trainer.train()
     result = {
         "plan": plan_text(plan).splitlines(),
@@ -420,9 +428,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "max_group_size": a.max_group_size,
     }
     return train_with_plan(
-        a.pool, a.model, a.out, recipe=a.recipe, skip=a.skip, lora_r=a.lora_r, planning=planning,
-        max_steps=a.max_steps, learning_rate=a.learning_rate,
-    )  # fmt: skip
+        a.pool,
+        a.model,
+        a.out,
+        recipe=a.recipe,
+        skip=a.skip,
+        lora_r=a.lora_r,
+        planning=planning,
+        max_steps=a.max_steps,
+        learning_rate=a.learning_rate,
+    )
 
 
 if __name__ == "__main__":

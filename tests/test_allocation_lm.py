@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,3 +100,20 @@ def test_the_study_needs_uniform_grpo(tmp_path) -> None:
     _write_run(tmp_path / "grpo-knapsack-seed0", "knapsack", 0, [0.25, 0.5], 1.0, budget=100)
     with pytest.raises(ValueError, match="no uniform grpo run"):
         lm_allocation_study(tmp_path)
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "runs" / "allocation"
+
+
+@pytest.mark.skipif(not RECORDED.is_dir(), reason="the recorded LM allocation runs are not in this checkout")
+def test_the_shipped_summary_is_what_the_recorded_runs_give() -> None:
+    """Chapter 16 reads the summary the package ships (the forty logs stay out of the wheel): it must
+    be exactly what bench/bench_allocation_lm.py computes from the committed logs now."""
+    from stddial_book.experiments.allocation_lm import lm_benchmark, load_lm_summary
+
+    shipped = load_lm_summary()
+    assert shipped is not None, "data/allocation/allocation_lm.json.gz is missing: run bench/bench_allocation_lm.py"
+    shipped.pop("analysed")
+    fresh = json.loads(json.dumps(lm_benchmark(RECORDED)))
+    assert json.dumps(fresh, sort_keys=True) == json.dumps(shipped, sort_keys=True)
+    assert set(shipped["seeds"]) == set(LM_RULES)

@@ -113,3 +113,13 @@ def test_the_stylesheet_the_build_adds_is_there() -> None:
     css = (ROOT / "_ext" / "static" / "stddial.css").read_text()
     assert ".bd-article pre" in css and "overflow-wrap" in css
     assert (ROOT / "tools" / "overflow.py").is_file()
+
+
+def test_the_site_has_one_search_box() -> None:
+    """The theme puts a search field both in the page header and in the sidebar; the sidebar is
+    given without its own (html_sidebars), so a reader sees one search box at every width."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    sidebars = config["sphinx"]["config"]["html_sidebars"]
+    assert set(sidebars) == {"**"}
+    assert "sbt-sidebar-nav.html" in sidebars["**"]  # the table of contents stays
+    assert not any("search" in template for template in sidebars["**"])

@@ -165,7 +165,7 @@ def test_power_analysis_on_the_recorded_reference_runs() -> None:
     assert quartile["mde_at_design_upper"] <= 0.04
     assert analysis["start"] < min(quartile["mean"].values())  # the hardest quarter has moved by then
     cost = ab.design_cost({8: 90.0, 32: 60.0})
-    assert cost["runs"] == 240 and cost["cpu_minutes"] == pytest.approx(3 * 10 * 4 * (90 + 60) / 60)
+    assert cost["runs"] == 288 and cost["cpu_minutes"] == pytest.approx(3 * 12 * 4 * (90 + 60) / 60)
 
 
 def test_the_study_of_hand_made_runs() -> None:

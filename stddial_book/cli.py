@@ -1,5 +1,6 @@
-"""The command line: ``python -m stddial_book sft|train|record|eval|diagnose|record-lm`` (chapter 9 shows
-the training commands).
+"""The command line: ``python -m stddial_book sft|train|record|record-ablation|eval|diagnose|record-lm``
+(chapter 9 shows the training commands; ``record-ablation`` records chapter 13's dial-only ablation,
+:mod:`stddial_book.experiments.ablation`).
 
 ``sft``, ``train``, ``record`` and ``eval`` read their sizes from a profile (``quick`` and
 ``reference`` on a CPU, ``full`` on a GPU) and write everything into one output directory, so a run
@@ -90,10 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{sft,train,record,eval,diagnose,record-lm}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{sft,train,record,record-ablation,eval,diagnose,record-lm}"
+    )
     _add_sft(sub)
     _add_train(sub)
     _add_record(sub)
+    _add_record_ablation(sub)
     _add_eval(sub)
     _add_diagnose(sub)
     _add_record_lm(sub)
@@ -192,6 +196,31 @@ def _add_record(sub) -> None:
         action="store_true",
         help="record from a checkout with uncommitted changes (refused otherwise; the provenance says so)",
     )
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """An argparse type: ``i/n``, this process's share of the runs (every n-th from the i-th)."""
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts) or not int(parts[0]) < int(parts[1]):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shard; give i/n with 0 <= i < n, e.g. 0/2 and 1/2.")
+    return int(parts[0]), int(parts[1])
+
+
+def _add_record_ablation(sub) -> None:
+    """``record-ablation``: chapter 13's dial-only ablation (:mod:`stddial_book.experiments.ablation`)."""
+    p = sub.add_parser(
+        "record-ablation",
+        help="chapter 13's dial-only ablation: every arm x cell x seed, logs and provenance into --out",
+        description="Record (or resume) the dial-only ablation's runs, seed by seed, from one warm start.",
+    )
+    _add_common(p)
+    p.set_defaults(profile="reference")  # the design's run sizes are the reference testbed's
+    p.add_argument("--seeds", nargs="+", type=_seed, default=None, metavar="S", help="default: the design's")
+    p.add_argument("--work", type=Path, default=Path("runs") / "record-ablation", help="runs and checkpoints")
+    p.add_argument("--out", type=Path, default=Path("data") / "runs" / "ablation", help="where the logs go")
+    p.add_argument("--init", type=Path, default=None, help="an SFT directory to start from (default: made in --work)")
+    p.add_argument("--shard", type=_shard, default=(0, 1), help="i/n: this process's share, e.g. 0/2 and 1/2")
+    p.add_argument("--allow-dirty", action="store_true", help="record from uncommitted changes (the provenance says)")
 
 
 def _add_eval(sub) -> None:
@@ -402,6 +431,16 @@ def main(argv: list[str] | None = None) -> int:
                 allow_dirty=args.allow_dirty,
                 allocations=args.allocations,
             ):
+                print(f"recorded {path}")
+        elif args.command == "record-ablation":
+            from stddial_book.experiments.ablation import DESIGN_SEEDS
+            from stddial_book.experiments.ablation_record import record_ablation
+
+            seeds = args.seeds or list(range(DESIGN_SEEDS))
+            for path in record_ablation(
+                profile, seeds, args.work, args.out, init=args.init, shard=args.shard,
+                allow_dirty=args.allow_dirty, progress=args.progress, command=command,
+            ):  # fmt: skip
                 print(f"recorded {path}")
         else:
             run_eval(args, profile)

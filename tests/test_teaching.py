@@ -291,7 +291,7 @@ def test_sampler_records_the_policys_logprobs() -> None:
     torch.testing.assert_close(mine, engine, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("max_grad_norm", [1e6, 1e-3], ids=["unclipped", "norm-clipped"])
+@pytest.mark.parametrize("max_grad_norm", [1e6, 1e-3, 0.0], ids=["unclipped", "norm-clipped", "no-clip"])
 @pytest.mark.parametrize("recipe", [GRPO, DR_GRPO, DAPO], ids=lambda r: r.name)
 def test_policy_update_moves_the_weights_as_the_engines_update(recipe, max_grad_norm: float) -> None:
     """``policy_update`` and the engine's ``_update`` on the same fixed batch (sampled from the model

@@ -656,6 +656,26 @@ def test_record_runs_each_allocation_rule_under_its_own_name(tiny_profile, tmp_p
     assert not any("allocation/groups_by_size" in r for r in load_run(paths[0])[1])
 
 
+def test_record_ablation_refuses_bad_arguments_and_a_dirty_tree_before_any_work(tmp_path, monkeypatch, capsys) -> None:
+    """``record-ablation`` (chapter 13's design): a bad shard or seed is one line and exit 2, and a
+    checkout with uncommitted changes is refused before the warm start."""
+    from stddial_book.rl import runlog as runs
+
+    monkeypatch.setattr(experiments, "sft_to_dir", lambda *a, **k: pytest.fail("SFT ran before the checks"))
+    args = ["record-ablation", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "o"), "--no-progress"]
+    for bad, message in (
+        (["--shard", "2/2"], "not a shard"),
+        (["--shard", "x"], "not a shard"),
+        (["--seeds", "-1"], "out of range"),
+    ):
+        assert main(args + bad) == 2
+        assert message in _one_line_error(capsys)
+    monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", True))
+    assert main(args + ["--seeds", "0"]) == 2
+    assert "uncommitted changes" in _one_line_error(capsys)
+    assert not (tmp_path / "w").exists() and not (tmp_path / "o").exists()
+
+
 def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(
     tiny_profile, tmp_path, monkeypatch, capsys
 ) -> None:

@@ -123,6 +123,9 @@ def test_settings_for_a_train_config() -> None:
         1.0,
     )
     assert (s["bf16"], s["fp16"], s["activation_checkpointing"], s["seed"]) == (False, False, False, 5)
+    assert s["optim"] == "adamw_torch"
+    sgd = trl_settings_for(dataclasses.replace(config, optimizer="sgd", max_grad_norm=0.0))
+    assert (sgd["optim"], sgd["max_grad_norm"]) == ("sgd", 0.0)  # plain SGD, no clip: TRL's own spelling
     with pytest.raises(TypeError, match="TrainConfig"):
         trl_settings_for("grpo")
 

@@ -242,7 +242,7 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
             "lr_scheduler_type": "constant",
             "warmup_steps": 0,
             "weight_decay": 0.0,
-            "optim": "adamw_torch",
+            "optim": {"adamw": "adamw_torch", "sgd": "sgd"}[getattr(config, "optimizer", "adamw")],
             "max_grad_norm": config.max_grad_norm,
             "max_steps": rollouts * config.num_minibatches,
             "seed": config.seed,

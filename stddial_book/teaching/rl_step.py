@@ -95,7 +95,8 @@ def policy_update(model, optimizer, batch, advantages, config) -> float:
     loss = aggregate_loss(per_token, mask, aggregation, config.max_new_tokens)
     optimizer.zero_grad()
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+    if config.max_grad_norm:  # 0: no clip
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
     return loss.item()
 

@@ -13,6 +13,7 @@ from stddial_book.presentation.display import (
     glue,
     glue_all,
     glue_md,
+    of_total,
     range_in_words,
     show_claim,
     words_list,
@@ -126,3 +127,14 @@ def _shown_claims() -> list:
 def test_every_claim_a_chapter_shows_has_two_different_sides() -> None:
     for claim in _shown_claims():
         assert sp.latex(claim.lhs) != sp.latex(claim.rhs_in_sigma()), claim.label
+
+
+def test_a_count_of_a_total_reads_as_a_person_says_it() -> None:
+    assert of_total(150, 150, "steps") == "all 150 steps"  # not "150 of the 150 steps"
+    assert of_total(0, 12, "comparisons") == "none of the 12 comparisons"
+    assert of_total(np.int64(1), 12, "comparisons") == "one of the 12 comparisons"
+    assert of_total(97, 150, "steps") == "97 of the 150 steps"
+    with pytest.raises(ValueError, match="count <= total"):
+        of_total(3, 2, "steps")
+    with pytest.raises(TypeError, match="int"):
+        of_total(1.5, 2, "steps")

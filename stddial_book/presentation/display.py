@@ -16,6 +16,7 @@ __all__ = [
     "glue_md",
     "code_list",
     "words_list",
+    "of_total",
     "range_in_words",
     "show_claim",
     "show_equation",
@@ -109,6 +110,24 @@ def words_list(items: Sequence[str], last: str = "and") -> str:
 def code_list(names: Sequence[str], last: str = "and") -> str:
     """Names as inline code in a Markdown list: "`a`, `b` and `c`" (for :func:`glue_md`)."""
     return words_list([f"`{name}`" for name in names], last)
+
+
+def of_total(count: int, total: int, noun: str) -> str:
+    """``count`` of ``total`` things as a person says it (``noun`` plural): "all 150 steps", "none
+    of the 150 steps", "one of the 150 steps", "97 of the 150 steps"; never "150 of the 150"."""
+    import numpy as np
+
+    for name, value in (("count", count), ("total", total)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int; got {value!r}.")
+    count, total = int(count), int(total)
+    if not 0 <= count <= total:
+        raise ValueError(f"need 0 <= count <= total; got {count} of {total}.")
+    if count == total and total > 1:
+        return f"all {total} {noun}"
+    if count == 0:
+        return f"none of the {total} {noun}"
+    return f"{'one' if count == 1 else count} of the {total} {noun}"
 
 
 def _plain(value: float, digits: int) -> str:

@@ -96,6 +96,19 @@ def test_the_study_measures_each_rule_against_uniform_grpos_targets(tmp_path) ->
     assert study["comparisons_counted"] == 3  # knapsack against uniform at three targets (no DAPO run)
 
 
+def test_a_seed_some_rule_lacks_is_left_out_of_every_rule(tmp_path) -> None:
+    """Comparisons pair runs by seed: a seed recorded under uniform only (a recording still going)
+    is left out, so every rule is measured on the same seeds."""
+    for seed in range(2):
+        _write_run(tmp_path / f"grpo-seed{seed}", "uniform", seed, [0.25, 0.5, 0.5, 0.75, 0.75], 1.0)
+    _write_run(tmp_path / "grpo-seed2", "uniform", 2, [0.25, 0.25, 0.25, 0.25, 0.25], 1.0)
+    for seed in range(2):
+        _write_run(tmp_path / f"grpo-knapsack-seed{seed}", "knapsack", seed, [0.25, 0.75, 0.75, 0.75, 0.75], 1.0)
+    study = lm_allocation_study(tmp_path)
+    assert study["seeds"] == {"uniform": 2, "knapsack": 2}
+    assert study["targets"][2] == pytest.approx(0.75)  # seed 2's flat curve would have lowered it
+
+
 def test_the_study_needs_uniform_grpo(tmp_path) -> None:
     _write_run(tmp_path / "grpo-knapsack-seed0", "knapsack", 0, [0.25, 0.5], 1.0, budget=100)
     with pytest.raises(ValueError, match="no uniform grpo run"):

@@ -133,17 +133,23 @@ def lm_run_measures(
 
 
 def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, list]]]:
+    """Each rule's runs, for the seeds that every rule found has (comparisons pair runs by seed, so a
+    seed some rule has not finished yet is left out of all of them)."""
     from stddial_book.rl.runlog import load_run
 
-    runs: dict[str, list[tuple[dict, list]]] = {}
+    found: dict[str, dict[int, Path]] = {}
     for rule in LM_RULES:
         middle = "" if rule == "uniform" else f"-{rule}"
-        paths = sorted(directory.glob(f"{recipe}{middle}-seed*"), key=lambda p: int(p.name.rsplit("seed", 1)[1]))
-        if paths:
-            runs[rule] = [load_run(p) for p in paths]
-    if "uniform" not in runs:
+        paths = directory.glob(f"{recipe}{middle}-seed*")
+        by_seed = {int(p.name.rsplit("seed", 1)[1]): p for p in paths if p.name.rsplit("seed", 1)[1].isdigit()}
+        if by_seed:
+            found[rule] = by_seed
+    if "uniform" not in found:
         raise ValueError(f"{directory} holds no uniform {recipe} run ({recipe}-seed0, ...), the study's reference.")
-    return runs
+    seeds = sorted(set.intersection(*(set(by_seed) for by_seed in found.values())))
+    if not seeds:
+        raise ValueError(f"{directory}: no seed was recorded under every rule found ({sorted(found)}).")
+    return {rule: [load_run(by_seed[s]) for s in seeds] for rule, by_seed in found.items()}
 
 
 def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str, Any]:

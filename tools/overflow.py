@@ -4,10 +4,11 @@ Usage::
 
     python tools/overflow.py [--html _build/html] [--width 1280] [--allow-scroll]
 
-Each page is loaded in headless Chromium at the given window width with a small script added to
-a temporary copy of it. After the page (MathJax included) has settled, the script lists every
-element of the article that ends past the article's right edge, and every element that scrolls
-sideways (a code block or table wider than the column). The pages themselves are not changed.
+Each page is loaded in headless Chromium, in a frame of the given width (a headless window is at
+least 500 px wide), with a small script added to a temporary copy of it. After the page (MathJax
+included) has settled, the script lists every element of the article that ends past the right edge
+of the article's text, and every element that scrolls sideways (a code block or table wider than
+the column). The pages themselves are not changed.
 An element inside a box that scrolls or clips sideways is cut at the box's edge and is not listed.
 With ``--allow-scroll`` (a phone's width, ``--width 390``) a box that scrolls inside the column
 is listed but passes; what ends past the column still fails.
@@ -34,7 +35,9 @@ from screenshots import CHROMIUM_FLAGS, chromium_path, find_pages
 PROBE = """<script>
 window.addEventListener("load", () => setTimeout(() => {
   const article = document.querySelector("article.bd-article") || document.querySelector("main");
-  const right = article.getBoundingClientRect().right;
+  // the column is the article's content box: its padding is the margin the text keeps
+  const right = article.getBoundingClientRect().right - parseFloat(getComputedStyle(article).paddingRight)
+    - parseFloat(getComputedStyle(article).borderRightWidth);
   const found = [];
   // inside a box that scrolls or clips sideways, an element is cut at the box's edge: it does not
   // stick out (the box itself is reported if it ends past the column or scrolls)
@@ -47,6 +50,7 @@ window.addEventListener("load", () => setTimeout(() => {
   for (const e of article.querySelectorAll("*")) {
     if (e.closest("mjx-assistive-mml")) continue;
     const style = getComputedStyle(e);
+    if (style.visibility === "hidden") continue;  // not drawn (a heading's # link until hovered)
     const scrollable = style.overflowX === "auto" || style.overflowX === "scroll";
     const scrolls = scrollable && e.scrollWidth > e.clientWidth + 1;
     const past = e.getBoundingClientRect().right - right;
@@ -56,12 +60,22 @@ window.addEventListener("load", () => setTimeout(() => {
                   text: (e.textContent || "").trim().slice(0, 70)});
     }
   }
-  const out = document.createElement("pre");
-  out.id = "stddial-overflow";
-  out.textContent = JSON.stringify(found);
-  document.body.appendChild(out);
+  parent.postMessage(JSON.stringify(found), "*");  // to FRAME's page, which --dump-dom shows
 }, 3000));
 </script>"""
+
+#: The page around the probed one: an iframe exactly ``width`` pixels wide (a headless window is
+#: at least 500 px wide, so a phone's width must be a frame's), and the report the probe posts.
+FRAME = """<!DOCTYPE html><html><body style="margin:0">
+<iframe src="%(src)s" style="border:0;display:block;width:%(width)dpx;height:2000px"></iframe>
+<script>
+window.addEventListener("message", (event) => {
+  const out = document.createElement("pre");
+  out.id = "stddial-overflow";
+  out.textContent = event.data;
+  document.body.appendChild(out);
+});
+</script></body></html>"""
 
 TIMEOUT_S = 120
 
@@ -70,6 +84,8 @@ def offenders(chromium: str, page: Path, width: int) -> list[dict]:
     """The elements of ``page`` past the column or scrolling sideways, outermost first."""
     probe_page = page.with_name(f".overflow-probe-{page.name}")
     probe_page.write_text(page.read_text().replace("</body>", PROBE + "</body>", 1))
+    frame_page = page.with_name(f".overflow-frame-{page.name}")
+    frame_page.write_text(FRAME % {"src": html.escape(probe_page.name), "width": width})
     try:
         with tempfile.TemporaryDirectory(prefix="stddial-chromium-") as profile:
             proc = subprocess.run(
@@ -77,10 +93,10 @@ def offenders(chromium: str, page: Path, width: int) -> list[dict]:
                     chromium,
                     *CHROMIUM_FLAGS,
                     f"--user-data-dir={profile}",
-                    f"--window-size={width},2000",
+                    f"--window-size={max(width, 500) + 40},2100",
                     "--virtual-time-budget=15000",
                     "--dump-dom",
-                    probe_page.resolve().as_uri(),
+                    frame_page.resolve().as_uri(),
                 ],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -89,6 +105,7 @@ def offenders(chromium: str, page: Path, width: int) -> list[dict]:
             )
     finally:
         probe_page.unlink(missing_ok=True)
+        frame_page.unlink(missing_ok=True)
     match = re.search(r'<pre id="stddial-overflow">(.*?)</pre>', proc.stdout, re.S)
     if match is None:
         raise RuntimeError(f"the probe did not report on {page} (chromium exit {proc.returncode})")

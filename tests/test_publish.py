@@ -112,6 +112,7 @@ def test_the_stylesheet_the_build_adds_is_there() -> None:
     assert 'add_css_file("stddial.css")' in source
     css = (ROOT / "_ext" / "static" / "stddial.css").read_text()
     assert ".bd-article pre" in css and "overflow-wrap" in css
+    assert "code.literal span.pre" in css  # a long name in running text breaks instead of sticking out
     assert (ROOT / "tools" / "overflow.py").is_file()
 
 

@@ -67,10 +67,10 @@ def test_lists_read_as_a_person_writes_them() -> None:
 @pytest.mark.parametrize(
     "low, high, digits, expected",
     [
-        (1.99999, 2.00001, 4, "2 to 4 decimals"),  # not "between 2.0000 and 2.0000"
+        (1.99999, 2.00001, 4, "2 to four decimal places"),  # not "between 2.0000 and 2.0000"
         (2.0, 2.0, 4, "2"),
         (0.25, 0.25, 4, "0.25"),
-        (-0.00001, 0.00001, 3, "0 to 3 decimals"),  # no "-0.000"
+        (-0.00001, 0.00001, 3, "0 to three decimal places"),  # no "-0.000"
         (0.4, 0.6, 0, "between 0 and 1"),
         (0.6, 0.9, 0, "1 when rounded to a whole number"),
         (1.9, 2.1, 2, "between 1.90 and 2.10"),

@@ -130,6 +130,9 @@ def of_total(count: int, total: int, noun: str) -> str:
     return f"{'one' if count == 1 else count} of the {total} {noun}"
 
 
+_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
 def _plain(value: float, digits: int) -> str:
     """``value`` at ``digits`` decimals without trailing zeros: 2.0000 is "2", 0.2500 is "0.25"."""
     text = f"{value:.{digits}f}"
@@ -141,7 +144,7 @@ def _plain(value: float, digits: int) -> str:
 def range_in_words(low: float, high: float, digits: int) -> str:
     """Where values from ``low`` to ``high`` lie, said as a person would, at ``digits`` decimals, to
     follow "is": "between 1.9986 and 2.0014", or, where the two ends agree at that precision, the
-    one value without trailing zeros, "2 to 4 decimals" ("2" when the ends are equal): never
+    one value without trailing zeros, "2 to four decimal places" ("2" when the ends are equal): never
     "between 2.0000 and 2.0000"."""
     if isinstance(digits, bool) or not isinstance(digits, int) or digits < 0:
         raise ValueError(f"digits must be an int >= 0; got {digits!r}.")
@@ -155,7 +158,8 @@ def range_in_words(low: float, high: float, digits: int) -> str:
         return value
     if digits == 0:
         return f"{value} when rounded to a whole number"
-    return f"{value} to {digits} decimal{'' if digits == 1 else 's'}"
+    places = _NUMBER_WORDS.get(digits, str(digits))
+    return f"{value} to {places} decimal place{'' if digits == 1 else 's'}"
 
 
 def show_equation(latex: str) -> None:

@@ -96,6 +96,26 @@ def test_the_study_measures_each_rule_against_uniform_grpos_targets(tmp_path) ->
     assert study["comparisons_counted"] == 3  # knapsack against uniform at three targets (no DAPO run)
 
 
+def test_the_paired_comparison_by_hand() -> None:
+    """Per-seed ratios b/a of samples to target, their geometric mean and a Student-t interval on the
+    log ratio: equal ratios give a point; two seeds at ratios 1 and 4 give 2 with t(1 df) = 12.706."""
+    from stddial_book.experiments.allocation_lm import paired_t_comparison
+
+    def runs(values):
+        return [{"samples_to_target": [v]} for v in values]
+
+    exact = paired_t_comparison(runs([100, 200, 400]), runs([200, 400, 800]), 0)
+    assert exact["ratio_b_over_a"] == pytest.approx(2.0) and exact["ratio_ci"] == pytest.approx([2.0, 2.0])
+    assert exact["within_noise"] is False and exact["difference"] == pytest.approx(-700 / 3)
+    noisy = paired_t_comparison(runs([100, 100]), runs([100, 400]), 0)
+    half = 12.7062047 * np.log(4) / 2  # t · sd(log ratios) / √2, sd = log 4 / √2
+    assert noisy["ratio_b_over_a"] == pytest.approx(2.0)
+    assert noisy["ratio_ci"] == pytest.approx([2 * np.exp(-half), 2 * np.exp(half)], rel=1e-6)
+    assert noisy["within_noise"] is True and noisy["interval"] == "Student t, 95%, 1 df"
+    never = paired_t_comparison(runs([100, float("nan")]), runs([200, 300]), 0)
+    assert never["pairs"] == 1 and never["within_noise"] is None  # one pair: no comparison
+
+
 def test_a_seed_some_rule_lacks_is_left_out_of_every_rule(tmp_path) -> None:
     """Comparisons pair runs by seed: a seed recorded under uniform only (a recording still going)
     is left out, so every rule is measured on the same seeds."""

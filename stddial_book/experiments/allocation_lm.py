@@ -18,8 +18,9 @@ of its budget (pool accuracy: the mean over the 256 pool prompts of k/32, measur
 the accuracy at the budget, the realised update norm against uniform GRPO's (the step-size control:
 AdamW's step is set by its learning rate, not by the gradient's scale, so no rate is retuned; the
 ratio shows whether that held), and the final accuracy by quartile of the prompts' starting
-difficulty. :func:`stddial_book.experiments.allocation_study.summarize_run_study` then makes the
-comparisons, counted, with bootstrap intervals over seeds.
+difficulty. The cells are :func:`stddial_book.experiments.allocation_study.summarize_run_study`'s;
+the comparisons, paired by seed and counted, use Student-t intervals (:func:`paired_t_comparison`):
+with five seeds a percentile bootstrap would be much too narrow.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "lm_run_measures",
     "lm_allocation_study",
     "lm_benchmark",
+    "paired_t_comparison",
     "load_lm_summary",
     "RUNS_PROFILE",
     "SUMMARY_FILE",
@@ -177,6 +179,7 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str
         for rule, pairs in runs.items()
     }
     summary = summarize_run_study({"runs": measured, "targets": targets, "reference_norm": {"lm": reference_norm}})
+    summary.update(_t_comparisons(measured, len(targets)))
     summary["quartiles"] = {
         key.rsplit("/", 1)[1]: [_mean_ci([r["quartile_accuracy"][q] for r in value]) for q in range(4)]
         for key, value in measured.items()
@@ -185,6 +188,71 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str
     summary["commits"] = sorted({prov.get("git_commit", "") for pairs in runs.values() for prov, _ in pairs})
     summary["sample_budget"] = budget
     return summary
+
+
+def paired_t_comparison(runs_a: list[dict], runs_b: list[dict], target: int, level: float = 0.95) -> dict:
+    """Rule a against rule b at target index ``target``, paired by seed over the seeds where both
+    reached it, for a handful of seeds: the per-seed ratio b/a of samples to target, its geometric
+    mean and a Student-t interval on the log ratio (a percentile bootstrap of five values is far too
+    narrow), the mean difference a − b with its t interval, and ``within_noise`` (the ratio's
+    interval holds 1)."""
+    from scipy import stats
+
+    a = np.array([r["samples_to_target"][target] for r in runs_a], dtype=np.float64)
+    b = np.array([r["samples_to_target"][target] for r in runs_b], dtype=np.float64)
+    both = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    n = int(both.sum())
+    if n < 2:
+        return {"pairs": n, "difference": None, "ci": [None, None], "ratio_b_over_a": None, "within_noise": None}
+    a, b = a[both], b[both]
+    t = float(stats.t.ppf(0.5 + level / 2, n - 1))
+    logs, diffs = np.log(b / a), a - b
+    half_log, half_diff = t * logs.std(ddof=1) / np.sqrt(n), t * diffs.std(ddof=1) / np.sqrt(n)
+    low, high = float(np.exp(logs.mean() - half_log)), float(np.exp(logs.mean() + half_log))
+    return {
+        "pairs": n,
+        "difference": float(diffs.mean()),
+        "ci": [float(diffs.mean() - half_diff), float(diffs.mean() + half_diff)],
+        "ratio_b_over_a": float(np.exp(logs.mean())),
+        "ratio_ci": [low, high],
+        "within_noise": bool(low <= 1.0 <= high),
+        "interval": f"Student t, {level:.0%}, {n - 1} df",
+    }
+
+
+def _t_comparisons(measured: dict[str, list[dict]], num_targets: int, middle: int = 1) -> dict[str, Any]:
+    """Every rule against uniform and against DAPO at every target (:func:`paired_t_comparison`),
+    counted, and the headline: DAPO against the rule with the fewest mean samples to target ``middle``
+    among those that reached it on every seed."""
+    prefix = "lm/adamw/grpo/"
+    rules = [key.removeprefix(prefix) for key in measured]
+    comparisons = {}
+    for base in ("uniform", "dapo"):
+        for rule in rules:
+            if base in rules and rule != base:
+                for j in range(num_targets):
+                    comparisons[f"{prefix}{rule}_vs_{base}/target{j}"] = paired_t_comparison(
+                        measured[prefix + rule], measured[prefix + base], j
+                    )
+    made = [c for c in comparisons.values() if c["within_noise"] is not None]
+    means = {
+        rule: np.mean([r["samples_to_target"][middle] for r in measured[prefix + rule]])
+        for rule in rules
+        if all(np.isfinite(r["samples_to_target"][middle]) for r in measured[prefix + rule])
+    }
+    headline = {}
+    if means and "dapo" in rules:
+        best = min(means, key=means.get)
+        cmp = paired_t_comparison(measured[prefix + best], measured[prefix + "dapo"], middle)
+        headline[prefix.rstrip("/")] = {"best_rule": best, "dapo_over_best": cmp.get("ratio_b_over_a"), **cmp}
+    return {
+        "comparisons": comparisons,
+        "comparisons_counted": len(made),
+        "outside_noise": sum(not c["within_noise"] for c in made),
+        "expected_false_alarms": 0.05 * len(made),
+        "headline": headline,
+        "intervals": "paired by seed; Student t on the log of the per-seed ratio of samples to target",
+    }
 
 
 #: Where the recorded runs live in a checkout (``data/runs/allocation``; they are not in the wheel:

@@ -138,3 +138,8 @@ def test_a_count_of_a_total_reads_as_a_person_says_it() -> None:
         of_total(3, 2, "steps")
     with pytest.raises(TypeError, match="int"):
         of_total(1.5, 2, "steps")
+
+
+def test_a_list_of_names_is_not_a_string() -> None:
+    with pytest.raises(TypeError, match="list of names"):
+        code_list("loss_aggregation")  # would list its letters

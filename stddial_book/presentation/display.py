@@ -101,6 +101,8 @@ def glue_md(name: str, markdown: str) -> None:
 
 def words_list(items: Sequence[str], last: str = "and") -> str:
     """``items`` as a person lists them: "a", "a and b", "a, b and c"; "" for none."""
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        raise TypeError(f"words_list takes a list of names; got {type(items).__name__} {items!r:.40}.")
     items = [str(item) for item in items]
     if len(items) <= 1:
         return "".join(items)

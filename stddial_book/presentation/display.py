@@ -101,9 +101,7 @@ def glue_md(name: str, markdown: str) -> None:
 
 def words_list(items: Sequence[str], last: str = "and") -> str:
     """``items`` as a person lists them: "a", "a and b", "a, b and c"; "" for none."""
-    if isinstance(items, str) or not isinstance(items, Sequence):
-        raise TypeError(f"words_list takes a list of names; got {type(items).__name__} {items!r:.40}.")
-    items = [str(item) for item in items]
+    items = [str(item) for item in _names(items)]
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} {last} {items[-1]}"
@@ -111,7 +109,14 @@ def words_list(items: Sequence[str], last: str = "and") -> str:
 
 def code_list(names: Sequence[str], last: str = "and") -> str:
     """Names as inline code in a Markdown list: "`a`, `b` and `c`" (for :func:`glue_md`)."""
-    return words_list([f"`{name}`" for name in names], last)
+    return words_list([f"`{name}`" for name in _names(names)], last)
+
+
+def _names(items: Sequence[str]) -> Sequence[str]:
+    """``items``, refused when it is a bare string (whose letters would be listed) or no sequence."""
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        raise TypeError(f"a list of names is needed; got {type(items).__name__} {items!r:.40}.")
+    return items
 
 
 def of_total(count: int, total: int, noun: str) -> str:

@@ -112,6 +112,7 @@ def test_the_paired_comparison_by_hand() -> None:
     assert noisy["ratio_b_over_a"] == pytest.approx(2.0)
     assert noisy["ratio_ci"] == pytest.approx([2 * np.exp(-half), 2 * np.exp(half)], rel=1e-6)
     assert noisy["within_noise"] is True and noisy["interval"] == "Student t, 95%, 1 df"
+    assert noisy["detectable_ratio"] == pytest.approx(np.exp((12.7062047 + 1.3763819) * np.log(4) / 2), rel=1e-6)
     never = paired_t_comparison(runs([100, float("nan")]), runs([200, 300]), 0)
     assert never["pairs"] == 1 and never["within_noise"] is None  # one pair: no comparison
 

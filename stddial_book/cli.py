@@ -417,30 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif args.command == "train":
             run_train(args, profile, command)
-        elif args.command == "record":
-            from stddial_book.experiments.record import record_runs
-
-            for path in record_runs(
-                profile,
-                args.recipes,
-                args.seeds or list(profile.seeds),
-                args.work or Path("runs") / f"record-{profile.name}",
-                args.out or Path("data") / "runs" / profile.name,
-                progress=args.progress,
-                command=command,
-                allow_dirty=args.allow_dirty,
-                allocations=args.allocations,
-            ):
-                print(f"recorded {path}")
-        elif args.command == "record-ablation":
-            from stddial_book.experiments.ablation import DESIGN_SEEDS
-            from stddial_book.experiments.ablation_record import record_ablation
-
-            seeds = args.seeds or list(range(DESIGN_SEEDS))
-            for path in record_ablation(
-                profile, seeds, args.work, args.out, init=args.init, shard=args.shard,
-                allow_dirty=args.allow_dirty, progress=args.progress, command=command,
-            ):  # fmt: skip
+        elif args.command in ("record", "record-ablation"):
+            for path in _record(args, profile, command):
                 print(f"recorded {path}")
         else:
             run_eval(args, profile)
@@ -458,6 +436,32 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; a train run continues from its last checkpoint with --resume.", file=sys.stderr)
         return 130
     return 0
+
+
+def _record(args, profile, command: str) -> list:
+    """``record`` (the reference runs, under allocation rules too) or ``record-ablation`` (chapter 13)."""
+    if args.command == "record-ablation":
+        from stddial_book.experiments.ablation import DESIGN_SEEDS
+        from stddial_book.experiments.ablation_record import record_ablation
+
+        seeds = args.seeds or list(range(DESIGN_SEEDS))
+        return record_ablation(
+            profile, seeds, args.work, args.out, init=args.init, shard=args.shard,
+            allow_dirty=args.allow_dirty, progress=args.progress, command=command,
+        )  # fmt: skip
+    from stddial_book.experiments.record import record_runs
+
+    return record_runs(
+        profile,
+        args.recipes,
+        args.seeds or list(profile.seeds),
+        args.work or Path("runs") / f"record-{profile.name}",
+        args.out or Path("data") / "runs" / profile.name,
+        progress=args.progress,
+        command=command,
+        allow_dirty=args.allow_dirty,
+        allocations=args.allocations,
+    )
 
 
 def _main_diagnose(args) -> int:

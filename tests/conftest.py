@@ -155,11 +155,14 @@ SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})
 #: chapter 9 makes the quick profile's SFT warm start (minutes of one core) and goes first; the
 #: other process meanwhile runs the unit tests and the chapters that train nothing. The quick
 #: profile's nine RL runs (tests/test_quick_runs.py, one test each, all from that warm start) come
-#: next, spread over both processes; the chapters that read those runs come last, when they are
-#: cached. The run cache's lock makes a test wait for a run the other process is making rather than
-#: make it twice, so the order changes only how long the suite takes, never what it checks.
+#: next, spread over both processes, after chapter 14 (its TRL run needs only the warm start, and at
+#: half a minute it would otherwise be the suite's last test, with the other process idle); the
+#: chapters that read those runs come last, when they are cached. The run cache's lock makes a test
+#: wait for a run the other process is making rather than make it twice, so the order changes only
+#: how long the suite takes, never what it checks.
 FIRST = ("09_testbed",)
-LAST = ("10_grpo_run", "11_dr_grpo_run", "12_dapo_run", "13_comparison", "14_dial_in_trl")
+WITH_RUNS = ("14_dial_in_trl",)
+LAST = ("10_grpo_run", "11_dr_grpo_run", "12_dapo_run", "13_comparison")
 
 
 def _chapter(item: pytest.Item) -> str | None:
@@ -177,8 +180,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         chapter = _chapter(item)
         if chapter in FIRST:
             return (0, 0)
-        if item.get_closest_marker("quick_runs") is not None:
+        if chapter in WITH_RUNS:
             return (2, 0)
+        if item.get_closest_marker("quick_runs") is not None:
+            return (2, 1)
         if chapter in LAST:
             return (3, LAST.index(chapter))
         return (1, 0)

@@ -149,5 +149,30 @@ def test_the_shipped_summary_is_what_the_recorded_runs_give() -> None:
     assert shipped is not None, "data/allocation/allocation_lm.json.gz is missing: run bench/bench_allocation_lm.py"
     shipped.pop("analysed")
     fresh = json.loads(json.dumps(lm_benchmark(RECORDED)))
-    assert json.dumps(fresh, sort_keys=True) == json.dumps(shipped, sort_keys=True)
+    # the cells' descriptive intervals come from scipy's bootstrap, whose draws depend on its version
+    # (.ci/lowest runs an older scipy): everything else must agree, the comparisons' t intervals included
+    for study in (fresh, shipped):
+        study.pop("bootstrap")
+        for cell in study["cells"].values():
+            for entry in (
+                *cell["samples_to_target"],
+                cell["accuracy_at_sample_budget"],
+                cell["accuracy_at_step_budget"],
+            ):
+                entry.pop("ci")
+        for rows in study["quartiles"].values():
+            for entry in rows:
+                entry.pop("ci")
+    assert _same(fresh, shipped)
     assert set(shipped["seeds"]) == set(LM_RULES)
+
+
+def _same(a, b) -> bool:
+    """Equal JSON values, floats to 1e-9 (another numpy or scipy may round the last bits differently)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return a == pytest.approx(b, rel=1e-9, nan_ok=True)
+    return a == b

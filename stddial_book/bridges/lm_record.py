@@ -229,7 +229,7 @@ def check_record_lm(
     device (CUDA, or the CPU with ``allow_cpu``), TRL, peft and math-verify, the model and the dataset,
     runs already in ``work`` and a clean checkout. Returns the plan; a ValueError (one line, naming the
     fix) or an ImportError otherwise; nothing is written."""
-    from stddial_book.rl.runlog import git_state
+    from stddial_book.rl.runlog import git_state, refuse_dirty
 
     recipes, seeds = _names(recipes, seeds)
     if not isinstance(config, LMRunConfig):
@@ -253,11 +253,7 @@ def check_record_lm(
     commit, dirty = git_state()
     plan = LMRecordPlan(recipes, seeds, config, work, out, precision, gpu, commit, dirty, allow_dirty, save_every)
     _check_existing(plan)
-    if dirty and not allow_dirty:
-        raise ValueError(
-            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must come "
-            "from a commit: commit or stash them, or pass --allow-dirty (the provenance then says so)."
-        )
+    refuse_dirty(commit, dirty, allow_dirty)
     return plan
 
 

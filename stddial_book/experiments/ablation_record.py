@@ -100,7 +100,7 @@ def _settled(profile, arm, seed, init, work, out, label, changes, allow_dirty, c
 def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:
     """Everything checked before any work: seeds, shard, cells, both directories, a clean checkout."""
     from stddial_book.core.outdir import check_claimable
-    from stddial_book.rl.runlog import git_state
+    from stddial_book.rl.runlog import git_state, refuse_dirty
 
     index, count = shard
     if isinstance(seeds, (str, int)) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
@@ -111,12 +111,7 @@ def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:
         raise ValueError("cells must be a non-empty list of ablation.Cell.")
     for flag, path in (("--work", work), ("--out", out)):
         check_claimable(path, flag)
-    commit, dirty = git_state()
-    if dirty and not allow_dirty:
-        raise ValueError(
-            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must "
-            "come from a commit: commit or stash them, or pass --allow-dirty (the provenance then says so)."
-        )
+    refuse_dirty(*git_state(), allow_dirty)
 
 
 def record_ablation(

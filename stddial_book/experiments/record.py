@@ -45,7 +45,7 @@ def check_record(
     checkout. Returns (commit, dirty)."""
     from stddial_book.core.outdir import check_claimable
     from stddial_book.experiments.allocation_lm import lm_allocation_changes
-    from stddial_book.rl.runlog import git_state
+    from stddial_book.rl.runlog import git_state, refuse_dirty
     from stddial_book.theory.recipes import get_recipe
 
     if isinstance(recipes, str) or not recipes:
@@ -61,20 +61,15 @@ def check_record(
         )
     for recipe in recipes:
         for seed in seeds:
+            base = profile.train_config(get_recipe(recipe), seed)
             for rule in allocations:
-                base = profile.train_config(get_recipe(recipe), seed)
                 profile.train_config(
                     get_recipe(recipe), seed, **lm_allocation_changes(rule, base.prompts_per_step, base.group_size)
                 )
     for flag, path in (("--work", work), ("--out", out)):
         check_claimable(path, flag)
     commit, dirty = git_state()
-    if dirty and not allow_dirty:
-        raise ValueError(
-            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run "
-            "must come from a commit: commit or stash them, or pass --allow-dirty (the provenance "
-            "then says so)."
-        )
+    refuse_dirty(commit, dirty, allow_dirty)
     return commit, dirty
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "recorded_runs",
     "RECORDED_DIR",
     "git_state",
+    "refuse_dirty",
     "metrics_path",
     "write_gzip",
 ]
@@ -68,6 +69,16 @@ def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return "unknown", None
     return commit, (bool(status.stdout.strip()) if status.returncode == 0 else None)
+
+
+def refuse_dirty(commit: str, dirty: bool | None, allow_dirty: bool) -> None:
+    """Refuse to record from a checkout with uncommitted changes to tracked files (``dirty`` from
+    :func:`git_state`) unless ``allow_dirty``: a recorded run must come from a commit."""
+    if dirty and not allow_dirty:
+        raise ValueError(
+            f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must come "
+            "from a commit: commit or stash them, or pass --allow-dirty (the provenance then says so)."
+        )
 
 
 def environment(device: str | None = None) -> dict[str, Any]:

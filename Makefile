@@ -1,7 +1,9 @@
 # The Std Dial: build the book, run the tests.
 #
 #   make book         build the site into _build/html, executing every chapter whose executed
-#                     notebook is not already in the execution cache (make test fills it)
+#                     notebook is not already in the execution cache (make test fills it), then write
+#                     the Colab notebooks the site's launch buttons open into _build/html/_colab
+#                     (tools/colab_publish.py: each page with the build's outputs and numbers)
 #   make test         ruff, then the whole test suite (chapter execution included) on JOBS processes;
 #                     the workflow .github/workflows/tests.yml runs it, and .ci/lowest, on every push
 #   make check        ruff, then the fast unit tests only (no chapter, no training run, no TRL): under a minute
@@ -9,8 +11,9 @@
 #   make screenshots  PNG of every page of an already built site (needs chromium)
 #   make overflow     what sticks out of the text column on any built page (needs chromium)
 #   make sync         regenerate the Colab notebooks (*.ipynb) from the notebook pages (*.md)
-#   make publish      push an already built site to the gh-pages branch (ghp-import); the
-#                     workflow .github/workflows/pages.yml does the same on every push to main
+#   make publish      push an already built site to the gh-pages branch (ghp-import) as one commit
+#                     without history; the workflow .github/workflows/pages.yml runs it on every push
+#                     to main (Colab opens the published notebooks from that branch)
 #   make clean        remove build outputs and caches (keeps .venv)
 #   make distclean    clean, and remove .venv too
 #
@@ -63,6 +66,7 @@ book: .venv
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(BOOK_ENV) $(BIN)/python tools/exec_cache.py prepare $(EXEC_CACHE)
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python tools/colab_publish.py --allow-dirty --out _build/html/_colab
 	@echo "Built: _build/html/index.html"
 
 lint: .venv
@@ -89,12 +93,16 @@ overflow: .venv
 sync: .venv
 	$(BIN)/python tools/colab.py chapters/*.md appendix/*.md
 
-# A manual push of the built site to the gh-pages branch, as the Jupyter Book documentation shows.
+# Push the built site to the gh-pages branch, as the Jupyter Book documentation shows: Colab opens
+# the published notebooks (_colab/) from there. One commit without parents each time (-o, forced
+# with -f), so the branch never accumulates builds. Refused when the site was built from
+# uncommitted changes (its notebooks pin a commit that lacks them); the commit must be on GitHub.
 # ghp-import is a publishing tool, not a build dependency: installed here, on first use.
 publish: .venv
 	@test -f _build/html/index.html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }
+	$(BIN)/python tools/colab_publish.py --check _build/html/_colab
 	$(BIN)/python -m pip install -q "ghp-import==2.1.0"
-	$(BIN)/ghp-import -n -p -f _build/html
+	$(BIN)/ghp-import -n -o -f -p -m "The Std Dial: the built site, with its Colab notebooks in _colab/" _build/html
 
 clean:
 	rm -rf _build .cache .pytest_cache .hypothesis *.egg-info

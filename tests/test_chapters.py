@@ -53,8 +53,9 @@ def test_toc_lists_the_chapters() -> None:
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_colab_notebook_is_generated_from_the_chapter(chapter: Path) -> None:
-    """The .ipynb Colab opens is exactly what tools/colab.py makes of the .md, with the
-    same code cells in the same order and no outputs."""
+    """The .ipynb committed next to the chapter is exactly what tools/colab.py makes of the .md, with
+    the same code cells in the same order and no outputs; the install cell alone differs, pinned to the
+    release tag and followed by the runtime check."""
     colab = load_colab()
     colab_notebook = colab.colab_notebook
 
@@ -64,7 +65,10 @@ def test_colab_notebook_is_generated_from_the_chapter(chapter: Path) -> None:
     assert paired.read_text() == expected, f"{paired.name} is out of date with {chapter.name}: run `make sync`"
     md_code = [c.source.strip() for c in jupytext.read(chapter).cells if c.cell_type == "code"]
     nb = nbformat.read(paired, as_version=4)
-    assert [c.source.strip() for c in nb.cells if c.cell_type == "code"] == md_code
+    nb_code = [c.source.strip() for c in nb.cells if c.cell_type == "code"]
+    page = chapter.relative_to(ROOT).with_suffix("").as_posix()
+    assert nb_code[0] == colab.pin_install(md_code[0], colab.release_ref(ROOT), page).strip()
+    assert nb_code[1:] == md_code[1:]
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
 
 
@@ -631,6 +635,16 @@ def _this_edition() -> dict[str, Any]:
         "ed_full_seeds": len(PROFILES["full"].seeds),
         "ed_gpu_tflops": 8.1 * 0.3,
     }
+
+
+@headlines("run_on_gpu", "gpu_lm_minutes", "gpu_lm_colab_minutes", "gpu_record_hours")
+def _run_on_gpu() -> dict[str, Any]:
+    from stddial_book.bridges.lm_setup import colab_t4_config, time_estimate
+
+    # chapter 15's formula for its run on a T4 (Qwen2.5-0.5B-Instruct's parameter count), three recipes
+    # one after the other in Colab, and three recipes x three seeds for the record-lm command shown
+    minutes = time_estimate(colab_t4_config(), 494_032_768)["minutes"]
+    return {"gpu_lm_minutes": minutes, "gpu_lm_colab_minutes": 3 * minutes, "gpu_record_hours": 9 * minutes / 60}
 
 
 def test_every_chapter_has_headline_checks() -> None:

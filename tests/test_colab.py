@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -153,3 +154,262 @@ def test_residue_pattern_catches_roles_and_directives() -> None:
     assert MYST_RESIDUE.search("a {glue:text}`x` b")
     assert MYST_RESIDUE.search("```{note}\nx\n```")
     assert not MYST_RESIDUE.search("a `x` b and $\\{0, 1\\}$")
+
+
+# --- the notebooks the site publishes for Colab (tools/colab_publish.py) -------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+INSTALL = """# Install the book's package only when it is missing (a fresh Colab runtime).
+try:
+    import stddial_book
+except ImportError:
+    %pip install -q \\
+        "stddial-book @ git+https://github.com/org/book"
+    import stddial_book"""
+
+PAGE = f"""# Title
+
+At $G = 8$, {{glue:text}}`share:.0%` of the pool is silent; the recipe is {{glue:text}}`recipe`, and the
+settings that differ are {{glue:md}}`differ`.
+
+```{{code-cell}} ipython3
+:tags: [remove-cell]
+{INSTALL}
+```
+
+```{{code-cell}} ipython3
+print("hello")
+```
+
+```{{code-cell}} ipython3
+share = 0.4375
+```
+"""
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def load_publish():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("colab_publish", ROOT / "tools" / "colab_publish.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def publisher(monkeypatch):
+    """tools/colab_publish.py, its generator given a runtime line for the fixture's page."""
+    module = load_publish()
+    monkeypatch.setitem(module._load_colab().RUNTIME, "chapters/01_x", ("a GPU helps", "a CPU is fine"))
+    return module
+
+
+def executed_fixture(tmp_path: Path, chapter: Path, image_bytes: int = 64) -> Path:
+    """What a site build leaves for the page: its executed notebook and its glued values."""
+    import base64
+
+    import jupytext
+
+    executed = tmp_path / "_build" / "jupyter_execute"
+    (executed / "chapters").mkdir(parents=True)
+    cells = []
+    for cell in jupytext.read(chapter).cells:
+        if cell.cell_type != "code":
+            cells.append(nbformat.v4.new_markdown_cell(cell.source))
+            continue
+        new = nbformat.v4.new_code_cell(cell.source, execution_count=len(cells))
+        if "hello" in cell.source:
+            png = base64.b64encode(b"\x89PNG" + b"\x00" * image_bytes).decode()
+            new.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text="hello\n"),
+                nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"}),
+            ]
+        cells.append(new)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), executed / "chapters" / "01_x.ipynb")
+    glue = {
+        "share": {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "0.4375"}},
+        "recipe": {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "'dr_grpo'"}},
+        "differ": {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {"text/markdown": "`loss_type` and `scale_rewards`", "text/plain": "<Markdown>"},
+        },
+    }
+    (executed / "chapters" / "01_x.glue.json").write_text(json.dumps(glue))
+    return executed
+
+
+def make_published_book(tmp_path: Path, page: str = PAGE) -> Path:
+    chapter = make_book(tmp_path, page)
+    (tmp_path / "_config.yml").write_text(CONFIG + "repository:\n  url: https://github.com/org/book\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1.2.3"\n')
+    return chapter
+
+
+def test_the_published_notebook_reads_as_the_site(tmp_path: Path, publisher) -> None:
+    chapter = make_published_book(tmp_path)
+    executed = executed_fixture(tmp_path, chapter)
+    notebook, left_out = publisher.published_notebook(chapter, tmp_path, executed, COMMIT)
+    nbformat.validate(notebook)
+    text = markdown_of(notebook)
+    marker = f'<abbr title="{colab.SITE_VALUE}">'
+    # the values as the site formats them (myst-nb's format spec, the repr's quotes gone, Markdown kept),
+    # each marked as the site's, and no MyST left
+    assert f"{marker}44%</abbr> of the pool" in text
+    assert f"{marker}dr\\_grpo</abbr>" in text
+    assert f"{marker}`loss_type` and `scale_rewards`</abbr>" in text
+    assert "{glue" not in text and not MYST_RESIDUE.search(text)
+    # the note says whose numbers they are and which commit built them
+    assert "published site's" in notebook.cells[1].source and COMMIT[:12] in notebook.cells[1].source
+    # the build's outputs, cell for cell
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert [len(c.outputs) for c in code] == [0, 2, 0]
+    assert code[1].outputs[0]["text"] == "hello\n" and "image/png" in code[1].outputs[1]["data"]
+    assert code[0].metadata["tags"] == ["remove-cell"]  # as the generated notebook has it
+    # the install pinned to the build's commit, then the runtime check
+    assert f'"stddial-book @ git+https://github.com/org/book@{COMMIT}"' in code[0].source
+    assert "torch.cuda.is_available()" in code[0].source and "a GPU helps" in code[0].source
+    assert not left_out
+
+
+def test_the_committed_notebook_pins_the_release_tag(tmp_path: Path, publisher) -> None:
+    chapter = make_published_book(tmp_path)
+    notebook = publisher._load_colab().colab_notebook(chapter, tmp_path)
+    install = next(c for c in notebook.cells if c.cell_type == "code")
+    assert '"stddial-book @ git+https://github.com/org/book@v1.2.3"' in install.source
+    assert "`share`" in markdown_of(notebook)  # names in code type, no site values
+    assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("ref", ["main", "gh-pages", "0123abc", "HEAD", "v1.x", ""])
+def test_an_install_never_pins_a_branch(ref: str) -> None:
+    with pytest.raises(ValueError, match="release tag"):
+        colab.pin_install(INSTALL, ref, "chapters/01_introduction")
+
+
+@pytest.mark.parametrize("ref", ["v1", "v0.1.0", "v2.0.0rc1", COMMIT])
+def test_an_install_pins_a_tag_or_a_commit(ref: str) -> None:
+    assert f'/book@{ref}"' in colab.pin_install(INSTALL, ref, "chapters/01_introduction")
+
+
+def test_a_page_without_a_runtime_line_fails() -> None:
+    with pytest.raises(ValueError, match="RUNTIME"):
+        colab.pin_install(INSTALL, "v1.0.0", "chapters/99_new")
+
+
+def test_the_runtime_check_runs_and_says_what_a_gpu_means() -> None:
+    source = colab.pin_install(INSTALL, "v1.0.0", "chapters/15_real_language_model")
+    check = source[source.index("# What this runtime is") :]
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(check, {})
+    gpu, cpu = colab.RUNTIME["chapters/15_real_language_model"]
+    assert printed.getvalue().splitlines()[-1] in (gpu, cpu)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda page: page.replace('print("hello")', 'print("hello, again")'), "code cell 2 differs"),
+        (lambda page: page + "\n```{code-cell} ipython3\nx = 1\n```\n", "4 code cells"),
+        (lambda page: page.replace("{glue:text}`recipe`", "{glue:text}`missing`"), "glued no 'missing'"),
+    ],
+)
+def test_a_stale_build_stops_the_publishing(tmp_path: Path, publisher, change, message: str) -> None:
+    chapter = make_published_book(tmp_path)
+    executed = executed_fixture(tmp_path, chapter)
+    chapter.write_text(change(chapter.read_text()))  # the page changed after the build
+    with pytest.raises(ValueError, match=message):
+        publisher.published_notebook(chapter, tmp_path, executed, COMMIT)
+
+
+def test_the_size_budget_leaves_out_the_largest_output(tmp_path: Path, publisher) -> None:
+    chapter = make_published_book(tmp_path)
+    executed = executed_fixture(tmp_path, chapter, image_bytes=300_000)
+    budget = 0.1  # MiB: the figure alone is about 0.4 MiB
+    notebook, left_out = publisher.published_notebook(chapter, tmp_path, executed, COMMIT, budget_mib=budget)
+    assert len(left_out) == 1 and "image/png" in left_out[0]
+    assert len(nbformat.writes(notebook)) + 1 <= budget * 2**20
+    output = next(c for c in notebook.cells if c.cell_type == "code" and c.outputs).outputs[1]
+    assert "on the website" in output["data"]["text/markdown"] and "01_x.html" in output["data"]["text/markdown"]
+    with pytest.raises(ValueError, match="without any output"):
+        publisher.published_notebook(chapter, tmp_path, executed, COMMIT, budget_mib=0.001)
+
+
+def test_publish_writes_the_notebooks_and_a_record_make_publish_checks(tmp_path: Path, publisher) -> None:
+    chapter = make_published_book(tmp_path)
+    executed = executed_fixture(tmp_path, chapter)
+    out = tmp_path / "_build" / "html" / publisher.PUBLISHED_DIR
+    record = publisher.publish([chapter], tmp_path, executed, out, COMMIT)
+    written = out / "chapters" / "01_x.ipynb"
+    assert written.is_file() and record["notebooks"]["chapters/01_x.ipynb"]["bytes"] == written.stat().st_size
+    assert publisher.check_published(out)["commit"] == COMMIT
+    publisher.publish([chapter], tmp_path, executed, out, COMMIT, dirty=True)
+    assert "uncommitted changes" in nbformat.read(written, as_version=4).cells[1].source
+    with pytest.raises(ValueError, match="uncommitted changes"):
+        publisher.check_published(out)
+
+
+def test_the_launch_button_opens_the_published_notebook(tmp_path: Path) -> None:
+    import importlib.util
+    import re
+
+    import yaml
+
+    publish = load_publish()
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    url = publish.launch_url(config["repository"]["url"], "chapters/08_controlled_run")
+    assert url == (
+        "https://colab.research.google.com/github/std-dial/the-std-dial/blob/gh-pages/"
+        "_colab/chapters/08_controlled_run.ipynb"
+    )
+    # make book writes the notebooks where that address points, in the site that goes to gh-pages
+    book = (ROOT / "Makefile").read_text().split("\nbook:", 1)[1].split("\n\n", 1)[0]
+    assert re.search(rf"tools/colab_publish\.py .*--out _build/html/{publish.PUBLISHED_DIR}\b", book)
+    assert book.index("jupyter-book build") < book.index("colab_publish.py")
+    assert publish.PUBLISHED_BRANCH == "gh-pages"
+    # the build's hook rewrites the theme's Colab button into that address
+    spec = importlib.util.spec_from_file_location("stddial_build", ROOT / "_ext" / "stddial_build.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+
+    class App:
+        class config:
+            html_theme_options = {
+                "repository_url": config["repository"]["url"],
+                "launch_buttons": {"colab_url": config["launch_buttons"]["colab_url"]},
+            }
+
+    button = {"text": "Colab", "url": "https://colab.research.google.com/github/std-dial/the-std-dial/blob/main/x"}
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [button]}]}
+    ext.colab_to_published(App, "chapters/08_controlled_run", "page.html", context, None)
+    assert button["url"] == url
+
+
+def test_every_notebook_page_has_a_runtime_line() -> None:
+    pages = load_publish().notebook_pages(ROOT)
+    keys = [p.relative_to(ROOT).with_suffix("").as_posix() for p in pages]
+    assert "chapters/15_real_language_model" in keys and "appendix/run_on_gpu" in keys
+    assert sorted(keys) == sorted(colab.RUNTIME), "tools/colab.py's RUNTIME must name exactly the notebook pages"
+    for gpu, cpu in colab.RUNTIME.values():
+        assert gpu.strip() and cpu.strip()
+
+
+def test_the_committed_notebooks_install_the_release_tag() -> None:
+    """The notebooks in main pin v<version> of pyproject.toml (tag the release with it), never a branch."""
+    tag = colab.release_ref(ROOT)
+    pages = load_publish().notebook_pages(ROOT)
+    for page in pages:
+        notebook = nbformat.read(page.with_suffix(".ipynb"), as_version=4)
+        install = next(c.source for c in notebook.cells if c.cell_type == "code")
+        assert f'the-std-dial@{tag}"' in install, f"{page.name}: the install does not pin {tag}"
+        assert "torch.cuda.is_available()" in install
+    # the GPU page's commands name the same tag
+    assert f"@{tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()
+    assert f"git checkout {tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()

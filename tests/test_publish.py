@@ -66,6 +66,24 @@ def test_make_publish_pushes_the_built_site_with_ghp_import() -> None:
     assert "ghp-import" in recipe and "_build/html" in recipe
 
 
+def test_the_site_also_goes_to_gh_pages_where_colab_opens_its_notebooks() -> None:
+    """Colab opens a notebook from a branch of the repository: after deploying, the workflow runs
+    `make publish`, which pushes the built site (with _colab/, the published notebooks) to gh-pages as
+    one commit without parents, forced, so the branch never grows; and refuses a dirty build."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    assert workflow["permissions"]["contents"] == "write"
+    runs = [s["run"] for s in _steps(workflow, "build") if "run" in s]
+    book = next(i for i, run in enumerate(runs) if "make book" in run)
+    publish = next(i for i, run in enumerate(runs) if any(line.strip() == "make publish" for line in run.splitlines()))
+    assert book < publish
+    recipe = _makefile_recipe("publish")
+    push = next(line for line in recipe if "ghp-import" in line and "pip" not in line)
+    assert re.search(r"\s-o\s", push) and re.search(r"\s-f\s", push) and push.endswith("_build/html")
+    check = next(i for i, line in enumerate(recipe) if "colab_publish.py --check _build/html/_colab" in line)
+    assert check < recipe.index(push)
+    assert any("colab_publish.py" in line and "_build/html/_colab" in line for line in _makefile_recipe("book"))
+
+
 def test_citation_file_is_valid_and_matches_the_package() -> None:
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
     assert citation["cff-version"].startswith("1.2") and citation["title"] and citation["authors"]

@@ -5,12 +5,19 @@ directives, but Colab and Jupyter show them as literal text. This module writes,
 chapter, an ``.ipynb`` with the same code cells and markdown that reads cleanly anywhere:
 
 - ``{glue:text}`name:fmt``` (and ``{glue:md}`name```) becomes the name in code type; the cell that computes the value
-  prints it there (:func:`stddial_book.presentation.display.glue` shows glued values outside the site build);
+  prints it there (:func:`stddial_book.presentation.display.glue` shows glued values outside the site build).
+  Given the values a site build glued (``site_values``, what ``tools/colab_publish.py`` passes), it becomes
+  that value instead, formatted as the site shows it and marked as the site's;
 - ``{literalinclude}`` becomes a fenced code block holding the included lines (read with
   Sphinx's own reader, so the options mean what they mean in the book);
 - ``{cite:p}`` becomes "(Author et al., year)", and a References cell closes the notebook;
 - admonitions become block quotes, dropdowns ``<details>``, links to other pages point at
   the website, ``(label)=`` targets and ``%`` comments are dropped.
+
+The install cell (the chapter's first code cell, ``"stddial-book @ git+URL"``) is pinned: to the release
+tag ``v<version>`` of ``pyproject.toml`` in the notebooks committed next to the chapters, to the build's
+commit in the published ones; never to a branch. It also gets a few lines that say whether the runtime
+has a GPU and what that means for this page (:data:`RUNTIME`, one entry per notebook page).
 
 Anything else MyST-specific raises :class:`ValueError`, so a new construct in a chapter fails
 ``make sync`` and the tests until it has a plain-Markdown form here.
@@ -28,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["colab_notebook", "write_colab_notebooks", "MYST_RESIDUE"]
+__all__ = ["colab_notebook", "write_colab_notebooks", "MYST_RESIDUE", "RUNTIME", "pin_install", "release_ref"]
 
 #: Text that must not appear in a generated notebook (MyST roles and directives).
 MYST_RESIDUE = re.compile(r"\{[a-z][a-z:-]*\}`|^\s*(```+|:::+)\s*\{[a-z]", re.M)
@@ -49,6 +56,129 @@ ADMONITIONS = {
 FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[a-z-]+)\}(?P<arg>[^\n]*)$")
 ROLE = re.compile(r"\{(?P<role>[a-z][a-z:-]*)\}`(?P<body>[^`]*)`")
 
+#: The install line of a page's first code cell, as the chapters write it (unpinned).
+INSTALL = re.compile(r'"stddial-book @ git\+(?P<url>https://[^"@\s]+)"')
+#: What an install may pin: a release tag (v0.1.0, v1.2.0rc1) or a full commit id, never a branch.
+PIN = re.compile(r"v\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?|[0-9a-f]{40}")
+
+#: The title of the marker on each number a published notebook takes from the site.
+SITE_VALUE = "the published site's value; the cells below recompute it"
+
+_CPU_PAGE = (
+    "This page runs on a CPU (closed forms, NumPy and the data shipped with the package); a GPU changes nothing here."
+)
+_LIVE_GPU = (
+    "With STDDIAL_PROFILE unset, a GPU selects the `full` profile: this page then trains {what} at GPU scale, runs "
+    "the book's authors never made (they had no GPU). For the website's runs, set STDDIAL_PROFILE=quick before "
+    "the first cell."
+)
+_LIVE_CPU = (
+    "The `quick` profile runs, as on the website: this page trains {what} on the CPU, in minutes (the first "
+    "training page opened in a runtime also trains chapter 9's warm start)."
+)
+#: What a GPU means for each notebook page (its path without suffix): (with a GPU, without one).
+#: The install cell prints the line that applies; tests/test_colab.py checks every page has one.
+RUNTIME: dict[str, tuple[str, str]] = {
+    "chapters/01_introduction": (
+        "Nothing on this page trains; with a GPU the training chapters (9 to 14) pick the `full` profile, "
+        "and this page reports that choice.",
+        "Nothing on this page trains; the training chapters will run the `quick` profile, as the website does.",
+    ),
+    "chapters/02_group_relative_rl": (_CPU_PAGE, _CPU_PAGE),
+    "chapters/03_identity_derivation": (_CPU_PAGE, _CPU_PAGE),
+    "chapters/04_identity_real_gradients": (
+        "Its tiny transformer runs on the CPU in float64; a GPU changes nothing here.",
+        "Its tiny transformer runs on the CPU in float64, as on the website.",
+    ),
+    "chapters/05_silent_prompts": (_CPU_PAGE, _CPU_PAGE),
+    "chapters/06_what_the_division_optimises": (_CPU_PAGE, _CPU_PAGE),
+    "chapters/07_silent_fraction_real_data": (_CPU_PAGE, _CPU_PAGE),
+    "chapters/08_controlled_run": (
+        "The controlled run is NumPy on the CPU; a GPU changes nothing here.",
+        "The controlled run is NumPy on the CPU, as on the website.",
+    ),
+    "chapters/09_testbed": (
+        _LIVE_GPU.format(what="the SFT warm start and GRPO's runs"),
+        _LIVE_CPU.format(what="the SFT warm start and GRPO's runs"),
+    ),
+    "chapters/10_grpo_run": (_LIVE_GPU.format(what="GRPO's runs"), _LIVE_CPU.format(what="GRPO's runs")),
+    "chapters/11_dr_grpo_run": (_LIVE_GPU.format(what="Dr. GRPO's runs"), _LIVE_CPU.format(what="Dr. GRPO's runs")),
+    "chapters/12_dapo_run": (_LIVE_GPU.format(what="DAPO's runs"), _LIVE_CPU.format(what="DAPO's runs")),
+    "chapters/13_comparison": (
+        _LIVE_GPU.format(what="the runs of chapters 10 to 12 this runtime does not have yet"),
+        _LIVE_CPU.format(what="the runs of chapters 10 to 12 this runtime does not have yet")
+        + " The recorded reference runs are read from the package.",
+    ),
+    "chapters/14_dial_in_trl": (
+        _LIVE_GPU.format(what="a run of the book's trainer and TRL's short run of the same recipe"),
+        _LIVE_CPU.format(what="a run of the book's trainer and TRL's short run of the same recipe"),
+    ),
+    "chapters/15_real_language_model": (
+        "This page's own run is the tiny one. On this GPU, the call 'The GPU run' shows (record_lm, in a new "
+        "cell) trains the three recipes on Qwen2.5-0.5B-Instruct and GSM8K; the page estimates its time on a T4.",
+        "This page runs its tiny model on the CPU. For the real language-model run, switch to a GPU runtime "
+        "(Runtime > Change runtime type > T4 GPU) and run the call 'The GPU run' shows (record_lm, in a new cell).",
+    ),
+    "chapters/16_spending_samples": (_CPU_PAGE, _CPU_PAGE),
+    "appendix/reproduction": (_CPU_PAGE, _CPU_PAGE),
+    "appendix/this_edition": (
+        "This page reports the machine it runs on: with a GPU, it names the GPU and the `full` profile.",
+        "This page reports the machine it runs on; the website's build ran on a CPU too.",
+    ),
+    "appendix/run_on_gpu": (
+        "This page only computes estimates; the commands it shows are the ones to run on this GPU.",
+        "This page only computes estimates; the runs it describes need a GPU runtime.",
+    ),
+}
+
+
+def _print(message: str, indent: str) -> str:
+    """A ``print`` of ``message``, its literal wrapped over lines of the cell."""
+    import textwrap
+
+    parts = textwrap.wrap(message, 88, break_on_hyphens=False)
+    literals = [repr(part + " ") for part in parts[:-1]] + [repr(parts[-1])]
+    return f"{indent}print(" + f"\n{indent}      ".join(literals) + ")"
+
+
+def _runtime_check(gpu: str, cpu: str) -> str:
+    """The lines after the install: whether the runtime has a GPU, and what that means for the page."""
+    lines = ["", "", "# What this runtime is, and what that means for this page.", "import torch", ""]
+    if gpu == cpu:
+        lines.append(
+            'print(f"GPU: {torch.cuda.get_device_name(0)}." if torch.cuda.is_available() '
+            'else "No GPU: this runtime computes on its CPU.")'
+        )
+        lines.append(_print(gpu, ""))
+    else:
+        lines += ["if torch.cuda.is_available():", '    print(f"GPU: {torch.cuda.get_device_name(0)}.")']
+        lines += [_print(gpu, "    "), "else:", '    print("No GPU: this runtime computes on its CPU.")']
+        lines.append(_print(cpu, "    "))
+    return "\n".join(lines)
+
+
+def release_ref(root: str | Path) -> str:
+    """The release tag the committed notebooks install: ``v`` and the version of ``pyproject.toml``."""
+    import tomllib
+
+    version = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]["version"]
+    return f"v{version}"
+
+
+def pin_install(source: str, ref: str, page: str) -> str:
+    """The install cell ``source`` with its ``stddial-book @ git+URL`` pinned to ``ref`` (a tag or a commit,
+    never a branch) and the runtime check of ``page`` (a :data:`RUNTIME` key) after it; ``source`` unchanged
+    when it installs nothing."""
+    if not INSTALL.search(source):
+        return source
+    if not PIN.fullmatch(ref):
+        raise ValueError(f"{page}: the install must pin a release tag (v1.2.3) or a full commit id, not {ref!r}.")
+    if page not in RUNTIME:
+        raise ValueError(f"{page}: no entry in RUNTIME (tools/colab.py): say what a GPU means for this page.")
+    pinned = INSTALL.sub(lambda m: f'"stddial-book @ git+{m["url"]}@{ref}"', source, count=1)
+    gpu, cpu = RUNTIME[page]
+    return pinned.rstrip() + _runtime_check(gpu, cpu)
+
 
 def _site_config(root: Path) -> dict[str, Any]:
     import yaml
@@ -57,7 +187,8 @@ def _site_config(root: Path) -> dict[str, Any]:
     base = (config.get("html", {}) or {}).get("baseurl")
     if not base:
         raise ValueError("_config.yml needs html.baseurl (the site's address) for links in the Colab notebooks.")
-    return {"baseurl": base.rstrip("/") + "/", "bibfiles": config.get("bibtex_bibfiles", [])}
+    repository = ((config.get("repository") or {}).get("url") or "").rstrip("/")
+    return {"baseurl": base.rstrip("/") + "/", "bibfiles": config.get("bibtex_bibfiles", []), "repository": repository}
 
 
 def _latex_to_text(text: str) -> str:
@@ -197,7 +328,42 @@ def _convert_blocks(text: str, md_path: Path, stash) -> str:
     return "\n".join(out)
 
 
-def _convert_roles(text: str, md_path: Path, bib: _Bibliography, cited: list[str], baseurl: str) -> str:
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$|~])")
+
+
+def _site_value(role: str, body: str, values: dict[str, Any], md_path: Path) -> str:
+    """A glued value as the site shows it (myst-nb's own formatting), marked as the site's."""
+    from myst_nb.core.variables import format_plain_text
+
+    if role == "glue:text":
+        key, fmt = body.rsplit(":", 1) if ":" in body else (body, "s")
+    else:
+        key, fmt = body, ""
+    if "::" in key:
+        raise ValueError(f"{md_path.name}: no Colab form for a value glued on another page ({body!r}).")
+    if key not in values:
+        raise ValueError(
+            f"{md_path.name}: the site build glued no {key!r}; its executed notebook is older than the page "
+            "(run `make book`)."
+        )
+    data = values[key].get("data", {})
+    if role != "glue:text" and "text/markdown" in data:
+        shown = data["text/markdown"]
+    elif "text/plain" in data:
+        shown = _MARKDOWN_SPECIAL.sub(r"\\\1", format_plain_text(data["text/plain"], fmt))
+    else:
+        raise ValueError(f"{md_path.name}: the value glued as {key!r} has no text to paste ({sorted(data)}).")
+    return f'<abbr title="{SITE_VALUE}">{shown}</abbr>'
+
+
+def _convert_roles(
+    text: str,
+    md_path: Path,
+    bib: _Bibliography,
+    cited: list[str],
+    baseurl: str,
+    site_values: dict[str, Any] | None = None,
+) -> str:
     def page_url(target: str) -> str:
         page = (md_path.parent / target).resolve()
         root = md_path.parent.parent.resolve()
@@ -207,6 +373,8 @@ def _convert_roles(text: str, md_path: Path, bib: _Bibliography, cited: list[str
     def role(match: re.Match) -> str:
         name, body = match["role"], match["body"]
         if name in ("glue", "glue:text", "glue:md", "glue:"):
+            if site_values is not None:
+                return _site_value(name, body, site_values, md_path)
             return f"`{body.split(':', 1)[0]}`"
         if name in ("cite", "cite:p", "cite:t"):
             keys = [k.strip() for k in body.split(",")]
@@ -233,7 +401,14 @@ def _convert_roles(text: str, md_path: Path, bib: _Bibliography, cited: list[str
     return re.sub(r"\]\((?P<target>(?!https?:)[^)#\s]+\.md)(?P<anchor>#[^)\s]*)?\)", link, text)
 
 
-def _markdown(text: str, md_path: Path, bib: _Bibliography, cited: list[str], baseurl: str) -> str:
+def _markdown(
+    text: str,
+    md_path: Path,
+    bib: _Bibliography,
+    cited: list[str],
+    baseurl: str,
+    site_values: dict[str, Any] | None = None,
+) -> str:
     text = "\n".join(
         line
         for line in text.split("\n")
@@ -247,12 +422,46 @@ def _markdown(text: str, md_path: Path, bib: _Bibliography, cited: list[str], ba
 
     text = _convert_blocks(text, md_path, stash)
     text = re.sub(r"\$\$\s*\([A-Za-z0-9_.:-]+\)\s*$", "$$", text, flags=re.M)  # labelled display math
-    text = _convert_roles(text, md_path, bib, cited, baseurl)
+    text = _convert_roles(text, md_path, bib, cited, baseurl, site_values)
     return re.sub(r"\x00CODE(\d+)\x00", lambda m: code[int(m.group(1))], text).strip()
 
 
-def colab_notebook(md_path: str | Path, root: str | Path | None = None):
-    """The Colab notebook (an ``nbformat`` notebook) generated from one MyST chapter."""
+def _intro(site: dict[str, Any], page: str, ref: str, site_values: dict[str, Any] | None, dirty: bool) -> str:
+    book = f"This notebook is a chapter of [The Std Dial]({site['baseurl']})"
+    if site_values is None:
+        return (
+            f"*{book}; the same chapter, executed, is [on the website]({page}). Where the book's text shows a "
+            "number computed below, this notebook names it in `code type`, and the cell that computes it "
+            "prints its value.*"
+        )
+    commit = f"[`{ref[:12]}`]({site['repository']}/tree/{ref})" if site.get("repository") else f"`{ref[:12]}`"
+    caveat = " The first cell installs the package at that commit and says whether this runtime has a GPU."
+    if dirty:
+        caveat += " (That build had uncommitted changes, which the commit lacks.)"
+    return (
+        f"*{book}, as [the website]({page}) shows it: the numbers in the text "
+        f'(<abbr title="{SITE_VALUE}">marked</abbr> where your viewer shows it) and the outputs below the '
+        f"cells are the published site's, from its build of commit {commit}, so it reads complete before you "
+        f"run anything. The cells recompute them: run them (Runtime > Run all) and each cell that computes "
+        f"a number the text cites prints it.{caveat}*"
+    )
+
+
+def colab_notebook(
+    md_path: str | Path,
+    root: str | Path | None = None,
+    *,
+    ref: str | None = None,
+    site_values: dict[str, Any] | None = None,
+    dirty: bool = False,
+):
+    """The Colab notebook (an ``nbformat`` notebook) generated from one MyST chapter.
+
+    ``ref``: what the install cell pins (default: the release tag, :func:`release_ref`). ``site_values``:
+    the values a site build glued (its ``<page>.glue.json``: name -> output with ``data``), to put in the
+    text instead of the names; the notebook then says they are the site's, from commit ``ref`` (``dirty``:
+    built with uncommitted changes).
+    """
     import jupytext
     import nbformat
 
@@ -261,15 +470,23 @@ def colab_notebook(md_path: str | Path, root: str | Path | None = None):
     site = _site_config(root)
     bib = _Bibliography([root / name for name in site["bibfiles"]])
     source = jupytext.read(md_path)
+    page_key = md_path.relative_to(root).with_suffix("").as_posix()
+    if site_values is not None and (ref is None or not re.fullmatch(r"[0-9a-f]{40}", ref)):
+        raise ValueError(f"{md_path.name}: a notebook with the site's values pins the build's commit; got {ref!r}.")
     cited: list[str] = []
     cells = []
+    installed = False
     for cell in source.cells:
         if cell.cell_type == "markdown":
-            text = _markdown(cell.source, md_path, bib, cited, site["baseurl"])
+            text = _markdown(cell.source, md_path, bib, cited, site["baseurl"], site_values)
             if text:
                 cells.append(nbformat.v4.new_markdown_cell(text))
         elif cell.cell_type == "code":
-            new = nbformat.v4.new_code_cell(cell.source)
+            code = cell.source
+            if not installed and INSTALL.search(code):
+                code = pin_install(code, ref or release_ref(root), page_key)
+                installed = True
+            new = nbformat.v4.new_code_cell(code)
             tags = cell.metadata.get("tags")
             if tags:
                 new.metadata["tags"] = list(tags)
@@ -277,12 +494,7 @@ def colab_notebook(md_path: str | Path, root: str | Path | None = None):
         else:  # raw cells have no place in a reader's notebook
             raise ValueError(f"{md_path.name}: a {cell.cell_type} cell has no Colab form.")
     page = site["baseurl"] + md_path.relative_to(root).with_suffix(".html").as_posix()
-    intro = (
-        f"*This notebook is a chapter of [The Std Dial]({site['baseurl']}); the same chapter, "
-        f"executed, is [on the website]({page}). Where the book's text shows a number computed "
-        "below, this notebook names it in `code type`, and the cell that computes it prints its "
-        "value.*"
-    )
+    intro = _intro(site, page, ref or "", site_values, dirty)
     cells.insert(1 if cells and cells[0].cell_type == "markdown" else 0, nbformat.v4.new_markdown_cell(intro))
     if cited:
         refs = "\n".join(f"- {bib.reference(key)}" for key in cited)

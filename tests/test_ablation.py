@@ -91,8 +91,8 @@ def _log(start_k, final_k, heldout, n=4, norm=1.0, final_at=512):
     """A run log: the pool measured at step 0 and at the end (k of n per prompt), held-out beside it."""
     return [
         {"step": 0, "pool/k": list(start_k), "pool/n": n, "samples/generated": 0, "eval/accuracy_sampled": 0.1},
-        {"step": 1, "update_norm": norm, "samples/generated": 256},
-        {"step": 2, "update_norm": 3 * norm, "samples/generated": final_at},
+        {"step": 1, "update_norm": norm, "grad_norm": 0.5, "samples/generated": 256},
+        {"step": 2, "update_norm": 3 * norm, "grad_norm": 2.0, "samples/generated": final_at},
         {
             "step": 2,
             "pool/k": list(final_k),
@@ -113,7 +113,15 @@ def test_hardest_quartile_and_a_runs_measures_by_hand() -> None:
     run = _log(START, [2, 4, 1, 3, 2, 4, 1, 3], 0.35)
     assert ab.pool_accuracy(run) == pytest.approx(20 / 32)  # 20 correct of 8 x 4
     measures = ab.run_measures(run, mask)
-    assert measures == pytest.approx({"hardest_quartile": (2 / 4 + 1 / 4) / 2, "heldout": 0.35, "update_norm": 2.0})
+    assert measures == pytest.approx(
+        {
+            "hardest_quartile": (2 / 4 + 1 / 4) / 2,
+            "heldout": 0.35,
+            "update_norm": 2.0,
+            "grad_norm": 1.25,
+            "grad_above_one": 0.5,
+        }
+    )  # gradient norms 0.5 and 2.0: mean 1.25, one step of two above the clip at 1
     halfway = ab.run_measures(run, mask, samples=256)  # halfway between 0 and 0.375; held-out 0.1 to 0.35
     assert halfway["hardest_quartile"] == pytest.approx(0.1875) and halfway["heldout"] == pytest.approx(0.225)
 
@@ -197,6 +205,11 @@ def test_the_study_of_hand_made_runs() -> None:
         flat["difference"] == 0.0 and math.isnan(flat["p"]) and "filter-divide" not in study["cells"]["G32-sgd-noclip"]
     )
     assert study["seeds"]["G32-sgd-noclip"] == {"divide": 3, "no_divide": 3}
+    values = study["values"]["G8-adamw-clip"]
+    assert values["divide"]["hardest_quartile"] == pytest.approx([0.5, 0.625, 0.75])  # in seed order
+    assert values["no_divide"]["update_norm"] == pytest.approx([1.0] * 3)  # (0.5 + 1.5) / 2
+    assert values["filter"]["grad_above_one"] == pytest.approx([0.5] * 3)
+    assert study["start"] == 0.0 and study["hardest_prompts"] == 2  # positions 0 and 6 start at k = 0
 
 
 @pytest.mark.slow  # the tiny SFT and 33 tiny runs: a minute

@@ -113,7 +113,7 @@ def package_data_globs() -> list[str]:
 
 def repository_only_globs() -> list[str]:
     """What pyproject.toml keeps out of the wheel (setuptools matches these with fnmatch, where * also
-    crosses a /): the recorded allocation runs, whose summary ships instead."""
+    crosses a /): the recorded allocation and ablation runs, whose summaries ship instead."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     return setuptools.get("exclude-package-data", {}).get("stddial_book.data", [])
 
@@ -149,7 +149,7 @@ def test_no_file_under_data_is_left_out_of_the_wheel() -> None:
     }
     left_out = {p for p in everything - shipped if not repository_only(p)}
     assert sorted(str(p.relative_to(REPO_DATA)) for p in left_out) == []
-    assert repository_only_globs() == ["runs/allocation/*"]  # nothing else is kept out, on purpose
+    assert repository_only_globs() == ["runs/allocation/*", "runs/ablation/*"]  # nothing else is kept out, on purpose
 
 
 def _deflated_size(data: bytes) -> int:

@@ -322,7 +322,9 @@ def hardest_quartile_of(runs: Sequence[list[dict[str, Any]]]) -> np.ndarray:
 
 def run_measures(records: list[dict[str, Any]], hardest: np.ndarray, samples: float | None = None) -> dict[str, float]:
     """One run's hardest-quartile pool accuracy and held-out sampled accuracy at ``samples``
-    generated (linear between measurements; default: the last measurement), and its mean update norm."""
+    generated (linear between measurements; default: the last measurement), its mean update norm,
+    its mean gradient norm before any clipping and the share of its steps where that norm exceeds
+    1 (where a clip at 1.0 binds, or would)."""
     rows = _pool_rows(records)
     generated = np.array([float(r.get("samples/generated", 0)) for r in rows])
     quartile = np.array([np.mean(np.asarray(r["pool/k"], float)[hardest]) / r["pool/n"] for r in rows])
@@ -330,10 +332,13 @@ def run_measures(records: list[dict[str, Any]], hardest: np.ndarray, samples: fl
     held_x = np.array([float(r.get("samples/generated", 0)) for r in held])
     held_y = np.array([float(r["eval/accuracy_sampled"]) for r in held])
     at = generated[-1] if samples is None else float(samples)
+    grads = np.array([float(r["grad_norm"]) for r in records if "grad_norm" in r])
     return {
         "hardest_quartile": float(np.interp(at, generated, quartile)),
         "heldout": float(np.interp(at, held_x, held_y)) if held else float("nan"),
         "update_norm": _mean_update_norm(records),
+        "grad_norm": float(grads.mean()) if grads.size else float("nan"),
+        "grad_above_one": float(np.mean(grads > 1.0)) if grads.size else float("nan"),
     }
 
 
@@ -499,7 +504,9 @@ def ablation_summary(
     per cell key, per contrast (``"divide-no_divide"``, ``"filter-divide"``), per measure, what
     :func:`_contrast` gives, plus ``norm_ratio`` per arm (its mean update norm over ``divide``'s);
     ``comparisons``, the count m of the comparisons made (a contrast whose arms both ran, on each
-    measure), which every Bonferroni level uses; ``means`` per cell and arm; ``seeds`` per cell and arm."""
+    measure), which every Bonferroni level uses; ``means`` per cell and arm; ``seeds`` per cell and
+    arm; ``values`` per cell and arm, each measure of :func:`run_measures` seed by seed (in seed
+    order); ``start``, the hardest quartile's mean before training, and ``hardest_prompts``, its size."""
     parsed = {label: _parse_label(label) for label in runs}
     hardest = hardest_quartile_of(list(runs.values()))
     measured: dict[str, dict[str, list[dict[str, float]]]] = {}
@@ -533,7 +540,21 @@ def ablation_summary(
         for c, arms in measured.items()
     }
     seeds = {c: {arm: len(rs) for arm, rs in arms.items()} for c, arms in measured.items()}
-    return {"cells": cells, "comparisons": m, "alpha": alpha, "means": means, "seeds": seeds}
+    keys = (*MEASURES, "update_norm", "grad_norm", "grad_above_one")
+    values = {
+        c: {arm: {k: [r[k] for r in rs] for k in keys} for arm, rs in arms.items()} for c, arms in measured.items()
+    }
+    start = float(np.mean([run_measures(r, hardest, 0.0)["hardest_quartile"] for r in runs.values()]))
+    return {
+        "cells": cells,
+        "comparisons": m,
+        "alpha": alpha,
+        "means": means,
+        "seeds": seeds,
+        "values": values,
+        "start": start,
+        "hardest_prompts": int(hardest.sum()),
+    }
 
 
 def ablation_study(directory: str | os.PathLike, **options) -> dict[str, Any]:

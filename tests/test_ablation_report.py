@@ -93,10 +93,14 @@ def test_the_figure_has_a_row_per_cell_and_a_panel_per_measure() -> None:
 
     fig = ablation_figure(_study())
     left, right = fig.axes[:2]
-    assert [t.get_text() for t in left.get_yticklabels()] == ["G = 32, AdamW, clip", "G = 8, AdamW, clip"]
+    assert [t.get_text() for t in left.get_yticklabels()] == [
+        "pooled (exploratory)",
+        "G = 32, AdamW, clip",
+        "G = 8, AdamW, clip",
+    ]
     assert "hardest quartile" in left.get_title() and "held-out" in right.get_title()
     filled = [line for line in left.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
-    assert len(filled) == 1  # only G = 32's division is beyond noise
+    assert len(filled) == 2  # G = 32's division, and the division pooled over the cells
     plt.close(fig)
 
 
@@ -167,3 +171,23 @@ def test_the_sentence_and_the_reading_follow_the_verdicts() -> None:
     null = ar.ablation_reading(study)
     assert null.startswith("A group of 32 does not uncover an effect of the division.")
     assert "less than the seeds can detect in every cell" in null
+
+
+def test_pooled_contrasts_by_hand() -> None:
+    """G = 32: difference 0.4375, se² = var(DIVIDE)/4 + var(LOW)/4 = 0.0026042 + 0.0013021 = 1/256;
+    G = 8: difference 0, se² = 2 · 0.0026042 = 1/192. Weights 256 and 192: pooled
+    256 · 0.4375 / 448 = 0.25, se = √(1/448); one cell of two above 0 (sign test p = 1)."""
+    from scipy import stats
+
+    pooled = ar.pooled_contrasts(_study())
+    assert set(pooled) == {"divide-no_divide/hardest_quartile", "divide-no_divide/heldout"}
+    dial = pooled["divide-no_divide/hardest_quartile"]
+    assert dial["difference"] == pytest.approx(0.25) and dial["se"] == pytest.approx(math.sqrt(1 / 448))
+    z = stats.norm.ppf(1 - 0.05 / 8)  # two contrasts × two measures = 4 comparisons, two-sided
+    assert dial["ci_family"] == pytest.approx([0.25 - z * math.sqrt(1 / 448), 0.25 + z * math.sqrt(1 / 448)])
+    assert dial["p_bonferroni"] == pytest.approx(4 * 2 * stats.norm.sf(0.25 * math.sqrt(448)))
+    assert (dial["positive"], dial["cells"], dial["sign_p"]) == (1, 2, 1.0)
+    header, rows = ar.pooled_rows(_study())
+    assert rows[0][:2] == ["divide − no_divide", "hardest quartile"] and rows[0][2].endswith("*")
+    assert rows[0][4] == "1 of 2 (1)"
+    assert "Pooled over the cells, though" in ar.ablation_reading(_study())

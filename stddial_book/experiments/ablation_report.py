@@ -44,6 +44,8 @@ __all__ = [
     "ablation_reading",
     "ablation_clause",
     "cell_words",
+    "pooled_contrasts",
+    "pooled_rows",
 ]
 
 #: The shipped study, under the package's data folder.
@@ -398,6 +400,15 @@ def ablation_reading(summary: dict[str, Any]) -> str:
     elif allocation == "supported":
         cells = ", ".join(cell_words(d["cell"]) for d in hard)
         parts.append(f"With step length equal, the division still changes the hardest quartile at {cells}.")
+    pooled = pooled_contrasts(summary).get("divide-no_divide/hardest_quartile")
+    if pooled is not None and detected(pooled, summary["alpha"]):
+        low_ci, high_ci = pooled["ci_family"]
+        parts.append(
+            "Pooled over the cells, though (an analysis added after the per-cell estimates were seen, so "
+            f"exploratory), the division lifts the hardest quartile by {pooled['difference']:+.3f} "
+            f"[{low_ci:+.3f}, {high_ci:+.3f}], with the same sign in {pooled['positive']} of {pooled['cells']} "
+            "cells: a small effect that is consistent across the cells, below what any one cell can detect."
+        )
     held = [d for d in found if d["measure"] == "heldout" and d["detected"]]
     if held:
         listed = "; ".join(f"{CONTRAST_NAMES[d['contrast']]} at {cell_words(d['cell'])}" for d in held)
@@ -426,3 +437,81 @@ def ablation_clause(summary: dict[str, Any]) -> str:
         f"and with the recipes identical except the normaliser, {len(found)} of the ablation's "
         f"{numbers['comparisons']} comparisons exceed the noise ({listed})"
     )
+
+
+def pooled_contrasts(summary: dict[str, Any], level: float = 0.05) -> dict[str, dict[str, Any]]:
+    """Each contrast on each measure pooled over the cells: an exploratory analysis, added after the
+    per-cell estimates were seen, and counted as a family of its own (Bonferroni over its
+    comparisons, ``len(CONTRASTS) × len(MEASURES)``).
+
+    Per ``"<contrast>/<measure>"``: the inverse-variance weighted mean of the cells' differences
+    (weights 1/se², se² = s_a²/n_a + s_b²/n_b, the fixed-effect estimate: it assumes one common
+    difference), its ``ci_family`` (normal, level 1 − ``level``/m), ``p_bonferroni`` (two-sided, × m),
+    the ``positive`` count of cells with a difference above 0 out of ``cells``, and the two-sided
+    sign test's p of that count (the cells as independent replications, under no difference
+    either sign is equally likely)."""
+    from scipy import stats
+
+    _check(summary)
+    m = len(CONTRASTS) * len(MEASURES)
+    out = {}
+    for a, b in CONTRASTS:
+        for measure in MEASURES:
+            diffs, variances = [], []
+            for key in cell_order(summary):
+                arms = summary["values"][key]
+                if a not in arms or b not in arms:
+                    continue
+                x, y = np.asarray(arms[a][measure], float), np.asarray(arms[b][measure], float)
+                if min(x.size, y.size) < 2:
+                    continue
+                diffs.append(x.mean() - y.mean())
+                variances.append(x.var(ddof=1) / x.size + y.var(ddof=1) / y.size)
+            if not diffs:
+                continue
+            d, v = np.array(diffs), np.array(variances)
+            weights = 1 / np.maximum(v, 1e-300)
+            mean = float(np.sum(weights * d) / np.sum(weights))
+            se = float(np.sqrt(1 / np.sum(weights)))
+            z = stats.norm.ppf(1 - level / (2 * m))
+            p = float(2 * stats.norm.sf(abs(mean) / se)) if se > 0 else float("nan")
+            positive = int(np.sum(d > 0))
+            out[f"{a}-{b}/{measure}"] = {
+                "difference": mean,
+                "se": se,
+                "ci_family": [mean - z * se, mean + z * se],
+                "p_bonferroni": min(1.0, p * m),
+                "positive": positive,
+                "cells": int(d.size),
+                "sign_p": float(stats.binomtest(positive, d.size, 0.5).pvalue),
+                "comparisons": m,
+            }
+    return out
+
+
+def pooled_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of :func:`pooled_contrasts`: each contrast and measure, the pooled difference
+    with its family-wise interval (a * where it is beyond noise), the Bonferroni p, and the cells
+    with a positive difference with the sign test's p."""
+    header = [
+        "contrast",
+        "measure",
+        "pooled difference [family-wise interval]",
+        "Bonferroni p",
+        "cells > 0 (sign test p)",
+    ]
+    rows = []
+    for name, result in pooled_contrasts(summary).items():
+        contrast, measure = name.split("/")
+        low, high = result["ci_family"]
+        mark = " *" if detected(result, summary["alpha"]) else ""
+        rows.append(
+            [
+                CONTRAST_NAMES[contrast],
+                MEASURE_NAMES[measure],
+                f"{result['difference']:+.4f} [{low:+.4f}, {high:+.4f}]{mark}",
+                f"{result['p_bonferroni']:.3g}",
+                f"{result['positive']} of {result['cells']} ({result['sign_p']:.3g})",
+            ]
+        )
+    return header, rows

@@ -27,15 +27,33 @@ def ablation_figure(summary: dict) -> plt.Figure:
     (marker), its 95% bootstrap interval (thick) and its family-wise interval at 1 − α/m (thin),
     with the cell's minimum detectable effect of the division marked (±, grey ticks). A contrast
     that is beyond noise (:func:`stddial_book.experiments.ablation_report.detected`) is filled,
-    the others hollow."""
-    from stddial_book.experiments.ablation_report import cell_order, detected
+    the others hollow. The bottom row pools each contrast over the cells
+    (:func:`~stddial_book.experiments.ablation_report.pooled_contrasts`, exploratory), with its
+    family-wise interval."""
+    from stddial_book.experiments.ablation_report import cell_order, detected, pooled_contrasts
 
     order = cell_order(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.55 * len(order) + 2.2), sharey=True, constrained_layout=True)
+    pooled = pooled_contrasts(summary)
+    rows = len(order) + 1  # the cells, then the pooled row at the bottom
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.55 * rows + 2.2), sharey=True, constrained_layout=True)
     for ax, (measure, title) in zip(axes, _PANELS.items()):
         ax.axvline(0.0, color="0.4", lw=1)
+        ax.axhline(0.5, color="0.8", lw=1)
+        for offset, (contrast, (_label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):
+            result = pooled.get(f"{contrast}/{measure}")
+            if result is not None:
+                ax.plot(result["ci_family"], [offset] * 2, color=color, lw=1.2)
+                filled = detected(result, summary["alpha"])
+                ax.plot(
+                    result["difference"],
+                    offset,
+                    marker,
+                    ms=7,
+                    color=color,
+                    markerfacecolor=color if filled else "white",
+                )
         for row, key in enumerate(order):
-            y = len(order) - 1 - row
+            y = rows - 1 - row
             for offset, (contrast, (label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):
                 result = summary["cells"][key].get(contrast, {}).get(measure)
                 if result is None:
@@ -59,8 +77,8 @@ def ablation_figure(summary: dict) -> plt.Figure:
         ax.set_title(title)
         ax.set_xlabel("difference of the arms' means")
         ax.grid(axis="x", color="0.9")
-    axes[0].set_yticks(range(len(order)), [_cell_label(k) for k in reversed(order)])
-    axes[0].set_ylim(-0.7, len(order) - 0.3)
+    axes[0].set_yticks(range(rows), ["pooled (exploratory)"] + [_cell_label(k) for k in reversed(order)])
+    axes[0].set_ylim(-0.7, rows - 0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)
     return fig

@@ -152,25 +152,44 @@ def test_the_sentence_and_the_reading_follow_the_verdicts() -> None:
     assert sentence.startswith(
         "With the recipes made identical except the normaliser, 1 of 4 comparisons in the 2 cells"
     )
-    assert (
-        "`divide` − `no_divide`" not in sentence and "divide − no_divide on the hardest quartile at G = 32" in sentence
-    )
+    assert "divide − no_divide on the hardest quartile at G = 32 under AdamW with the clip (+0.438)" in sentence
     reading = ar.ablation_reading(study)
-    assert reading.startswith("The division's effect shows at G = 32 more than at G = 8")
-    assert "removing the clip" not in reading  # untested: every cell clips
-    assert (
-        "1.05 to 1.05 times `divide`'s" in reading
-        and "still changes the hardest quartile at G = 32, AdamW, clip" in reading
+    assert reading.startswith(
+        "The division's effect is beyond noise more often at G = 32 (1 of 1 cells) than at G = 8 (0 of 1)."
     )
+    assert "the clip" not in reading.split("AdamW")[0]  # the clip's explanation is untested: every cell clips
+    assert "1.05 to 1.05 times `divide`'s" in reading
+    assert "still lifts the hardest quartile beyond noise at G = 32 under AdamW with the clip." in reading
+    # divide gains 0.625 from the start (0), no_divide 0.1875: 3.3 times as much
+    assert "The largest difference is +0.438, at G = 32 under AdamW with the clip: there the hardest" in reading
+    assert "gains 3.3 times as much from its start as without the division" in reading
     assert reading.endswith("On the held-out prompts no contrast is beyond noise in any cell.")
+    clause = ar.ablation_clause(study)
+    assert clause.startswith("but with the recipes identical except the normaliser, dividing by σ lifts the hardest")
+    assert "in 1 of 2 cells (by +0.250 pooled, beyond noise in 1 of them" in clause
+    assert clause.endswith("and leaves held-out accuracy unchanged in every cell")
     g8, g32 = study["cells"]["G8-adamw-clip"], study["cells"]["G32-adamw-clip"]
     g32["divide-no_divide"] = g8["divide-no_divide"]  # no effect anywhere
     assert ar.ablation_sentence(study).startswith(
         "With the recipes made identical except the normaliser, neither dividing by σ nor DAPO's filter changed"
     )
     null = ar.ablation_reading(study)
-    assert null.startswith("A group of 32 does not uncover an effect of the division.")
+    assert null.startswith("A group of 32 does not make the division's effect show more often (0 of 1 cells beyond")
     assert "less than the seeds can detect in every cell" in null
+    assert ar.ablation_clause(study).startswith("and with the recipes identical except the normaliser, the division")
+
+
+def test_an_effect_at_both_group_sizes_does_not_support_the_group_size_explanation() -> None:
+    study = _study()
+    g8, g32 = study["cells"]["G8-adamw-clip"], study["cells"]["G32-adamw-clip"]
+    g8["divide-no_divide"] = g32["divide-no_divide"]  # beyond noise at both sizes: not more often at 32
+    row = {e["explanation"]: e for e in ar.explanations(study)}["G = 8 is where the gap is smallest"]
+    assert row["counts"] == (1, 1, 1, 1) and row["verdict"] == "not supported"
+
+
+def test_cells_in_words() -> None:
+    assert ar.cell_words("G8-sgd-noclip") == "G = 8, SGD, no clip"
+    assert ar.cell_phrase("G32-adamw-clip") == "G = 32 under AdamW with the clip"
 
 
 def test_pooled_contrasts_by_hand() -> None:
@@ -190,4 +209,24 @@ def test_pooled_contrasts_by_hand() -> None:
     header, rows = ar.pooled_rows(_study())
     assert rows[0][:2] == ["divide − no_divide", "hardest quartile"] and rows[0][2].endswith("*")
     assert rows[0][4] == "1 of 2 (1)"
-    assert "Pooled over the cells, though" in ar.ablation_reading(_study())
+    assert "Pooled over the cells (an analysis added after" in ar.ablation_reading(_study())
+
+
+def test_an_effect_more_often_at_g32_but_also_at_g8_partly_supports_it() -> None:
+    """G = 32: beyond noise in both cells (with and without the clip); G = 8: in one of two."""
+    study = _study()
+    hit, null = study["cells"]["G32-adamw-clip"], study["cells"]["G8-adamw-clip"]
+    for key, source, like in (
+        ("G32-adamw-noclip", hit, "G32-adamw-clip"),
+        ("G8-adamw-noclip", null, "G8-adamw-clip"),
+    ):
+        study["cells"][key] = dict(source)
+        study["seeds"][key], study["values"][key], study["means"][key] = (
+            study[part][like] for part in ("seeds", "values", "means")
+        )
+    study["cells"]["G8-adamw-clip"] = dict(hit)
+    row = {e["explanation"]: e for e in ar.explanations(study)}["G = 8 is where the gap is smallest"]
+    assert row["counts"] == (2, 2, 1, 2) and row["verdict"] == "partly supported"
+    assert ar.ablation_reading(study).startswith(
+        "The division's effect is beyond noise more often at G = 32 (2 of 2 cells) than at G = 8 (1 of 2)."
+    )

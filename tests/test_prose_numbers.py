@@ -30,6 +30,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("04_identity_real_gradients", "0.28"): "setting: DAPO's clip-higher ε_high compared",
     ("04_identity_real_gradients", "0.8"): "setting: the lower clip bound 1 − ε_low with ε_low = 0.2",
     ("12_dapo_run", "0.28"): "setting: DAPO's clip-higher ε_high",
+    ("13_comparison", "1.0"): "setting: the gradient-norm clip of the ablation's clipped cells",
+    ("13_comparison", "0.2"): "setting: the PPO clip range every arm of the ablation shares",
     ("08_controlled_run", "0.5"): "setting: the controlled run's learning rate, from the paper's code",
     # values quoted from the source paper beside the book's glued ones
     ("07_silent_fraction_real_data", "13.9"): "quoted: the paper's Dr. GRPO extreme share (§7)",

@@ -44,6 +44,7 @@ __all__ = [
     "ablation_reading",
     "ablation_clause",
     "cell_words",
+    "cell_phrase",
     "pooled_contrasts",
     "pooled_rows",
 ]
@@ -216,29 +217,34 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
     return header, rows
 
 
-def _verdict(tests: list[dict[str, Any]], control: list[dict[str, Any]]) -> tuple[str, str]:
+def _verdict(tests: list[dict[str, Any]], control: list[dict[str, Any]]) -> tuple[str, str, tuple | None]:
     """Whether the contrasts ``tests`` show an effect that ``control`` does not: some detected, and
-    a larger share of them than of the control's; with what the runs show, in words."""
+    a larger share of them than of the control's; with what the runs show, in words and counts."""
     if not tests:
-        return "untested", "the cells it needs were not recorded"
+        return "untested", "the cells it needs were not recorded", None
     hits = sum(d["detected"] for d in tests)
     base = sum(d["detected"] for d in control)
     shown = f"{hits} of {len(tests)} contrasts beyond noise there, {base} of {len(control)} elsewhere"
-    return ("supported" if hits > 0 and hits / len(tests) > base / max(len(control), 1) else "not supported"), shown
+    counts = (hits, len(tests), base, len(control))
+    if hits == 0 or hits / len(tests) <= base / max(len(control), 1):
+        return "not supported", shown, counts
+    return ("supported" if base == 0 else "partly supported"), shown, counts
 
 
-def _adam_verdict(numbers: dict[str, Any]) -> tuple[str, str]:
+def _adam_verdict(numbers: dict[str, Any]) -> tuple[str, str, None]:
     low, high = numbers["adamw_norm_low"], numbers["adamw_norm_high"]
     if not np.isfinite(low):
-        return "untested", "no AdamW cell was recorded"
+        return "untested", "no AdamW cell was recorded", None
     shown = f"no_divide's and filter's update norms are {low:.2f}–{high:.2f} × divide's under AdamW"
-    return ("supported" if low >= 0.9 and high <= 1.1 else "not supported"), shown
+    return ("supported" if low >= 0.9 and high <= 1.1 else "not supported"), shown, None
 
 
 def explanations(summary: dict[str, Any]) -> list[dict[str, str]]:
     """The candidate explanations of the null in chapter 13's recipe comparison, each with what it
-    predicts, what the recorded contrasts show, and a verdict (``supported``, ``not supported``, or
-    ``untested`` when the cells it needs were not recorded).
+    predicts, what the recorded contrasts show, and a verdict (``supported``; ``partly supported``
+    when the effect shows more often where the explanation predicts it but also elsewhere; ``not
+    supported``; or ``untested`` when the cells it needs were not recorded); ``counts`` are the
+    contrasts beyond noise where it predicts them, of how many, and elsewhere, of how many.
 
     1. *G = 8 is where the gap is smallest*: the division's effect on the hardest quartile
        appears at G = 32 (and not, or less often, at G = 8).
@@ -265,6 +271,7 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, str]]:
     allocation = (
         ("untested" if not every else ("supported" if hits else "not supported")),
         (f"{hits} of {len(every)} cells beyond noise"),
+        (hits, len(every), 0, 0),
     )
     table = [
         (
@@ -288,7 +295,10 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, str]]:
             allocation,
         ),
     ]
-    return [{"explanation": e, "predicts": p, "shows": shown, "verdict": v} for e, p, (v, shown) in table]
+    return [
+        {"explanation": e, "predicts": p, "shows": shown, "verdict": v, "counts": counts}
+        for e, p, (v, shown, counts) in table
+    ]
 
 
 def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -344,7 +354,7 @@ def ablation_sentence(summary: dict[str, Any]) -> str:
             f"the seeds could detect on the hardest quartile were {numbers['mde_min']:.3f} to {numbers['mde_max']:.3f}."
         )
     listed = "; ".join(
-        f"{CONTRAST_NAMES[d['contrast']]} on the {MEASURE_NAMES[d['measure']]} at {cell_words(d['cell'])} "
+        f"{CONTRAST_NAMES[d['contrast']]} on the {MEASURE_NAMES[d['measure']]} at {cell_phrase(d['cell'])} "
         f"({d['difference']:+.3f})"
         for d in found
     )
@@ -361,81 +371,131 @@ def cell_words(key: str) -> str:
     return f"G = {cell.group_size}, {optimizer}, {'clip' if cell.clip else 'no clip'}"
 
 
-def ablation_reading(summary: dict[str, Any]) -> str:
-    """The chapter's reading of :func:`explanations`, in words, one clause per explanation as its
-    verdict has it (Markdown: arm names in code type)."""
-    verdicts = {row["explanation"]: row["verdict"] for row in explanations(summary)}
-    numbers = ablation_numbers(summary)
-    found = detections(summary)
+def _counts(row: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(hits, cells, control hits, control cells) of an explanation row."""
+    return tuple(row.get("counts") or (0, 0, 0, 0))
+
+
+def cell_phrase(key: str) -> str:
+    """A cell in running prose: ``G32-adamw-clip`` → "G = 32 under AdamW with the clip"."""
+    cell = _cell(key)
+    optimizer = "AdamW" if cell.optimizer == "adamw" else "SGD"
+    return f"G = {cell.group_size} under {optimizer} {'with' if cell.clip else 'without'} the clip"
+
+
+def _where(found: list[dict[str, Any]]) -> str:
+    """The cells of ``found`` in running prose: "a", "a and b", "a, b and c"."""
+    items = [cell_phrase(d["cell"]) for d in found]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _gain_ratio(summary: dict[str, Any], key: str) -> float:
+    """How many times as much the hardest quartile gains from its start under divide as under no_divide."""
+    means, start = summary["means"][key], float(summary.get("start", 0.0))
+    gain = means["no_divide"]["hardest_quartile"] - start
+    return (means["divide"]["hardest_quartile"] - start) / gain if gain > 0 else float("nan")
+
+
+def _reading_causes(rows: list[dict[str, Any]], numbers: dict[str, Any]) -> list[str]:
+    """The reading's sentences on the group size, the clip and Adam (explanations 1 to 3)."""
+    group, clip, adam = rows[:3]
     parts = []
-    group, clip, adam, allocation = (verdicts[e] for e in list(verdicts))
-    if group == "supported":
-        parts.append("The division's effect shows at G = 32 more than at G = 8: the testbed's usual group hides it.")
-    elif group == "not supported":
-        parts.append("A group of 32 does not uncover an effect of the division.")
-    if clip == "supported":
-        parts.append("Without the clip the division's effect shows more than with it: the clip normalises too.")
-    elif clip == "not supported":
-        parts.append("Nor does removing the clip.")
+    a, n, b, m = _counts(group)
+    if group["verdict"] in ("supported", "partly supported"):
+        parts.append(
+            f"The division's effect is beyond noise more often at G = 32 ({a} of {n} cells) than at G = 8 ({b} of {m})."
+        )
+    elif group["verdict"] == "not supported":
+        parts.append(
+            f"A group of 32 does not make the division's effect show more often ({a} of {n} cells beyond noise, against {b} of {m} at G = 8)."
+        )
+    a, n, b, m = _counts(clip)
+    if clip["verdict"] in ("supported", "partly supported"):
+        parts.append(f"Without the clip it is beyond noise more often ({a} of {n} cells) than with it ({b} of {m}).")
+    elif clip["verdict"] == "not supported":
+        parts.append(
+            f"Removing the clip does not make it show more often ({a} of {n} cells without the clip, {b} of {m} with it)."
+        )
     low, high = numbers["adamw_norm_low"], numbers["adamw_norm_high"]
-    if adam == "supported":
+    if adam["verdict"] == "supported":
         parts.append(
             f"Under AdamW the arms take steps of the same length ({low:.2f} to {high:.2f} times `divide`'s), "
             "so there, as under SGD with steps matched at the start, the contrast measures the allocation alone."
         )
-    elif adam == "not supported":
+    elif adam["verdict"] == "not supported":
         parts.append(
             f"Under AdamW the arms' step lengths differ by more than a tenth ({low:.2f} to {high:.2f} times "
             "`divide`'s): Adam does not absorb the whole scale here."
         )
-    hits = [d for d in found if d["detected"] and d["contrast"] == "divide-no_divide"]
-    hard = [d for d in hits if d["measure"] == "hardest_quartile"]
-    if allocation == "not supported":
+    return parts
+
+
+def ablation_reading(summary: dict[str, Any]) -> str:
+    """The chapter's reading of :func:`explanations` and :func:`pooled_contrasts`, in words, one
+    sentence per explanation as its verdict has it (Markdown: arm names in code type)."""
+    rows = explanations(summary)
+    numbers = ablation_numbers(summary)
+    found = detections(summary)
+    parts = _reading_causes(rows, numbers)
+    hard = [
+        d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
+    ]
+    if rows[3]["verdict"] == "not supported":
         parts.append(
             "With step length equal, the allocation alone changes the hardest quartile by less than the seeds "
-            f"can detect in every cell (below about {numbers['mde_max']:.2f}). That is the fourth explanation, and "
-            "it agrees with chapter 8, where giving Dr. GRPO GRPO's step length removes most of GRPO's lead: "
-            "the paper's hard-quartile effect is mostly step length, which Adam, or matched steps, take away."
+            f"can detect in every cell (below about {numbers['mde_max']:.2f})."
         )
-    elif allocation == "supported":
-        cells = ", ".join(cell_words(d["cell"]) for d in hard)
-        parts.append(f"With step length equal, the division still changes the hardest quartile at {cells}.")
+    elif rows[3]["verdict"] == "supported":
+        key = numbers["largest_dial_cell"]
+        parts.append(
+            f"With step length equal, the division still lifts the hardest quartile beyond noise at {_where(hard)}. "
+            f"The largest difference is {numbers['largest_dial']:+.3f}, at {cell_phrase(key)}: there the hardest "
+            f"quartile gains {_gain_ratio(summary, key):.1f} times as much from its start as without the division."
+        )
     pooled = pooled_contrasts(summary).get("divide-no_divide/hardest_quartile")
     if pooled is not None and detected(pooled, summary["alpha"]):
         low_ci, high_ci = pooled["ci_family"]
         parts.append(
-            "Pooled over the cells, though (an analysis added after the per-cell estimates were seen, so "
-            f"exploratory), the division lifts the hardest quartile by {pooled['difference']:+.3f} "
-            f"[{low_ci:+.3f}, {high_ci:+.3f}], with the same sign in {pooled['positive']} of {pooled['cells']} "
-            "cells: a small effect that is consistent across the cells, below what any one cell can detect."
+            "Pooled over the cells (an analysis added after the per-cell estimates were seen, so exploratory), "
+            f"the division's difference is {pooled['difference']:+.3f} [{low_ci:+.3f}, {high_ci:+.3f}], positive "
+            f"in {pooled['positive']} of {pooled['cells']} cells"
+            + (": consistent across the cells, though below what any one cell can detect." if not hard else ".")
         )
     held = [d for d in found if d["measure"] == "heldout" and d["detected"]]
     if held:
-        listed = "; ".join(f"{CONTRAST_NAMES[d['contrast']]} at {cell_words(d['cell'])}" for d in held)
+        listed = "; ".join(f"{CONTRAST_NAMES[d['contrast']]} at {cell_phrase(d['cell'])}" for d in held)
         parts.append(f"On the held-out prompts, beyond noise: {listed}.")
     else:
         parts.append("On the held-out prompts no contrast is beyond noise in any cell.")
-    return (
-        " ".join(parts)
-        .replace("divide − no_divide", "`divide` − `no_divide`")
-        .replace("filter − divide", "`filter` − `divide`")
-    )
+    text = " ".join(parts).replace("divide − no_divide", "`divide` − `no_divide`")
+    return text.replace("filter − divide", "`filter` − `divide`")
 
 
 def ablation_clause(summary: dict[str, Any]) -> str:
     """The ablation's result as a clause that can close another sentence (the chapter's bottom line)."""
     numbers = ablation_numbers(summary)
-    found = [d for d in detections(summary) if d["detected"]]
-    if not found:
+    found = detections(summary)
+    hard = [
+        d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
+    ]
+    held = [d for d in found if d["detected"] and d["measure"] == "heldout"]
+    held_words = (
+        "and leaves held-out accuracy unchanged in every cell"
+        if not held
+        else f"and changes held-out accuracy beyond noise in {len(held)} comparisons"
+    )
+    if not hard:
         return (
-            "and with the recipes identical except the normaliser, neither the division by σ nor DAPO's filter "
-            f"changes the hardest quartile or held-out accuracy beyond noise in any of the {numbers['cells']} cells "
-            f"of the ablation (smallest detectable differences {numbers['mde_min']:.2f} to {numbers['mde_max']:.2f})"
+            "and with the recipes identical except the normaliser, the division by σ changes the hardest quartile "
+            f"by less than the seeds can detect in every one of the {numbers['cells']} cells of the ablation "
+            f"(smallest detectable differences {numbers['mde_min']:.2f} to {numbers['mde_max']:.2f}) {held_words}"
         )
-    listed = "; ".join(f"{CONTRAST_NAMES[d['contrast']]} at {cell_words(d['cell'])}" for d in found)
+    pooled = pooled_contrasts(summary)["divide-no_divide/hardest_quartile"]
     return (
-        f"and with the recipes identical except the normaliser, {len(found)} of the ablation's "
-        f"{numbers['comparisons']} comparisons exceed the noise ({listed})"
+        "but with the recipes identical except the normaliser, dividing by σ lifts the hardest quartile a little "
+        f"in {pooled['positive']} of {pooled['cells']} cells (by {pooled['difference']:+.3f} pooled, beyond noise in "
+        f"{len(hard)} of them, the most by {numbers['largest_dial']:+.3f} at {cell_phrase(numbers['largest_dial_cell'])}) "
+        + held_words
     )
 
 

@@ -413,3 +413,33 @@ def test_the_committed_notebooks_install_the_release_tag() -> None:
     # the GPU page's commands name the same tag
     assert f"@{tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()
     assert f"git checkout {tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()
+
+
+def test_outputs_come_from_the_execution_cache_when_the_build_read_the_page_from_it(tmp_path, publisher) -> None:
+    """A page the build took from the execution cache is written to _build/jupyter_execute without its
+    outputs; the publisher then takes them from the cache, matched on the code cells as the build
+    matches them, and refuses a page whose outputs are nowhere."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    def notebook(with_outputs: bool):
+        cell = nbformat.v4.new_code_cell("print('hello')", execution_count=1 if with_outputs else None)
+        if with_outputs:
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hello\n")]
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# a page"), cell])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        return nb
+
+    rel = Path("chapters/01_x")
+    kept = publisher._with_outputs(notebook(True), rel, None)
+    assert kept.cells[1].outputs[0]["text"] == "hello\n"  # an executed notebook keeps its own
+    with pytest.raises(ValueError, match="no outputs"):
+        publisher._with_outputs(notebook(False), rel, tmp_path / "no-cache")
+    cache_dir = tmp_path / "cache"
+    get_cache(str(cache_dir)).cache_notebook_bundle(CacheBundleIn(notebook(True), "page.ipynb"), check_validity=False)
+    merged = publisher._with_outputs(notebook(False), rel, cache_dir)
+    assert merged.cells[1].outputs[0]["text"] == "hello\n"
+    other = notebook(False)
+    other.cells[1].source = "print('other')"  # different code: no match in the cache
+    with pytest.raises(ValueError, match="stale build"):
+        publisher._with_outputs(other, rel, cache_dir)

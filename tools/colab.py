@@ -69,7 +69,7 @@ _CPU_PAGE = (
 )
 _LIVE_GPU = (
     "With STDDIAL_PROFILE unset, a GPU selects the `full` profile: this page then trains {what} at GPU scale, runs "
-    "the book's authors never made (they had no GPU). For the website's runs, set STDDIAL_PROFILE=quick before "
+    "not recorded for this edition. For the website's runs, set STDDIAL_PROFILE=quick before "
     "the first cell."
 )
 _LIVE_CPU = (

@@ -176,6 +176,32 @@ def _enforce_budget(notebook: Any, budget: int, page_url: str) -> list[str]:
     return left_out
 
 
+def _outputs_count(notebook) -> int:
+    return sum(len(cell.get("outputs", [])) for cell in notebook.cells if cell.cell_type == "code")
+
+
+def _with_outputs(executed, rel: Path, cache_dir: Path | None):
+    """``executed`` with its outputs. A page the build read from the execution cache is written to
+    ``_build/jupyter_execute`` without them (MyST-NB merges the cached outputs only into the page it
+    renders), so they are taken from the cache (``cache_dir``, the book's ``execute.cache``) by the
+    same match on the code cells that the build made."""
+    if _outputs_count(executed) or cache_dir is None or not Path(cache_dir).is_dir():
+        merged = executed
+    else:
+        from jupyter_cache import get_cache
+
+        try:
+            merged = get_cache(str(cache_dir)).merge_match_into_notebook(executed)[1]
+        except KeyError:
+            merged = executed
+    if not _outputs_count(merged):
+        raise ValueError(
+            f"{rel}: the build's executed notebook has no outputs and the execution cache none for it "
+            "(a stale build): run `make book` again."
+        )
+    return merged
+
+
 def published_notebook(
     md_path: Path,
     root: Path,
@@ -183,8 +209,10 @@ def published_notebook(
     commit: str,
     dirty: bool = False,
     budget_mib: float = BUDGET_MIB,
+    cache_dir: Path | None = None,
 ) -> tuple[Any, list[str]]:
-    """The published notebook of one page and what the size budget left out of it."""
+    """The published notebook of one page and what the size budget left out of it (outputs from the
+    executed notebook, or from ``cache_dir``, the execution cache, where the build read the page from it)."""
     import nbformat
 
     colab = _load_colab()
@@ -193,7 +221,7 @@ def published_notebook(
     executed_path = Path(executed_dir) / f"{rel.as_posix()}.ipynb"
     if not executed_path.is_file():
         raise ValueError(f"{rel}: no executed notebook {executed_path} (run `jupyter-book build` / `make book` first).")
-    executed = nbformat.read(executed_path, as_version=4)
+    executed = _with_outputs(nbformat.read(executed_path, as_version=4), rel, cache_dir)
     glue_path = executed_path.with_name(rel.name + ".glue.json")
     values = json.loads(glue_path.read_text()) if glue_path.is_file() else {}
     notebook = colab.colab_notebook(md_path, root, ref=commit, site_values=values, dirty=dirty)
@@ -214,6 +242,7 @@ def publish(
     commit: str,
     dirty: bool = False,
     budget_mib: float = BUDGET_MIB,
+    cache_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Write each page's published notebook under ``out`` (``out/<page>.ipynb``) and ``out/build.json`` (the
     commit, whether the tree was dirty, the budget, each notebook's size and what it left out)."""
@@ -221,7 +250,7 @@ def publish(
 
     record: dict[str, Any] = {"commit": commit, "dirty": dirty, "budget_mib": budget_mib, "notebooks": {}}
     for md in pages:
-        notebook, left_out = published_notebook(md, root, executed_dir, commit, dirty, budget_mib)
+        notebook, left_out = published_notebook(md, root, executed_dir, commit, dirty, budget_mib, cache_dir)
         rel = Path(md).resolve().relative_to(Path(root).resolve()).with_suffix(".ipynb").as_posix()
         target = Path(out) / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -282,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         pages = args.pages or notebook_pages(root)
         executed = args.executed or root / "_build" / "jupyter_execute"
         out = args.out or root / "_build" / "html" / PUBLISHED_DIR
-        record = publish(pages, root, executed, out, commit, dirty, args.budget_mib)
+        cache = root / "_build" / ".jupyter_cache"  # _config.yml's execute.cache
+        record = publish(pages, root, executed, out, commit, dirty, args.budget_mib, cache)
     except ValueError as err:
         print(f"colab_publish: {err}", file=sys.stderr)
         return 2

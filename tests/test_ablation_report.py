@@ -152,7 +152,7 @@ def test_the_sentence_and_the_reading_follow_the_verdicts() -> None:
     assert sentence.startswith(
         "With the recipes made identical except the normaliser, 1 of 4 comparisons in the 2 cells"
     )
-    assert "divide − no_divide on the hardest quartile at G = 32 under AdamW with the clip (+0.438)" in sentence
+    assert "`divide` − `no_divide` on the hardest quartile at G = 32 under AdamW with the clip (+0.438)" in sentence
     reading = ar.ablation_reading(study)
     assert reading.startswith(
         "The division's effect is beyond noise more often at G = 32 (1 of 1 cells) than at G = 8 (0 of 1)."

@@ -338,7 +338,7 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def ablation_sentence(summary: dict[str, Any]) -> str:
-    """The ablation's result in one sentence, from its detections (for the chapter's bottom line)."""
+    """The ablation's result in one sentence, from its detections (Markdown: the contrasts in code type)."""
     numbers = ablation_numbers(summary)
     found = [d for d in detections(summary) if d["detected"]]
     design = (
@@ -358,7 +358,7 @@ def ablation_sentence(summary: dict[str, Any]) -> str:
         f"({d['difference']:+.3f})"
         for d in found
     )
-    return (
+    return _code_arms(
         f"With the recipes made identical except the normaliser, {len(found)} of {numbers['comparisons']} "
         f"comparisons {design} exceed the noise: {listed}."
     )
@@ -467,8 +467,14 @@ def ablation_reading(summary: dict[str, Any]) -> str:
         parts.append(f"On the held-out prompts, beyond noise: {listed}.")
     else:
         parts.append("On the held-out prompts no contrast is beyond noise in any cell.")
-    text = " ".join(parts).replace("divide − no_divide", "`divide` − `no_divide`")
-    return text.replace("filter − divide", "`filter` − `divide`")
+    return _code_arms(" ".join(parts))
+
+
+def _code_arms(text: str) -> str:
+    """The contrasts' names in code type (Markdown)."""
+    return text.replace("divide − no_divide", "`divide` − `no_divide`").replace(
+        "filter − divide", "`filter` − `divide`"
+    )
 
 
 def ablation_clause(summary: dict[str, Any]) -> str:

@@ -4,6 +4,8 @@ recorded runs."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import gzip
 import json
 import math
@@ -21,6 +23,12 @@ LOW = (0.125, 0.25, 0.125, 0.25)  # mean 0.1875
 
 
 def _study() -> dict:
+    """A fresh copy of :func:`_base_study` (the tests change their copies)."""
+    return copy.deepcopy(_base_study())
+
+
+@functools.cache
+def _base_study() -> dict:
     """Two AdamW cells with the clip, divide and no_divide only (m = 2 cells × 1 contrast × 2
     measures = 4). At G = 32 no_divide ends far lower (0.4375 below: Welch t = 7, p × 4 < 0.05, and
     every resample keeps the difference ≥ 0.25); at G = 8 the arms end alike. Held-out is equal

@@ -87,6 +87,22 @@ def _cell(key: str) -> Cell:
     return next(c for c in CELLS if c.key == key)
 
 
+def _optimizer(cell: Cell) -> str:
+    return "AdamW" if cell.optimizer == "adamw" else "SGD"
+
+
+def _cell_columns(cell: Cell) -> list[str]:
+    """A table row's leading columns: G, the optimizer, the clip."""
+    return [str(cell.group_size), _optimizer(cell), "1.0" if cell.clip else "none"]
+
+
+def _dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The division's contrasts on the hardest quartile that are beyond noise."""
+    return [
+        d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
+    ]
+
+
 def detected(result: dict[str, Any], alpha: float) -> bool:
     """Whether one comparison of :func:`~stddial_book.experiments.ablation._contrast` is beyond
     noise: its family-wise interval excludes 0 and its Bonferroni p is below ``alpha``."""
@@ -206,9 +222,7 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
         seeds = sorted(set(summary["seeds"][key].values()))
         rows.append(
             [
-                str(cell.group_size),
-                "AdamW" if cell.optimizer == "adamw" else "SGD",
-                "1.0" if cell.clip else "none",
+                *_cell_columns(cell),
                 f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else str(seeds[0]),
                 *means,
                 *contrasts,
@@ -330,10 +344,7 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             f"{_arm_mean(summary, key, arm, 'grad_above_one'):.0%}" if arm in summary["values"][key] else "–"
             for arm in ("divide", "no_divide")
         )
-        rows.append(
-            [str(cell.group_size), "AdamW" if cell.optimizer == "adamw" else "SGD", "1.0" if cell.clip else "none"]
-            + [rate, norms, above]
-        )
+        rows.append(_cell_columns(cell) + [rate, norms, above])
     return header, rows
 
 
@@ -367,8 +378,7 @@ def ablation_sentence(summary: dict[str, Any]) -> str:
 def cell_words(key: str) -> str:
     """A cell's key in words: ``G8-sgd-noclip`` → "G = 8, SGD, no clip"."""
     cell = _cell(key)
-    optimizer = "AdamW" if cell.optimizer == "adamw" else "SGD"
-    return f"G = {cell.group_size}, {optimizer}, {'clip' if cell.clip else 'no clip'}"
+    return f"G = {cell.group_size}, {_optimizer(cell)}, {'clip' if cell.clip else 'no clip'}"
 
 
 def _counts(row: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -379,8 +389,7 @@ def _counts(row: dict[str, Any]) -> tuple[int, int, int, int]:
 def cell_phrase(key: str) -> str:
     """A cell in running prose: ``G32-adamw-clip`` → "G = 32 under AdamW with the clip"."""
     cell = _cell(key)
-    optimizer = "AdamW" if cell.optimizer == "adamw" else "SGD"
-    return f"G = {cell.group_size} under {optimizer} {'with' if cell.clip else 'without'} the clip"
+    return f"G = {cell.group_size} under {_optimizer(cell)} {'with' if cell.clip else 'without'} the clip"
 
 
 def _where(found: list[dict[str, Any]]) -> str:
@@ -437,9 +446,7 @@ def ablation_reading(summary: dict[str, Any]) -> str:
     numbers = ablation_numbers(summary)
     found = detections(summary)
     parts = _reading_causes(rows, numbers)
-    hard = [
-        d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
-    ]
+    hard = _dial_hits(found)
     if rows[3]["verdict"] == "not supported":
         parts.append(
             "With step length equal, the allocation alone changes the hardest quartile by less than the seeds "
@@ -481,9 +488,7 @@ def ablation_clause(summary: dict[str, Any]) -> str:
     """The ablation's result as a clause that can close another sentence (the chapter's bottom line)."""
     numbers = ablation_numbers(summary)
     found = detections(summary)
-    hard = [
-        d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
-    ]
+    hard = _dial_hits(found)
     held = [d for d in found if d["detected"] and d["measure"] == "heldout"]
     held_words = (
         "and leaves held-out accuracy unchanged in every cell"

@@ -16,11 +16,6 @@ _CONTRAST_STYLE = {
 _PANELS = {"hardest_quartile": "hardest quartile, final pool accuracy", "heldout": "held-out accuracy (transfer)"}
 
 
-def _cell_label(key: str) -> str:
-    group, optimizer, clip = key.split("-")
-    return f"{group.replace('G', 'G = ')}, {'AdamW' if optimizer == 'adamw' else 'SGD'}, {'clip' if clip == 'clip' else 'no clip'}"
-
-
 @_legible
 def ablation_figure(summary: dict) -> plt.Figure:
     """One row per cell of the design, one panel per measure: each contrast's difference of means
@@ -30,7 +25,7 @@ def ablation_figure(summary: dict) -> plt.Figure:
     the others hollow. The bottom row pools each contrast over the cells
     (:func:`~stddial_book.experiments.ablation_report.pooled_contrasts`, exploratory), with its
     family-wise interval."""
-    from stddial_book.experiments.ablation_report import cell_order, detected, pooled_contrasts
+    from stddial_book.experiments.ablation_report import cell_order, cell_words, detected, pooled_contrasts
 
     order = cell_order(summary)
     pooled = pooled_contrasts(summary)
@@ -77,7 +72,7 @@ def ablation_figure(summary: dict) -> plt.Figure:
         ax.set_title(title)
         ax.set_xlabel("difference of the arms' means")
         ax.grid(axis="x", color="0.9")
-    axes[0].set_yticks(range(rows), ["pooled (exploratory)"] + [_cell_label(k) for k in reversed(order)])
+    axes[0].set_yticks(range(rows), ["pooled (exploratory)"] + [cell_words(k) for k in reversed(order)])
     axes[0].set_ylim(-0.7, rows - 0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)

@@ -91,8 +91,8 @@ def _log(start_k, final_k, heldout, n=4, norm=1.0, final_at=512):
     """A run log: the pool measured at step 0 and at the end (k of n per prompt), held-out beside it."""
     return [
         {"step": 0, "pool/k": list(start_k), "pool/n": n, "samples/generated": 0, "eval/accuracy_sampled": 0.1},
-        {"step": 1, "update_norm": norm, "grad_norm": 0.5, "samples/generated": 256},
-        {"step": 2, "update_norm": 3 * norm, "grad_norm": 2.0, "samples/generated": final_at},
+        {"step": 1, "update_norm": norm, "grad_norm": 0.5, "samples/generated": 256, "updates": 1},
+        {"step": 2, "update_norm": 3 * norm, "grad_norm": 2.0, "samples/generated": final_at, "updates": 2},
         {
             "step": 2,
             "pool/k": list(final_k),
@@ -117,7 +117,9 @@ def test_hardest_quartile_and_a_runs_measures_by_hand() -> None:
         {
             "hardest_quartile": (2 / 4 + 1 / 4) / 2,
             "heldout": 0.35,
+            "other_quartiles": (4 + 1 + 3 + 2 + 4 + 3) / 6 / 4,  # the six other prompts' final k of 4
             "update_norm": 2.0,
+            "updates": 2,
             "grad_norm": 1.25,
             "grad_above_one": 0.5,
         }
@@ -193,17 +195,19 @@ def test_the_study_of_hand_made_runs() -> None:
     dial = study["cells"]["G8-adamw-clip"]["divide-no_divide"]
     assert dial["hardest_quartile"]["difference"] == pytest.approx(0.25)
     assert dial["hardest_quartile"]["p_bonferroni"] == pytest.approx(min(1.0, 6 * dial["hardest_quartile"]["p"]))
-    low, high = dial["hardest_quartile"]["ci95"]
-    assert 0 < low <= 0.25 <= high and dial["hardest_quartile"]["seeds"] == [3, 3]
+    # Student t with Welch's df: each arm's SD 0.125 over 3 seeds, se = sqrt(2 · 0.125² / 3) = 0.10206,
+    # df = 2 · (3 − 1) = 4, t_{0.975, 4} = 2.7764 (tables): 0.25 ± 0.2834
+    assert dial["hardest_quartile"]["ci95"] == pytest.approx([0.25 - 0.2834, 0.25 + 0.2834], abs=1e-4)
+    assert dial["hardest_quartile"]["df"] == pytest.approx(4) and dial["hardest_quartile"]["seeds"] == [3, 3]
+    low, high = dial["hardest_quartile"]["boot95"]  # the bootstrap beside it: resampled means of 3 seeds
+    assert 0.25 - 0.25 <= low <= 0.25 <= high <= 0.25 + 0.25
     assert dial["heldout"]["difference"] == pytest.approx(0.01)
     assert study["cells"]["G8-adamw-clip"]["filter-divide"]["heldout"]["difference"] == pytest.approx(0.115)
     assert study["cells"]["G8-adamw-clip"]["norm_ratio"] == pytest.approx(
         {"divide": 1.0, "no_divide": 0.5, "filter": 1.5}
     )
     flat = study["cells"]["G32-sgd-noclip"]["divide-no_divide"]["hardest_quartile"]
-    assert (
-        flat["difference"] == 0.0 and math.isnan(flat["p"]) and "filter-divide" not in study["cells"]["G32-sgd-noclip"]
-    )
+    assert flat["difference"] == 0.0 and flat["p"] == 1.0 and "filter-divide" not in study["cells"]["G32-sgd-noclip"]
     assert study["seeds"]["G32-sgd-noclip"] == {"divide": 3, "no_divide": 3}
     values = study["values"]["G8-adamw-clip"]
     assert values["divide"]["hardest_quartile"] == pytest.approx([0.5, 0.625, 0.75])  # in seed order

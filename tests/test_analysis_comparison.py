@@ -226,15 +226,17 @@ def test_study_numbers_and_hard_quartile_screen_by_hand() -> None:
     assert out["q1_grpo"] == pytest.approx(0.6) and out["q1_grpo_sd"] == pytest.approx(0.1)
     assert out["q1_start"] == pytest.approx(0.1) and out["seeds"] == 3
 
-    hard = hard_quartile_screen(study, "grpo", threshold=3.0)
+    hard = hard_quartile_screen(study, "grpo")
     s = hard["summary"]
-    # 0.6 − 0.2 over sqrt(0.01/3 + 0.01/3)
+    # 0.6 − 0.2 over sqrt(0.01/3 + 0.01/3) = 4.899 standard errors; equal spreads and seeds: Welch's
+    # df = 2 · (3 − 1) = 4, and P(|T_4| > 4.899) = 0.00805 (tables), below 0.05 / 2
     assert s["diff_dr_grpo"] == pytest.approx(0.4) and s["se_dr_grpo"] == pytest.approx(math.sqrt(0.02 / 3))
-    assert s["z_dr_grpo"] == pytest.approx(0.4 / math.sqrt(0.02 / 3))
-    assert s["diff_dapo"] == pytest.approx(0.0, abs=1e-12)
-    assert s["tests"] == 2 and s["level"] == pytest.approx(4 * 0.0013498980316301)  # 2 tests · 2Φ(−3)
+    assert s["t_dr_grpo"] == pytest.approx(0.4 / math.sqrt(0.02 / 3)) and s["df_dr_grpo"] == pytest.approx(4)
+    assert s["p_dr_grpo"] == pytest.approx(0.00805, abs=5e-6)
+    assert s["diff_dapo"] == pytest.approx(0.0, abs=1e-12) and s["p_dapo"] == pytest.approx(1.0)
+    assert s["tests"] == 2 and s["level"] == 0.05 and s["p_star"] == pytest.approx(0.025)
     assert hard["passed"] == ["GRPO − Dr. GRPO"]
-    assert hard_quartile_screen(study, "grpo", threshold=5.0)["passed"] == []
+    assert hard_quartile_screen(study, "grpo", level=0.01)["passed"] == []  # 0.00805 > 0.01 / 2
 
 
 def test_comparison_verdicts_add_the_families() -> None:
@@ -253,22 +255,23 @@ def test_comparison_verdicts_add_the_families() -> None:
 
 def test_seed_projection_by_hand() -> None:
     values = {"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}  # difference 1, each SD 1
-    z_star = 1.959963984540054  # one comparison at 5%, two-sided
+    # one comparison at 5%, two-sided; equal spreads, n seeds each: Welch's df = 2(n − 1), and
+    # t = 1 / sqrt(2/n). From a t table: t*(4 df) = 2.776, t*(10 df) = 2.228; at 8 seeds t = 2.000
+    # < t*(14 df) = 2.145, at 9 seeds t = 2.121 > t*(16 df) = 2.120: 9 seeds needed (a normal
+    # threshold, 1.96, would have said 8)
     out = seed_projection(values, seeds=6)
     s = out["summary"]
-    assert s["z_star"] == pytest.approx(z_star) and s["se_factor"] == pytest.approx(math.sqrt(0.5))
+    assert s["p_star"] == 0.05 and s["se_factor"] == pytest.approx(math.sqrt(0.5))
+    assert s["t_star_now_low"] == pytest.approx(2.776, abs=5e-4) == s["t_star_now_high"]
+    assert s["t_star_low"] == pytest.approx(2.228, abs=5e-4)
     assert s["passed_now"] == 0 and s["projected"] == 0 and s["likely"] == 0
-    assert s["fewest_needed"] == 8  # ⌈z*² · 2 / 1⌉ = ⌈7.68⌉
+    assert s["fewest_needed"] == 9
     row = out["rows"][0]
-    assert row[2:5] == [f"{1 / math.sqrt(2 / 3):+.1f}", f"{1 / math.sqrt(2 / 6):+.1f}", "8"]
-    from statistics import NormalDist
-
-    chance = NormalDist().cdf(math.sqrt(3) - z_star) + NormalDist().cdf(-math.sqrt(3) - z_star)
-    assert row[5] == f"{chance:.0%}"
-    # with the seeds it needs, the projected z reaches z*; one fewer does not
-    assert seed_projection(values, seeds=8)["summary"]["projected"] == 1
-    assert seed_projection(values, seeds=7)["summary"]["projected"] == 0
-    assert seed_projection(values, seeds=8)["summary"]["projected_names"] == "m, a − b"
+    assert row[2:6] == [f"{1 / math.sqrt(2 / 3):+.1f}", f"{1 / math.sqrt(2 / 6):+.1f}", "2.2", "9"]
+    # with the seeds it needs, the projected t passes; one fewer does not
+    assert seed_projection(values, seeds=9)["summary"]["projected"] == 1
+    assert seed_projection(values, seeds=8)["summary"]["projected"] == 0
+    assert seed_projection(values, seeds=9)["summary"]["projected_names"] == "m, a − b"
 
 
 # --- the figures (chapters 12 and 13) ---------------------------------------------------------
@@ -355,5 +358,5 @@ def test_screen_and_projection_say_their_counts_in_words() -> None:
     projection = seed_projection({"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}, seeds=6)["summary"]
     assert projection["projected_sentence"] == "none of the comparisons would pass with 6 seeds"  # not "0 ... (none)"
     assert projection["likely_count"] == "none"
-    projection = seed_projection({"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}, seeds=8)["summary"]
-    assert projection["projected_sentence"] == "one of the comparisons would pass with 8 seeds (m, a − b)"
+    projection = seed_projection({"m": {"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 2.0]}}, seeds=9)["summary"]
+    assert projection["projected_sentence"] == "one of the comparisons would pass with 9 seeds (m, a − b)"

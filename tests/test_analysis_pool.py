@@ -122,7 +122,9 @@ def test_welch_by_hand() -> None:
     out = welch([1.0, 2.0, 3.0], [0.0, 0.0, 2.0])
     se = math.sqrt(1.0 / 3 + (4.0 / 3) / 3)  # sample variances 1 and 4/3, three seeds each
     assert out["difference"] == pytest.approx(2 - 2 / 3) and out["se"] == pytest.approx(se)
-    assert out["z"] == pytest.approx((2 - 2 / 3) / se)
+    assert out["t"] == pytest.approx((2 - 2 / 3) / se)
+    # Welch's degrees of freedom: se⁴ / ((1/3)²/2 + (4/9)²/2)
+    assert out["df"] == pytest.approx(se**4 / ((1 / 3) ** 2 / 2 + (4 / 9) ** 2 / 2))
 
 
 def test_pool_study_over_fake_seeds() -> None:

@@ -1038,8 +1038,9 @@ def test_seed_statistics_and_logs(a, b, level, log) -> None:
     records, size = log
     check(lambda: statistics.seed_summary(a))
     result = outcome(lambda: statistics.welch(a, b))
-    if result is not REFUSED:  # z is ±inf only for a difference without noise: documented
-        assert math.isfinite(result["difference"]) and math.isfinite(result["se"]) and not math.isnan(result["z"])
+    if result is not REFUSED:  # t is ±inf only for a difference without noise: documented
+        assert math.isfinite(result["difference"]) and math.isfinite(result["se"]) and not math.isnan(result["t"])
+        assert 0.0 <= result["p"] <= 1.0
     screen = outcome(lambda: statistics.comparison_screen({"m": {"x": a, "y": b}}, level))
     assert screen is REFUSED or screen["summary"]["tests"] == 1
     check(lambda: logs.final_eval(records))

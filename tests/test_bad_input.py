@@ -519,9 +519,11 @@ def test_silent_r2_of_a_constant_series_is_nan_not_minus_inf() -> None:
         bernoulli.value_at_budget(result, bernoulli.quartile_curve(result), -5)  # was clamped to step 0
 
 
-def test_welch_without_noise_or_difference_gives_z_zero() -> None:
-    assert statistics.welch([1.0, 1.0], [1.0, 1.0])["z"] == 0.0  # was NaN (0 · inf)
-    assert statistics.welch([2.0, 2.0], [1.0, 1.0])["z"] == math.inf
+def test_welch_without_noise_or_difference_gives_t_zero() -> None:
+    assert statistics.welch([1.0, 1.0], [1.0, 1.0])["t"] == 0.0  # was NaN (0 · inf)
+    assert statistics.welch([1.0, 1.0], [1.0, 1.0])["p"] == 1.0
+    assert statistics.welch([2.0, 2.0], [1.0, 1.0])["t"] == math.inf
+    assert statistics.welch([2.0, 2.0], [1.0, 1.0])["p"] == 0.0
     with pytest.raises(ValueError, match="not testable with one seed"):  # one seed: its noise is unknown, not 0
         statistics.welch([2.0], [1.0])
 

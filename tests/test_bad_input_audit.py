@@ -571,7 +571,7 @@ def test_one_seed_per_recipe_is_not_testable() -> None:
     tested = statistics.comparison_screen({"m": {"a": [1.0, 1.01, 0.99], "b": [2.0, 2.01, 1.99]}})
     assert tested["passed"] == ["m, a − b"] and tested["summary"]["not_testable"] == 0
     study = {"grpo": {"final": [np.array([0.1, 0.5])]}, "dapo": {"final": [np.array([0.9, 0.5])]}}
-    hard = statistics.hard_quartile_screen(study, "grpo", threshold=3.0)
+    hard = statistics.hard_quartile_screen(study, "grpo")
     assert hard["passed"] == [] and hard["summary"]["not_testable"] == 1
     refused(lambda: statistics.seed_projection({"m": {"a": [1.0], "b": [2.0]}}, seeds=6), r"at least two seeds")
 
@@ -644,10 +644,10 @@ def _audit_cases():
         (
             "wrong",
             lambda: statistics.hard_quartile_screen(
-                {"grpo": {"final": [np.array([0.1])] * 2}, "dapo": {"final": [np.array([0.1])] * 2}}, threshold=-1
+                {"grpo": {"final": [np.array([0.1])] * 2}, "dapo": {"final": [np.array([0.1])] * 2}}, level=1.5
             ),
-            r"threshold .* must be positive",
-        ),  # every |z| > −1: every comparison "passed"
+            r"level is a family-wise error rate",
+        ),  # every p < 1.5: every comparison "passed"
         ("wrong", lambda: logs.gradient_scale([], [], 2.5), r"max_new_tokens must be a whole number"),
         ("wrong", lambda: pools.budget_bands(hist, group_sizes=[]), r"non-empty list"),  # was {} silently
         ("wrong", lambda: solve_tables.big_math_histogram(use_hub="no"), r"use_hub must be True or False"),

@@ -16,6 +16,9 @@ __all__ = [
     "seed_summary",
     "comparison_screen",
     "welch",
+    "t_threshold",
+    "welch_intervals",
+    "bootstrap_difference",
     "screen_values",
     "live_comparison_numbers",
     "study_numbers",
@@ -75,43 +78,48 @@ def _screen_sentence(passed: list[str]) -> str:
 
 
 def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: float = 0.05) -> dict[str, Any]:
-    """Every pair of recipes compared on every metric, each difference against the seed noise
-    (Welch standard error), with the Bonferroni threshold z* for a two-sided family-wise ``level``
-    over all the comparisons made (chapter 13).
+    """Every pair of recipes compared on every metric by Welch's test (Student t with Welch's
+    degrees of freedom, :func:`welch`), each judged at the Bonferroni level ``level``/m for a
+    two-sided family-wise ``level`` over the m comparisons made (chapter 13).
 
-    ``values`` maps a metric label to {recipe name: one value per seed}. Returns ``header`` and
-    ``rows`` for :func:`stddial_book.core.markdown.table` (cells "difference ± se", a * where |z| > z*),
-    ``passed`` (labels of the comparisons beyond z*), ``passed_details`` (for each of them the
-    metric, the recipes ``a`` and ``b`` and Welch's ``difference``, ``se`` and ``z`` for a − b) and
-    ``summary`` (``tests``, ``passed``, ``passed_names``, ``z_star``, ``level``, ``not_testable``: the
-    comparisons with a single seed on either side, whose cells say "not testable with one seed" and
-    which never pass; and for the prose, in words, ``passed_count``, "none of the 12 comparisons
-    exceeds", and ``passed_sentence``, which exceed z* and that the rest are within the noise).
+    ``values`` maps a metric label to {recipe name: one value per seed}. A comparison passes when its
+    p is below ``p_star`` = ``level``/m, that is when |t| exceeds t* = t_{1 − level/(2m)} at its own
+    Welch degrees of freedom (so the threshold in standard errors differs between comparisons).
+    Returns ``header`` and ``rows`` for :func:`stddial_book.core.markdown.table` (cells "difference ±
+    se", a * where it passes), ``passed`` (labels of the comparisons that pass), ``passed_details``
+    (for each of them the metric, the recipes ``a`` and ``b`` and :func:`welch`'s result for a − b)
+    and ``summary`` (``tests``, ``passed``, ``passed_names``, ``p_star``, ``t_star_low`` and
+    ``t_star_high``, the smallest and largest threshold t* over the testable comparisons, ``level``,
+    ``not_testable``: the comparisons with a single seed on either side, whose cells say "not testable
+    with one seed" and which never pass; and for the prose, in words, ``passed_count``, "none of the
+    12 comparisons exceeds", and ``passed_sentence``, which pass and that the rest are within the
+    noise).
     """
     from itertools import combinations
-    from statistics import NormalDist
 
     recipes, level = _screened_recipes(values, level)
     pairs = list(combinations(recipes, 2))
     tests = len(values) * len(pairs)
     if tests == 0:
         raise ValueError("need at least two recipes to compare.")
-    z_star = float(NormalDist().inv_cdf(1 - level / (2 * tests)))
-    rows, passed, details, untestable = [], [], [], 0
+    p_star = level / tests
+    rows, passed, details, untestable, thresholds = [], [], [], 0, []
     for label, per_recipe in values.items():
         row = [label]
         for a, b in pairs:
             result = _welch_or_untestable(per_recipe[a], per_recipe[b])
-            beyond = bool(abs(result["z"]) > z_star)  # False for NaN: one seed decides nothing
-            if math.isnan(result["z"]):
+            beyond = bool(result["p"] < p_star)  # False for NaN: one seed decides nothing
+            if math.isnan(result["t"]):
                 untestable += 1
                 row.append(f"{_signed(result['difference'])} ({NOT_TESTABLE})")
             else:
+                thresholds.append(t_threshold(p_star, result["df"]))
                 row.append(f"{_signed(result['difference'])} ± {result['se']:.3f}{' *' if beyond else ''}")
             if beyond:
                 passed.append(f"{label}, {a} − {b}")
                 details.append({"metric": label, "a": a, "b": b, **result})
         rows.append(row)
+    finite = [t for t in thresholds if math.isfinite(t)]
     return {
         "header": ["final value"] + [f"{a} − {b}" for a, b in pairs],
         "rows": rows,
@@ -123,11 +131,21 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
             "passed_names": "; ".join(passed) or "none",
             "passed_count": _how_many(len(passed), tests, "comparison", "exceeds", "exceed"),
             "passed_sentence": _screen_sentence(passed),
-            "z_star": z_star,
+            "p_star": p_star,
+            "t_star_low": min(finite) if finite else math.nan,
+            "t_star_high": max(finite) if finite else math.nan,
             "level": level,
             "not_testable": untestable,
         },
     }
+
+
+def t_threshold(p: float, df: float) -> float:
+    """The two-sided threshold of Student's t at level ``p`` and ``df`` degrees of freedom,
+    t_{1 − p/2, df} (:data:`scipy.stats.t`); NaN where ``df`` is undefined (no noise)."""
+    from scipy import stats
+
+    return float(stats.t.isf(p / 2, df)) if math.isfinite(df) and df > 0 else math.nan
 
 
 def _screened_recipes(values: dict[str, dict[str, Sequence[float]]], level: float) -> tuple[list[str], float]:
@@ -152,31 +170,90 @@ def _screened_recipes(values: dict[str, dict[str, Sequence[float]]], level: floa
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """mean(a) − mean(b), its standard error (Welch, unequal variances) and z = difference / se.
+    """Welch's test of mean(a) − mean(b), the formula chapter 13 teaches (tested against
+    :func:`scipy.stats.ttest_ind` with ``equal_var=False``).
 
-    With no noise (se = 0) z is ±inf for a difference and 0 for none. With fewer than two values on
-    either side the noise cannot be measured (a single seed's standard error is unknown, not 0):
-    ``ValueError``, not testable with one seed.
+    se = sqrt(s_a²/n_a + s_b²/n_b) (sample variances, ddof 1), t = difference / se, Welch's
+    degrees of freedom ν = se⁴ / ((s_a²/n_a)²/(n_a − 1) + (s_b²/n_b)²/(n_b − 1)), and the two-sided
+    p = 2 · P(T_ν > |t|) from :data:`scipy.stats.t`. Returns ``difference``, ``se``, ``t``, ``df``
+    and ``p``.
+
+    With no noise (se = 0) t is ±inf for a difference (p = 0) and 0 for none (p = 1), and df is
+    NaN. With fewer than two values on either side the noise cannot be measured (a single seed's
+    standard error is unknown, not 0): ``ValueError``, not testable with one seed.
     """
+    from scipy import stats
+
     ma, sa = seed_summary(a)
     mb, sb = seed_summary(b)
-    if min(_count(a), _count(b)) < 2:
+    na, nb = _count(a), _count(b)
+    if min(na, nb) < 2:
         raise ValueError(
             f"a difference is {NOT_TESTABLE}: welch needs at least two values (seeds) on each side to "
-            f"measure their noise; got {_count(a)} and {_count(b)}. Run more seeds."
+            f"measure their noise; got {na} and {nb}. Run more seeds."
         )
     se = math.sqrt(sa**2 + sb**2) if max(sa, sb) < 1e150 else math.hypot(sa, sb)  # no overflow in the squares
     diff = ma - mb
     if not (math.isfinite(diff) and math.isfinite(se)):
         raise ValueError(f"the difference of means {ma:g} − {mb:g} overflows float64; rescale the values.")
-    z = diff / se if se > 0 else (float("inf") * np.sign(diff) if diff != 0 else 0.0)
-    return {"difference": diff, "se": se, "z": z}
+    if se == 0:
+        t = float("inf") * np.sign(diff) if diff != 0 else 0.0
+        return {"difference": diff, "se": se, "t": float(t), "df": math.nan, "p": 0.0 if diff != 0 else 1.0}
+    share_a, share_b = (sa / se) ** 2, (sb / se) ** 2  # each side's part of se², scale-free
+    df = 1.0 / (share_a**2 / (na - 1) + share_b**2 / (nb - 1))
+    t = diff / se
+    return {"difference": diff, "se": se, "t": t, "df": df, "p": float(2 * stats.t.sf(abs(t), df))}
+
+
+def welch_intervals(result: dict[str, float], levels: Sequence[float]) -> list[list[float]]:
+    """Student-t intervals of a :func:`welch` difference, one per confidence level q in ``levels``:
+    difference ± t_{(1 + q)/2, ν} · se with Welch's degrees of freedom ν (:data:`scipy.stats.t`);
+    the difference itself where there is no noise."""
+    from scipy import stats
+
+    diff, se, df = result["difference"], result["se"], result["df"]
+    if se == 0:
+        return [[diff, diff] for _ in levels]
+    half = [float(stats.t.isf((1 - q) / 2, df)) * se for q in levels]
+    return [[diff - h, diff + h] for h in half]
+
+
+def bootstrap_difference(
+    a: Sequence[float], b: Sequence[float], levels: Sequence[float], draws: int, seed: int
+) -> list[list[float]]:
+    """Percentile bootstrap intervals of mean(a) − mean(b), each side's seeds resampled on their own
+    (:func:`scipy.stats.bootstrap`, unpaired, ``draws`` resamples from ``seed``), one per confidence
+    level in ``levels`` (the same resamples for each)."""
+    from scipy import stats
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if np.ptp(x) == 0 and np.ptp(y) == 0:  # no spread: every resample gives the same difference
+        return [[float(x.mean() - y.mean())] * 2 for _ in levels]
+
+    def difference(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
+        return u.mean(axis=axis) - v.mean(axis=axis)
+
+    out = []
+    for q in levels:
+        res = stats.bootstrap(
+            (x, y),
+            difference,
+            vectorized=True,
+            paired=False,
+            n_resamples=draws,
+            confidence_level=q,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+        out.append([float(res.confidence_interval.low), float(res.confidence_interval.high)])
+    return out
 
 
 def _welch_or_untestable(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """:func:`welch`, or the difference of the means with ``se`` and ``z`` NaN where a side has one seed."""
+    """:func:`welch`, or the difference of the means with the rest NaN where a side has one seed."""
     if min(_count(a), _count(b)) < 2:
-        return {"difference": seed_summary(a)[0] - seed_summary(b)[0], "se": float("nan"), "z": float("nan")}
+        nan = float("nan")
+        return {"difference": seed_summary(a)[0] - seed_summary(b)[0], "se": nan, "t": nan, "df": nan, "p": nan}
     return welch(a, b)
 
 
@@ -248,40 +325,33 @@ def study_numbers(study: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", threshold: float = 3.0) -> dict[str, Any]:
+def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", level: float = 0.05) -> dict[str, Any]:
     """``reference`` against every other recipe of a :func:`pool_study` on the hardest quartile's
-    final mean solve rate (Welch), each difference counting only beyond ``threshold`` standard
-    errors (chapter 13). Returns ``summary`` (for ``glue_all``: ``diff_<key>``, ``se_<key>``,
-    ``z_<key>`` of reference − key, the ``threshold``, the number of ``tests`` and ``level``, the
-    family-wise chance of a false pass under the normal approximation, tests · 2Φ(−threshold), and
-    ``not_testable``, the comparisons with a single seed on either side, whose z is NaN and which never
-    pass) and ``passed``, the labels of the comparisons beyond the threshold."""
-    from statistics import NormalDist
-
+    final mean solve rate, by Welch's test (:func:`welch`: Student t with Welch's degrees of
+    freedom), each judged at the Bonferroni level ``level``/m over the m comparisons (chapter 13).
+    Returns ``summary`` (for ``glue_all``: ``diff_<key>``, ``se_<key>``, ``t_<key>``, ``df_<key>``
+    and ``p_<key>`` of reference − key, the number of ``tests``, the family-wise ``level``,
+    ``p_star`` = level/m, and ``not_testable``, the comparisons with a single seed on either side,
+    whose t and p are NaN and which never pass) and ``passed``, the labels of the comparisons whose p
+    is below ``p_star``."""
     from stddial_book.theory.recipes import get_recipe
 
-    threshold = check_number(threshold, "threshold")
-    if not threshold > 0:
-        raise ValueError(
-            f"threshold is a number of standard errors and must be positive (every |z| exceeds "
-            f"{threshold:g}); got {threshold}."
-        )
+    level = check_number(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level is a family-wise error rate and must lie strictly between 0 and 1; got {level}.")
     if not isinstance(study, dict) or not isinstance(reference, str) or reference not in study or len(study) < 2:
         raise ValueError(f"study must hold {' '.join(repr(reference).split())[:40]} and at least one other recipe.")
     final = {key: [float(f[0]) for f in study[key]["final"]] for key in study}
     others = [key for key in study if key != reference]
-    summary: dict[str, float] = {
-        "threshold": threshold,
-        "tests": len(others),
-        "level": len(others) * 2 * NormalDist().cdf(-threshold),
-    }
+    summary: dict[str, float] = {"tests": len(others), "level": level, "p_star": level / len(others)}
     passed = []
     summary["not_testable"] = 0
     for key in others:
         res = _welch_or_untestable(final[reference], final[key])
-        summary.update({f"diff_{key}": res["difference"], f"se_{key}": res["se"], f"z_{key}": res["z"]})
-        summary["not_testable"] += math.isnan(res["z"])  # a single seed: no noise to compare with
-        if abs(res["z"]) > threshold:
+        summary.update({f"{name}_{key}": res[name] for name in ("se", "t", "df", "p")})
+        summary[f"diff_{key}"] = res["difference"]
+        summary["not_testable"] += math.isnan(res["t"])  # a single seed: no noise to compare with
+        if res["p"] < summary["p_star"]:
             passed.append(f"{get_recipe(reference).name} − {get_recipe(key).name}")
     return {"summary": summary, "passed": passed}
 
@@ -326,44 +396,68 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
     """What :func:`comparison_screen` could see with ``seeds`` seeds per recipe, if every recipe's
     mean and seed-to-seed SD stayed as measured (chapter 13's exercise).
 
-    The screen's threshold z* depends only on the number of comparisons, not on the seeds; the
-    standard error of a difference, sqrt(s_a² / n + s_b² / n), shrinks as 1/sqrt(n), so z grows
-    as sqrt(n). Per comparison: ``z`` now, ``z_new`` with ``seeds`` seeds, ``needed``, the fewest
-    seeds per recipe for |z| to reach z*, and ``chance``, the probability of passing with
-    ``seeds`` seeds if the measured difference were the true one (normal approximation:
-    Φ(|z_new| − z*) + Φ(−|z_new| − z*)). Returns ``header`` and ``rows`` for
-    :func:`stddial_book.core.markdown.table` and ``summary`` (``z_star``, ``seeds_now``, ``seeds``,
-    ``se_factor`` = sqrt(seeds_now / seeds), ``passed_now``, ``projected``, the comparisons whose
-    ``z_new`` passes, ``projected_names``, ``likely``, those with ``chance`` > 1/2, and
-    ``fewest_needed``, over the comparisons not passed now; for the prose, in words,
-    ``projected_sentence``, "none of the comparisons would pass with 6 seeds", and ``likely_count``).
+    The standard error of a difference, sqrt(s_a² / n + s_b² / n), shrinks as 1/sqrt(n), so t grows
+    as sqrt(n); the screen's threshold t* (Bonferroni level p* = ``level``/m, Student t) falls as
+    Welch's degrees of freedom, (s_a² + s_b²)² (n − 1) / (s_a⁴ + s_b⁴) at n seeds each, grow. Per
+    comparison: ``t`` now, ``t_new`` and the threshold ``t_star`` with ``seeds`` seeds, ``needed``,
+    the fewest seeds per recipe for |t| to exceed t*, and ``chance``, the probability of passing with
+    ``seeds`` seeds if the measured difference were the true one (the noncentral t,
+    :data:`scipy.stats.nct`, with noncentrality t_new). Returns ``header`` and ``rows`` for
+    :func:`stddial_book.core.markdown.table` and ``summary`` (``p_star``, ``t_star_now_low`` /
+    ``t_star_now_high`` and ``t_star_low`` / ``t_star_high``, the thresholds' range over the
+    comparisons now and with ``seeds`` seeds, ``seeds_now``, ``seeds``, ``se_factor`` =
+    sqrt(seeds_now / seeds), ``passed_now``, ``projected``, the comparisons whose ``t_new`` passes,
+    ``projected_names``, ``likely``, those with ``chance`` > 1/2, and ``fewest_needed``, over the
+    comparisons not passed now; for the prose, in words, ``projected_sentence``, "none of the
+    comparisons would pass with 6 seeds", and ``likely_count``).
     """
     from itertools import combinations
 
     seeds = check_int(seeds, "seeds", minimum=2)
-    z_star = comparison_screen(values, level)["summary"]["z_star"]
+    p_star = comparison_screen(values, level)["summary"]["p_star"]
     rows, now, projected, likely, needed_not_passed, counts = [], 0, [], 0, [], []
+    thresholds_now, thresholds = [], []
     for label, per_recipe in values.items():
         for a, b in combinations(per_recipe, 2):
             va, vb = (to_numpy(per_recipe[x], x) for x in (a, b))
             if va.size < 2 or vb.size < 2:
                 raise ValueError("each recipe needs at least two seeds to measure its spread.")
             counts += [va.size, vb.size]
-            z, z_new, needed, chance = _projected(va, vb, seeds, z_star)
-            now += abs(z) > z_star
-            if abs(z_new) > z_star:
+            result = welch(va, vb)
+            thresholds_now.append(t_threshold(p_star, result["df"]))
+            t_new, t_star, needed, chance = _projected(va, vb, seeds, p_star)
+            thresholds.append(t_star)
+            passes_now = result["p"] < p_star
+            now += passes_now
+            if abs(t_new) > t_star or (math.isinf(t_new) and t_new != 0):
                 projected.append(f"{label}, {a} − {b}")
             likely += chance > 0.5
-            if abs(z) <= z_star:
+            if not passes_now:
                 needed_not_passed.append(needed)
             shown_needed = "never" if not math.isfinite(needed) else f"{needed}"
-            rows.append([label, f"{a} − {b}", f"{z:+.1f}", f"{z_new:+.1f}", shown_needed, f"{chance:.0%}"])
+            rows.append(
+                [
+                    label,
+                    f"{a} − {b}",
+                    f"{result['t']:+.1f}",
+                    f"{t_new:+.1f}",
+                    f"{t_star:.1f}",
+                    shown_needed,
+                    f"{chance:.0%}",
+                ]
+            )
     seeds_now = min(counts)
+    now_finite = [t for t in thresholds_now if math.isfinite(t)] or [math.nan]
+    new_finite = [t for t in thresholds if math.isfinite(t)] or [math.nan]
     return {
         "header": _projection_header(seeds),
         "rows": rows,
         "summary": {
-            "z_star": z_star,
+            "p_star": p_star,
+            "t_star_now_low": min(now_finite),
+            "t_star_now_high": max(now_finite),
+            "t_star_low": min(new_finite),
+            "t_star_high": max(new_finite),
             "seeds_now": seeds_now,
             "seeds": seeds,
             "se_factor": math.sqrt(seeds_now / seeds),
@@ -380,19 +474,47 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
     }
 
 
-def _projected(va: np.ndarray, vb: np.ndarray, seeds: int, z_star: float) -> tuple[float, float, float, float]:
-    """One comparison of :func:`seed_projection`: (z now, z with ``seeds`` seeds, the seeds per recipe
-    |z| needs to reach z* (inf for no difference), the chance of passing Φ(|z_new| − z*) + Φ(−|z_new| − z*))."""
-    from statistics import NormalDist
+def _at_seeds(diff: float, var_a: float, var_b: float, n: int, p_star: float) -> tuple[float, float, float]:
+    """(t, Welch's degrees of freedom, the threshold t*) of a difference ``diff`` with seed variances
+    ``var_a`` and ``var_b`` measured on ``n`` seeds each."""
+    spread = var_a + var_b
+    if spread == 0:
+        return (math.inf * np.sign(diff) if diff != 0 else 0.0), math.nan, math.nan
+    df = spread**2 * (n - 1) / (var_a**2 + var_b**2)
+    return diff / math.sqrt(spread / n), df, t_threshold(p_star, df)
 
-    normal = NormalDist()
-    spread = float(va.var(ddof=1) + vb.var(ddof=1))
-    z = welch(va, vb)["z"]
+
+def _projected(va: np.ndarray, vb: np.ndarray, seeds: int, p_star: float) -> tuple[float, float, float, float]:
+    """One comparison of :func:`seed_projection`: (t with ``seeds`` seeds, its threshold t*, the seeds
+    per recipe |t| needs to exceed t* (inf for no difference), the chance of passing with ``seeds``
+    seeds, P(|T| > t*) for T noncentral t with Welch's degrees of freedom and noncentrality t)."""
+    from scipy import stats
+
+    var_a, var_b = float(va.var(ddof=1)), float(vb.var(ddof=1))
     diff = float(va.mean() - vb.mean())
-    z_new = diff / math.sqrt(spread / seeds) if spread > 0 else z
-    needed = max(2, math.ceil(z_star**2 * spread / diff**2)) if diff != 0 else math.inf
-    chance = normal.cdf(abs(z_new) - z_star) + normal.cdf(-abs(z_new) - z_star) if math.isfinite(z_new) else 1.0
-    return z, z_new, needed, chance
+    t_new, df, t_star = _at_seeds(diff, var_a, var_b, seeds, p_star)
+    if not math.isfinite(t_new):
+        return t_new, t_star, 2, 1.0
+    if diff == 0:
+        return t_new, t_star, math.inf, float(2 * stats.t.sf(t_star, df))
+
+    def passes(n: int) -> bool:  # |t| grows and t* falls with n: the first n that passes is found by bisection
+        t, _, threshold = _at_seeds(diff, var_a, var_b, n, p_star)
+        return abs(t) > threshold
+
+    if passes(2):
+        needed: float = 2
+    else:
+        low, high = 2, 4
+        while not passes(high) and high < 2**40:
+            low, high = high, 2 * high
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if passes(mid) else (mid, high)
+        needed = high if passes(high) else math.inf
+    shift = abs(t_new)
+    chance = float(stats.nct.sf(t_star, df, shift) + stats.nct.cdf(-t_star, df, shift))
+    return t_new, t_star, needed, chance
 
 
 def _projection_header(seeds: int) -> list[str]:
@@ -400,8 +522,9 @@ def _projection_header(seeds: int) -> list[str]:
     return [
         "final value",
         "comparison",
-        "z now",
-        f"z, {seeds} seeds",
-        "seeds for z*",
+        "t now",
+        f"t, {seeds} seeds",
+        f"threshold t*, {seeds} seeds",
+        "seeds to pass",
         f"chance to pass, {seeds} seeds",
     ]

@@ -142,8 +142,8 @@ def test_no_build_tooling_in_the_package() -> None:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 found += [f"{name}: {n}" for n in names if n.split(".")[0] in tooling]
-    # git_state reads the commit of a recorded run's checkout: the one subprocess the package needs
-    assert found == ["rl.runlog: subprocess"], found
+    # git: the commit of a recorded run's checkout and the files it tracks (the write policy)
+    assert found == ["core.repository: subprocess"], found
 
 
 def test_every_public_name_is_reachable_from_the_top() -> None:

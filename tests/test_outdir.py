@@ -20,7 +20,16 @@ from hypothesis import strategies as st
 
 import stddial_book
 from stddial_book.cli import main
-from stddial_book.core.outdir import MARKER, claim_dir, expand_path, owns, read_marker, refusal, remove_owned
+from stddial_book.core.outdir import (
+    MARKER,
+    SET_ASIDE,
+    claim_dir,
+    expand_path,
+    owns,
+    read_marker,
+    refusal,
+    remove_owned,
+)
 from stddial_book.experiments.testbed import remove_stale_run
 
 PACKAGE = Path(stddial_book.__file__).resolve().parent
@@ -138,16 +147,20 @@ def test_a_new_or_empty_directory_is_claimed_and_marked(sandbox: Path) -> None:
     assert sorted(p.name for p in empty.iterdir()) == [MARKER]
 
 
-def test_remove_owned_touches_only_named_entries_of_a_marked_directory(sandbox: Path) -> None:
+def test_remove_owned_sets_named_entries_aside_and_deletes_nothing(sandbox: Path) -> None:
     run = claim_dir("runs/two", "train")
     (run / "checkpoint").mkdir()
     (run / "checkpoint" / "x").write_text("x")
     (run / "keep.txt").write_text("keep")
     (run / "theirs").symlink_to(sandbox / "home" / "desk" / "theirs")
     before = snapshot(sandbox / "home" / "desk" / "theirs")
+    inside = snapshot(run)
     assert remove_owned(run, ["checkpoint", "theirs", "missing"]) == ["checkpoint", "theirs"]
-    assert snapshot(sandbox / "home" / "desk" / "theirs") == before  # the link went, not its target
-    assert sorted(p.name for p in run.iterdir()) == [MARKER, "keep.txt"]
+    assert snapshot(sandbox / "home" / "desk" / "theirs") == before  # the link moved, its target untouched
+    assert sorted(p.name for p in run.iterdir()) == [MARKER, SET_ASIDE, "keep.txt"]
+    (shelf,) = (run / SET_ASIDE).iterdir()
+    moved = snapshot(shelf)  # every byte is still there, one folder down
+    assert moved == {k: v for k, v in inside.items() if k.split("/")[0] in ("checkpoint", "theirs")}
     for bad in ("..", "../theirs", MARKER, ""):
         with pytest.raises(ValueError, match="plain entry names"):
             remove_owned(run, [bad])

@@ -13,12 +13,13 @@ from conftest import TINY, fresh
 from safetensors.torch import save_model
 
 from stddial_book.cli import main
-from stddial_book.core.outdir import MARKER, claim_dir, read_marker
+from stddial_book.core.outdir import MARKER, SET_ASIDE, claim_dir, read_marker
 from stddial_book.core.resources import sha256 as file_sha256
 from stddial_book.experiments import testbed as experiments
 from stddial_book.rl import profiles, update
 from stddial_book.rl import trainer as train_module
 from stddial_book.rl.batches import Batch, bucket_of, make_problems
+from stddial_book.rl.checkpoints import checkpoint_dir
 from stddial_book.rl.configs import SFTConfig, TaskConfig, TrainConfig
 from stddial_book.rl.evaluate import evaluate
 from stddial_book.rl.model import model_for_profile
@@ -140,25 +141,29 @@ def test_resume_continues_exactly(recipe, pool, problems, warm, tmp_path) -> Non
 
 
 def test_resume_survives_crash_debris(problems, warm, tmp_path) -> None:
-    """A crash between the checkpoint's two renames leaves only checkpoint.old (and the new one
-    half-moved), and a kill mid-write leaves half a log line: resume falls back to the last complete
-    checkpoint, drops the partial line, and ends exactly where one straight run ends."""
+    """A crash while the next checkpoint is written leaves a half-written slot (not yet recorded in
+    the run's manifest), and a kill mid-write leaves half a log line: resume falls back to the last
+    complete checkpoint, drops the partial line, ends exactly where one straight run ends, and sets
+    the debris aside instead of deleting it."""
     train_set, heldout = problems
     config = TINY.train_config("grpo", sample_budget=320)
     straight = fresh(warm)
     train(straight, train_set, heldout, config, tmp_path / "a")
     train(fresh(warm), train_set, heldout, config, tmp_path / "b", stop_after=3)
     run = tmp_path / "b"
-    (run / "checkpoint").rename(run / "checkpoint.old")  # the crash: the new checkpoint not in place
-    (run / "checkpoint.tmp").mkdir()  # and a half-written one beside it
+    assert checkpoint_dir(run) == run / "checkpoint"
+    (run / "checkpoint.alt").mkdir()  # the crash: the next checkpoint half written
+    (run / "checkpoint.alt" / "model.safetensors").write_bytes(b"half")
     with open(run / "metrics.jsonl", "a") as handle:
         handle.write('{"step": 4, "rew')
+    assert checkpoint_dir(run) == run / "checkpoint"
     resumed = fresh(warm)
     with pytest.warns(UserWarning, match="partial last line"):
         train(resumed, train_set, heldout, config, run, resume=True)
     for (name, p), q in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(p, q), name
-    assert not (run / "checkpoint.old").exists() and (run / "checkpoint" / "state.json").exists()
+    shelved = [p.read_bytes() for p in (run / SET_ASIDE).rglob("model.safetensors")]
+    assert b"half" in shelved and (checkpoint_dir(run) / "state.json").exists()
     steps = [r["step"] for r in load_run(run)[1]]
     assert steps == sorted(set(steps)) == [r["step"] for r in load_run(tmp_path / "a")[1]]
 
@@ -169,7 +174,7 @@ def test_a_damaged_checkpoint_is_named(victim, problems, warm, tmp_path) -> None
     config = TINY.train_config("grpo", sample_budget=64, eval_every=0)
     train(fresh(warm), train_set, heldout, config, tmp_path, stop_after=2)
     (tmp_path / "checkpoint" / victim).write_bytes(b"{garbage")
-    with pytest.raises(ValueError, match=victim.replace(".", r"\.") + r".*damaged"):
+    with pytest.raises(ValueError, match=victim.replace(".", r"\.") + r".*(damaged|not the file this run wrote)"):
         train(fresh(warm), train_set, heldout, config, tmp_path, resume=True)
 
 
@@ -592,7 +597,9 @@ def test_cli_names_damaged_and_mismatched_files(tiny_profile, tmp_path, capsys, 
         )
         == 2
     )
-    assert "provenance.json is damaged" in _one_line_error(capsys)
+    error = _one_line_error(capsys)
+    assert "provenance.json is not the file this run wrote" in error and "delete" not in error
+    assert (run / "provenance.json").read_text() == "{"  # a refused resume writes nothing
 
 
 def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
@@ -758,8 +765,10 @@ def test_tempered_sampling_starts_at_ratio_one(problems, warm, tmp_path) -> None
     assert len(steps) >= 2 and all(r["clip_ratio/region_mean"] == 0.0 for r in steps)
 
 
-def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypatch, capsys) -> None:
-    """Starting a run afresh removes an unfinished run's own files, never anything else: `--out ''`
+def test_nothing_is_ever_deleted_and_only_a_runs_own_files_are_set_aside(
+    tiny_profile, tmp_path, monkeypatch, capsys
+) -> None:
+    """Starting a run afresh sets an unfinished run's own files aside, never anything else: `--out ''`
     once meant the current directory, which was deleted; a folder with run-like names
     (metrics.jsonl, checkpoint/) is a reader's unless the tool's marker is in it."""
     from stddial_book.experiments.testbed import remove_stale_run
@@ -789,7 +798,8 @@ def test_only_a_runs_own_files_are_ever_deleted(tiny_profile, tmp_path, monkeypa
     (stale / "metrics.jsonl").write_text("")
     (stale / "readme.txt").write_text("a reader's note inside a run directory")
     remove_stale_run(stale)
-    assert sorted(p.name for p in stale.iterdir()) == [MARKER, "readme.txt"]
+    assert sorted(p.name for p in stale.iterdir()) == [MARKER, SET_ASIDE, "readme.txt"]
+    assert sorted(p.name for p in next((stale / SET_ASIDE).iterdir()).iterdir()) == ["checkpoint", "metrics.jsonl"]
     assert (work / "notes" / "mine.txt").exists()
 
 

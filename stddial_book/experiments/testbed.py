@@ -239,29 +239,29 @@ RUN_FILES = frozenset(
 
 
 def remove_stale_run(directory: str | os.PathLike) -> None:
-    """Delete an unfinished run's files in ``directory`` so that it can start afresh, and nothing else.
+    """Set an unfinished run's files in ``directory`` aside so that it can start afresh: they are
+    moved into ``.stddial-set-aside/<time>/`` (:func:`stddial_book.core.outdir.set_aside`), never deleted.
 
-    Only a directory the tool created (it holds :data:`stddial_book.core.outdir.MARKER`) is touched, and
-    in it only the run's own entries (:data:`RUN_FILES`); the directory itself, the marker and any
-    other file stay. A path :func:`stddial_book.core.outdir.refusal` names (``''``, ``.``, the home
-    directory, ...) and a directory without the marker are refused with a ``ValueError``, so that a
-    mistyped ``--out`` can never delete a reader's work.
+    Only a directory the tool made (its marker made there) is touched, and in it only the run's own
+    entries (:data:`RUN_FILES`); the directory itself, the marker and any other file stay. A path
+    :func:`stddial_book.core.outdir.refusal` names (``''``, ``.``, the home directory, ...) and a
+    directory without the marker are refused with a ``ValueError``.
     """
-    from stddial_book.core.outdir import checked_path, remove_owned
+    from stddial_book.core.outdir import checked_path, set_aside
 
     path = checked_path(directory, flag=None)
     if not path.exists():
         return
     if not path.is_dir():
         raise ValueError(f"{path} is a file, not a run directory; choose another output directory.")
-    remove_owned(path, sorted(RUN_FILES))
+    set_aside(path, sorted(RUN_FILES))
 
 
 def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = False, command: str = "") -> Path:
     """SFT the profile's model into ``out``: ``model.safetensors``, ``sft.json`` and a run log."""
     from safetensors.torch import save_model
 
-    from stddial_book.core.outdir import checked_path, claim_dir, owns, read_marker
+    from stddial_book.core.outdir import checked_path, claim_dir, owns, read_marker, replace_own
     from stddial_book.rl.batches import make_problems
     from stddial_book.rl.model import model_for_profile
     from stddial_book.rl.runlog import RunLog
@@ -269,7 +269,7 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
 
     task, config = profile.task_config(), profile.sft_config(seed)
     out = checked_path(out)
-    if owns(out) and (out / "model.safetensors").exists():
+    if owns(out, "sft") and (out / "model.safetensors").exists():
         raise ValueError(f"{out} already holds an SFT model; use it with --init {out} or pick another --out.")
     out = claim_dir(out, "sft")
     remove_stale_run(out)  # a half-finished SFT of this tool is cheap to redo; nothing else is touched
@@ -302,9 +302,9 @@ def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = Fals
         "pass_rate_samples": config.final_eval_samples * len(heldout),
         "wall_time_s": result.wall_time_s,
     }
-    (out / "sft.json").write_text(json.dumps(summary, indent=2) + "\n")
+    replace_own(out, "sft.json", json.dumps(summary, indent=2) + "\n")
     log.finish()
-    save_model(model, str(out / "model.safetensors"))  # written last: its presence means "done"
+    replace_own(out, "model.safetensors", lambda path: save_model(model, str(path)))  # last: it means "done"
     if not result.reached:
         print(
             f"warning: SFT stopped at max_steps={config.max_steps} with held-out pass rate "
@@ -412,6 +412,7 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     Returns the run directory (``metrics.jsonl``, ``provenance.json``, ``checkpoint/``). A run
     interrupted earlier resumes from its checkpoint; a finished one is returned as it is.
     """
+    from stddial_book.core.outdir import replace_own
     from stddial_book.rl.checkpoints import checkpoint_dir
 
     _require_profile(profile)
@@ -437,7 +438,7 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
                 command=f"rl_run(profile={profile.name!r}, recipe={name!r}, seed={seed})",
                 **changes,
             )
-            done.write_text("finished\n")
+            replace_own(out, "done", "finished\n")
     return out
 
 

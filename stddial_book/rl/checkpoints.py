@@ -11,7 +11,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from stddial_book.core.outdir import remove_owned
+from stddial_book.core.outdir import (
+    atomic_write,
+    file_digest,
+    forget_files,
+    make_own_dir,
+    manifest_entries,
+    own_path,
+    record_files,
+    replace_own,
+    set_aside,
+    verify_manifest,
+)
 from stddial_book.rl.pool_state import PoolState
 from stddial_book.rl.runlog import read_records
 
@@ -99,21 +110,46 @@ class _State:
             setattr(self, name, value)
 
 
+#: The two slots a run's checkpoints alternate between: the newer complete one is resumed from, and
+#: the other is overwritten (file by file, each by an atomic rename) by the next checkpoint.
+SLOTS = (CHECKPOINT, CHECKPOINT + ".alt")
+
+_CHECKPOINT_FILES = ("model.safetensors", "optimizer.pt", "rng.pt", "state.json")
+
+
+def _saved_step(slot: Path) -> int:
+    """The step a slot's ``state.json`` names (-1 when it cannot be read)."""
+    try:
+        step = json.loads((slot / "state.json").read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return step if type(step) is int else -1
+
+
 def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
     """The last complete checkpoint of a run directory, or ``None`` when it has none.
 
-    :func:`train` writes a checkpoint into ``checkpoint.tmp``, moves the previous one to
-    ``checkpoint.old`` and renames the new one to ``checkpoint``; a crash between the two renames
-    leaves only ``checkpoint.old``, which is then the last complete checkpoint (its ``state.json``,
-    written last, marks it complete).
+    :func:`train` writes each checkpoint into the slot (:data:`SLOTS`) not holding the last one,
+    then records its four files (``state.json`` last) in the run's manifest
+    (:mod:`stddial_book.core.outdir`); a checkpoint is complete once all four are listed, so a crash
+    while one is written leaves the one before as the last complete checkpoint. In a directory
+    without the tool's manifest (a copied run, read to evaluate it), a slot holding ``state.json``
+    counts.
     """
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"directory must be a run directory path (str or Path); got {type(directory).__name__}.")
     directory = Path(directory)
-    for name in (CHECKPOINT, CHECKPOINT + ".old"):
-        if (directory / name / "state.json").is_file():
-            return directory / name
-    return None
+    listed = manifest_entries(directory) if directory.is_dir() else {}
+    found = []
+    for name in (*SLOTS, CHECKPOINT + ".old"):
+        slot = directory / name
+        if listed:
+            complete = all(f"{name}/{f}" in listed for f in _CHECKPOINT_FILES)
+        else:
+            complete = (slot / "state.json").is_file() and not slot.is_symlink()
+        if complete:
+            found.append((_saved_step(slot), -len(found), slot))
+    return max(found)[2] if found else None
 
 
 def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
@@ -123,35 +159,50 @@ def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
 
 
 def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerprint: str = "") -> None:
-    """Write model, optimizer and random states to ``directory/checkpoint`` (see :func:`checkpoint_dir`).
+    """Write model, optimizer and random states into the slot not holding the last checkpoint (see
+    :func:`checkpoint_dir`), each file by an atomic rename, and record them in the run's manifest.
 
-    ``directory`` is a run directory the tool marked (:mod:`stddial_book.core.outdir`): only its own
-    ``checkpoint.tmp`` and ``checkpoint.old`` are ever replaced."""
+    ``directory`` is the tool's run directory (:mod:`stddial_book.core.outdir`): nothing is deleted.
+    The slot's previous files are the run's own (the manifest says so) and are replaced; anything
+    else found in the slot (a crash's half-written checkpoint, a file put there) is set aside."""
     from safetensors.torch import save_model
 
-    tmp_name, old_name = CHECKPOINT + ".tmp", CHECKPOINT + ".old"
-    remove_owned(directory, [tmp_name])
-    tmp = directory / tmp_name
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / "model.safetensors"))
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
-    saved = {**state.to_json(), "fingerprint": fingerprint}
-    (tmp / "state.json").write_text(json.dumps(saved) + "\n")  # last: marks the checkpoint complete
-    final = directory / CHECKPOINT
-    if final.exists():
-        remove_owned(directory, [old_name])
-        final.rename(directory / old_name)
-    tmp.rename(final)
-    remove_owned(directory, [old_name])
+    last = checkpoint_dir(directory)
+    name = SLOTS[1] if last is not None and last.name == SLOTS[0] else SLOTS[0]
+    slot = directory / name
+    listed = manifest_entries(directory)
+    if slot.is_symlink() or (slot.exists() and not slot.is_dir()):
+        set_aside(directory, [name])
+    elif slot.exists():
+        try:
+            verify_manifest(directory, [f"{name}/{f}" for f in _CHECKPOINT_FILES])
+            ours = all(f"{name}/{f}" in listed for f in _CHECKPOINT_FILES) and all(
+                p.name in _CHECKPOINT_FILES and p.is_file() and not p.is_symlink() for p in slot.iterdir()
+            )
+        except ValueError:
+            ours = False
+        if not ours:
+            set_aside(directory, [name])
+    forget_files(directory, name)  # from here until recorded again, the slot is not a checkpoint
+    make_own_dir(directory, name)
+    writers = {
+        "model.safetensors": lambda p: save_model(model, str(p)),
+        "optimizer.pt": lambda p: torch.save(optimizer.state_dict(), p),
+        "rng.pt": lambda p: torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, p),
+        "state.json": (json.dumps({**state.to_json(), "fingerprint": fingerprint}) + "\n").encode(),
+    }
+    for file, write in writers.items():
+        atomic_write(own_path(directory, f"{name}/{file}"), write)
+    metrics = ["metrics.jsonl"] if (directory / "metrics.jsonl").is_file() else []
+    record_files(directory, [f"{name}/{f}" for f in _CHECKPOINT_FILES], append=metrics)
 
 
 def _damaged(path: Path, err: Exception) -> ValueError:
     """A ``ValueError`` naming a checkpoint file that cannot be read, and what to do about it."""
     reason = (str(err).strip().splitlines() or [""])[0][:160]
     return ValueError(
-        f"{path} cannot be read ({type(err).__name__}: {reason}); the checkpoint is damaged: "
-        f"delete {path.parent} to resume from the one before, if any, or start the run afresh."
+        f"{path} cannot be read ({type(err).__name__}: {reason}); the checkpoint is damaged and nothing "
+        "was changed: restore the file from a copy, or start a new run in a new --out directory."
     )
 
 
@@ -173,6 +224,7 @@ def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: s
 
     device = next(model.parameters()).device
     parts: dict[str, Any] = {}
+    verify_manifest(path.parent)  # every file the run wrote (state and checkpoint included) as it wrote it
     try:
         saved = json.loads((path / "state.json").read_text())
     except Exception as err:
@@ -227,9 +279,12 @@ def _check_log_matches(directory: Path, checkpoint: Path, state: _State) -> None
 
 def _truncate_metrics(directory: Path, last_step: int) -> None:
     """Drop records logged after the checkpoint (they will be logged again, identically) and a
-    partial last line a crash may have left."""
+    partial last line a crash may have left: the log is replaced by an atomic rename, never cut in place."""
     path = directory / "metrics.jsonl"
     if not path.exists():
         return
     lines = [json.dumps(r, allow_nan=False) for r in read_records(path) if r["step"] <= last_step]
-    path.write_text("".join(ln + "\n" for ln in lines))
+    text = "".join(ln + "\n" for ln in lines)
+    if file_digest(path) != {"size": len(text.encode()), "sha256": hashlib.sha256(text.encode()).hexdigest()}:
+        replace_own(directory, "metrics.jsonl", text)
+    record_files(directory, [], append=["metrics.jsonl"])

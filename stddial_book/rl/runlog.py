@@ -14,7 +14,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 import warnings
@@ -25,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from stddial_book.core.outdir import append_own, record_files, replace_own
+from stddial_book.core.repository import run_git
 from stddial_book.core.resources import data_path
 
 __all__ = [
@@ -58,15 +59,12 @@ def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
 
     ``dirty`` is True when tracked files differ from the commit, None when it cannot be told
     (not a checkout, or no git); the commit is then ``"unknown"``."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-        commit = out.stdout.strip()
-        if out.returncode != 0 or not commit:
-            return "unknown", None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
+    out = run_git(["rev-parse", "HEAD"], cwd, timeout=5)
+    commit = out.stdout.decode(errors="replace").strip() if out is not None else ""
+    if out is None or out.returncode != 0 or not commit:
+        return "unknown", None
+    status = run_git(["status", "--porcelain", "--untracked-files=no"], cwd, timeout=5)
+    if status is None:
         return "unknown", None
     return commit, (bool(status.stdout.strip()) if status.returncode == 0 else None)
 
@@ -117,7 +115,12 @@ def _clean(value: Any) -> Any:
 
 
 class RunLog:
-    """Writes one run's metrics and provenance; appends when the run is resumed."""
+    """Writes one run's metrics and provenance; appends when the run is resumed.
+
+    Files go through :func:`stddial_book.core.outdir.replace_own` and ``append_own`` (never through a
+    link; recorded in the manifest of the tool's directory). A resumed log writes nothing until its
+    first record or :meth:`finish`, so a resume refused after it was opened leaves the run as it was
+    (no ``resumed_at``)."""
 
     def __init__(
         self,
@@ -140,35 +143,40 @@ class RunLog:
             ) from None
         self._start = time.perf_counter()
         path = self.directory / PROVENANCE
+        self._pending = False
         if resume and path.exists():
             self.provenance = read_json(path)
+            if not isinstance(self.provenance, dict):
+                raise ValueError(f"{path} is damaged (not a JSON object); nothing was changed: restore it.")
             self.provenance.setdefault("resumed_at", []).append(datetime.now(timezone.utc).isoformat())
-        else:
-            if not resume and (self.directory / METRICS).exists():
-                raise ValueError(
-                    f"{self.directory} already holds a run log; pass resume=True to continue it "
-                    "or choose another output directory."
-                )
-            commit, dirty = git_state()
-            self.provenance = {
-                "command": command,
-                "run_id": run_id,
-                "git_commit": commit,
-                "dirty": dirty,
-                "seed": seed,
-                "profile": profile,
-                "config": _clean(config or {}),
-                "started_at": datetime.now(timezone.utc).isoformat(),
-                **environment(device),
-                "wall_time_s": None,
-            }
+            self._pending = True  # written with the first record: a refused resume writes nothing
+            return
+        if not resume and (self.directory / METRICS).exists():
+            raise ValueError(
+                f"{self.directory} already holds a run log; pass resume=True to continue it "
+                "or choose another output directory."
+            )
+        commit, dirty = git_state()
+        self.provenance = {
+            "command": command,
+            "run_id": run_id,
+            "git_commit": commit,
+            "dirty": dirty,
+            "seed": seed,
+            "profile": profile,
+            "config": _clean(config or {}),
+            "started_at": datetime.now(timezone.utc).isoformat(),
+            **environment(device),
+            "wall_time_s": None,
+        }
         self._write_provenance()
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Append one step's metrics (TRL's names where TRL has them)."""
         record = {"step": int(step), **_clean(metrics)}
-        with open(self.directory / METRICS, "a") as handle:
-            handle.write(json.dumps(record, allow_nan=False) + "\n")
+        if self._pending:
+            self._write_provenance()
+        append_own(self.directory, METRICS, json.dumps(record, allow_nan=False) + "\n")
 
     def finish(self) -> None:
         """Record the wall time so far, added up across resumed segments (:func:`train` calls this
@@ -179,7 +187,9 @@ class RunLog:
         self._write_provenance()
 
     def _write_provenance(self) -> None:
-        (self.directory / PROVENANCE).write_text(json.dumps(self.provenance, indent=2) + "\n")
+        self._pending = False
+        replace_own(self.directory, PROVENANCE, json.dumps(self.provenance, indent=2) + "\n")
+        record_files(self.directory, [], append=[METRICS] if (self.directory / METRICS).is_file() else [])
 
 
 def read_json(path: str | Path) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stddial_book.core.outdir import checked_path, claim_dir, read_marker, require_owned
+from stddial_book.core.outdir import checked_path, claim_dir, read_marker, replace_own, require_owned
 from stddial_book.rl.allocation import allocate, record_allocation
 from stddial_book.rl.batches import Batch, GroupLayout, _decode, bucket_of, encode_prompts, group_sizes_of
 from stddial_book.rl.checkpoints import (
@@ -168,7 +168,7 @@ def _run_directory(directory: Path, config_dict: dict[str, Any], resume: bool) -
     same configuration; returns the directory and its saved checkpoint (``None`` if there is none;
     chapter 10)."""
     if resume:
-        directory = require_owned(directory)
+        directory = require_owned(directory, kind="train")
     else:
         directory = claim_dir(directory, "train")  # a new, empty or marked directory; anything else refused
     saved_checkpoint = checkpoint_dir(directory)
@@ -192,9 +192,8 @@ def _reference_policy(model, directory: Path, recipe: Recipe, resume: bool):
     from safetensors.torch import load_model, save_model
 
     init = directory / INIT / "model.safetensors"
-    if not resume:
-        init.parent.mkdir(parents=True, exist_ok=True)
-        save_model(model, str(init))
+    if not resume:  # never through a link planted at init/ (stddial_book.core.outdir)
+        replace_own(directory, f"{INIT}/model.safetensors", lambda path: save_model(model, str(path)))
     if not recipe.kl_coef > 0:
         return None
     import copy

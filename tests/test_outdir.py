@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 
 import stddial_book
 from stddial_book.cli import main
+from stddial_book.core import outdir
 from stddial_book.core.outdir import (
     MARKER,
     SET_ASIDE,
+    check_claimable,
     claim_dir,
     expand_path,
     owns,
@@ -123,10 +125,13 @@ def test_dangerous_paths_are_refused_and_nothing_is_touched(sandbox: Path, path:
 
 
 def test_the_package_and_its_checkout_are_refused(sandbox: Path) -> None:
-    for path in (PACKAGE, PACKAGE / "runs", PACKAGE.parent):
+    """Checked without a chance to write: check_claimable creates nothing even if the refusal broke
+    (a test once claimed stddial_book/new for real and its marker was committed)."""
+    for path in (PACKAGE, PACKAGE / "runs", PACKAGE / "new", PACKAGE.parent):
         assert refusal(path) is not None
         with pytest.raises(ValueError, match="inside the stddial_book package|holds the stddial_book package"):
-            claim_dir(path, "train")
+            check_claimable(path)
+    assert not (PACKAGE / "new").exists() and not (PACKAGE / "runs").exists()
     assert not (PACKAGE / "runs").exists() and not (PACKAGE / MARKER).exists()
 
 
@@ -193,7 +198,7 @@ PIECES = st.sampled_from(
 PATHS = st.one_of(
     st.lists(PIECES, min_size=1, max_size=3).map("/".join),
     st.lists(PIECES, min_size=0, max_size=3).map(lambda parts: "ROOT/" + "/".join(parts)),
-    st.sampled_from([str(PACKAGE), str(PACKAGE / "new"), str(PACKAGE.parent)]),
+    st.sampled_from(["ROOT/site/stddial_book", "ROOT/site/stddial_book/new", "ROOT/site"]),
 )
 
 
@@ -211,6 +216,11 @@ def test_any_typed_path_leaves_the_readers_files_byte_identical(monkeypatch) -> 
             work = build_sandbox(root)
             monkeypatch.setenv("HOME", str(root / "home"))
             monkeypatch.chdir(work)
+            # the package as the policy sees it is a copy in the sandbox: a broken refusal writes there,
+            # never into the checkout
+            (root / "site" / "stddial_book").mkdir(parents=True)
+            (root / "site" / "stddial_book" / "__init__.py").write_text("")
+            monkeypatch.setattr(outdir, "_PACKAGE_DIR", root / "site" / "stddial_book")
             try:
                 examine(root, path.replace("ROOT", str(root)))
             finally:
@@ -218,11 +228,13 @@ def test_any_typed_path_leaves_the_readers_files_byte_identical(monkeypatch) -> 
 
     def examine(root: Path, path: str) -> None:
         target = Path(os.path.abspath(os.path.expandvars(os.path.expanduser(path))))
-        if path.startswith(str(PACKAGE.parent)):
-            pass  # the real package and checkout: must be refused, never written
-        elif target != root and root not in target.parents:
+        if target == root / "site" or root / "site" in target.parents:
+            with pytest.raises(ValueError, match="stddial_book package"):
+                claim_dir(path, "train")
+            assert sorted(p.name for p in (root / "site" / "stddial_book").iterdir()) == ["__init__.py"]
+            return
+        if target != root and root not in target.parents:
             return  # "../../.." from the working directory leaves the sandbox: not tried
-        package_before = sorted(p.name for p in PACKAGE.iterdir())
         before = snapshot(root)
         try:
             made = claim_dir(path, "train")
@@ -242,7 +254,6 @@ def test_any_typed_path_leaves_the_readers_files_byte_identical(monkeypatch) -> 
             with contextlib.suppress(ValueError):
                 remove_stale_run(name)
         assert {k: v for k, v in snapshot(root).items() if k in before} == before, path
-        assert sorted(p.name for p in PACKAGE.iterdir()) == package_before
 
     check()
     assert outcome["accepted"] >= 30 and outcome["refused"] >= 30, outcome

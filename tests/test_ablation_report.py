@@ -16,7 +16,9 @@ from test_ablation import START, _hard, _log
 
 from stddial_book.core.resources import data_path
 from stddial_book.experiments import ablation as ab
+from stddial_book.experiments import ablation_pooled as ap
 from stddial_book.experiments import ablation_report as ar
+from stddial_book.experiments import ablation_words as aw
 
 DIVIDE = (0.5, 0.625, 0.75, 0.625)  # mean 0.625
 LOW = (0.125, 0.25, 0.125, 0.25)  # mean 0.1875
@@ -77,21 +79,27 @@ def test_contrast_table_of_a_hand_made_study() -> None:
 
 
 def test_explanations_follow_the_contrasts() -> None:
+    """G = 32's division effect 0.4375 (se² 1/256) against G = 8's 0 (se² 1/192): difference 0.4375,
+    se sqrt(7/768), z = 4.58, far beyond noise under AdamW, the only optimizer recorded."""
     verdicts = {e["explanation"]: e for e in ar.explanations(_study())}
     assert verdicts["G = 8 is where the gap is smallest"]["verdict"] == "supported"
-    assert verdicts["G = 8 is where the gap is smallest"]["shows"].startswith("1 of 1")
+    test = verdicts["G = 8 is where the gap is smallest"]["tests"]["adamw"]
+    assert test["difference"] == pytest.approx(0.4375) and test["z"] == pytest.approx(0.4375 / math.sqrt(7 / 768))
+    assert verdicts["G = 8 is where the gap is smallest"]["shows"].startswith("G = 32 − G = 8 effect: AdamW +0.438")
     assert verdicts["the gradient clip is a second normaliser"]["verdict"] == "untested"  # no cell without it
     assert verdicts["Adam absorbs the scale σ against σ²"]["verdict"] == "supported"  # 1.05 is within 10%
     allocation = verdicts["the allocation alone (σ against σ² per group, equal step length) matters"]
-    assert allocation["verdict"] == "supported" and allocation["shows"] == "1 of 2 cells beyond noise"
+    assert allocation["verdict"] == "supported"  # no_divide's steps are 1.05 × divide's: equal within 10%
+    assert allocation["shows"] == "1 of 2 cells beyond noise, 1 of them with steps of equal length (within 10%)"
 
 
 def test_an_effect_at_g8_only_does_not_support_the_group_size_explanation() -> None:
     study = _study()
-    g8, g32 = study["cells"]["G8-adamw-clip"], study["cells"]["G32-adamw-clip"]
-    g8["divide-no_divide"], g32["divide-no_divide"] = g32["divide-no_divide"], g8["divide-no_divide"]
-    verdicts = {e["explanation"]: e["verdict"] for e in ar.explanations(study)}
-    assert verdicts["G = 8 is where the gap is smallest"] == "not supported"
+    g8, g32 = study["values"]["G8-adamw-clip"], study["values"]["G32-adamw-clip"]
+    g8["no_divide"], g32["no_divide"] = g32["no_divide"], g8["no_divide"]  # the effect moves to G = 8
+    verdicts = {e["explanation"]: e for e in ar.explanations(study)}
+    assert verdicts["G = 8 is where the gap is smallest"]["verdict"] == "not supported"
+    assert verdicts["G = 8 is where the gap is smallest"]["tests"]["adamw"]["z"] < 0
 
 
 def test_the_figure_has_a_row_per_cell_and_a_panel_per_measure() -> None:
@@ -102,13 +110,14 @@ def test_the_figure_has_a_row_per_cell_and_a_panel_per_measure() -> None:
     fig = ablation_figure(_study())
     left, right = fig.axes[:2]
     assert [t.get_text() for t in left.get_yticklabels()] == [
-        "pooled (exploratory)",
+        "pooled, all: random effects\n(exploratory)",
+        "pooled, AdamW\n(exploratory)",
         "G = 32, AdamW, clip",
         "G = 8, AdamW, clip",
     ]
     assert "hardest quartile" in left.get_title() and "held-out" in right.get_title()
     filled = [line for line in left.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
-    assert len(filled) == 2  # G = 32's division, and the division pooled over the cells
+    assert len(filled) == 2  # G = 32's division, and the division pooled within AdamW (random effects: too wide)
     plt.close(fig)
 
 
@@ -157,43 +166,66 @@ def test_the_shipped_study_is_the_recorded_runs_study() -> None:
 
 def test_the_sentence_and_the_reading_follow_the_verdicts() -> None:
     study = _study()
-    sentence = ar.ablation_sentence(study)
+    sentence = aw.ablation_sentence(study)
     assert sentence.startswith(
         "With the recipes made identical except the normaliser, 1 of 4 comparisons in the 2 cells"
     )
-    assert "`divide` − `no_divide` on the hardest quartile at G = 32 under AdamW with the clip (+0.438)" in sentence
-    reading = ar.ablation_reading(study)
-    assert reading.startswith(
-        "The division's effect is beyond noise more often at G = 32 (1 of 1 cells) than at G = 8 (0 of 1)."
+    low, high = study["cells"]["G32-adamw-clip"]["divide-no_divide"]["hardest_quartile"]["ci_family"]
+    assert (
+        f"`divide` − `no_divide` on the hardest quartile at G = 32 under AdamW with the clip (+0.438 [{low:+.3f}, "
+        f"{high:+.3f}])" in sentence
     )
-    assert "the clip" not in reading.split("AdamW")[0]  # the clip's explanation is untested: every cell clips
-    assert "1.05 to 1.05 times `divide`'s" in reading
-    assert "still lifts the hardest quartile beyond noise at G = 32 under AdamW with the clip." in reading
-    # divide gains 0.625 from the start (0), no_divide 0.1875: 3.3 times as much
-    assert "The largest difference is +0.438, at G = 32 under AdamW with the clip: there the hardest" in reading
-    assert "gains 3.3 times as much from its start as without the division" in reading
-    assert reading.endswith("On the held-out prompts no contrast is beyond noise in any cell.")
-    clause = ar.ablation_clause(study)
-    assert clause.startswith("but with the recipes identical except the normaliser, dividing by σ lifts the hardest")
-    assert "in 1 of 2 cells (by +0.250 pooled, beyond noise in 1 of them" in clause
-    assert clause.endswith("and leaves held-out accuracy unchanged in every cell")
+    parts = aw.ablation_reading_parts(study)
+    assert parts["causes"].startswith("The division's effect on the hardest quartile, pooled at G = 32 and at G = 8")
+    assert "larger beyond noise under every optimizer" in parts["causes"]
+    assert "without the clip" not in parts["causes"]  # the clip's explanation is untested: every cell clips
+    assert "1.05 to 1.05 times `divide`'s" in parts["causes"]
+    assert parts["allocation"].startswith(
+        "With steps of equal length the division lifts the hardest quartile beyond noise at G = 32 under AdamW"
+    )
+    assert (
+        "the other three quartiles move by +0.000 (Welch p 1)" in parts["allocation"]
+    )  # the hand-made logs leave them alone
+    assert parts["heldout"].startswith("On the held-out prompts no contrast is beyond noise in any cell")
+    assert "All 2 lie inside ±0.04" in parts["heldout"]  # every held-out difference is exactly 0
+    assert aw.ablation_reading(study).startswith(parts["causes"])
+    clause = aw.ablation_clause(study)
+    assert clause.startswith(
+        "but with the recipes identical except the normaliser, dividing by σ lifts the hardest quartile beyond noise "
+        "in 1 of 2 cells (1 of them with steps of equal length"
+    )
+    assert "pooled within optimizer, exploratory: +0.250 [" in clause
+    assert clause.endswith("and changes held-out accuracy by less than 0.04 in every cell (an equivalence test)")
     g8, g32 = study["cells"]["G8-adamw-clip"], study["cells"]["G32-adamw-clip"]
     g32["divide-no_divide"] = g8["divide-no_divide"]  # no effect anywhere
-    assert ar.ablation_sentence(study).startswith(
+    assert aw.ablation_sentence(study).startswith(
         "With the recipes made identical except the normaliser, neither dividing by σ nor DAPO's filter changed"
     )
-    null = ar.ablation_reading(study)
-    assert null.startswith("A group of 32 does not make the division's effect show more often (0 of 1 cells beyond")
-    assert "less than the seeds can detect in every cell" in null
-    assert ar.ablation_clause(study).startswith("and with the recipes identical except the normaliser, the division")
+    null = aw.ablation_reading_parts(study)
+    assert "less than the seeds can detect in every cell" in null["allocation"]
+    assert aw.ablation_clause(study).startswith("and with the recipes identical except the normaliser, the division")
 
 
-def test_an_effect_at_both_group_sizes_does_not_support_the_group_size_explanation() -> None:
+def test_a_detection_with_unequal_steps_is_not_clean_evidence() -> None:
+    """no_divide's steps at 0.8 of divide's: the detection cannot separate the division from step length."""
     study = _study()
-    g8, g32 = study["cells"]["G8-adamw-clip"], study["cells"]["G32-adamw-clip"]
-    g8["divide-no_divide"] = g32["divide-no_divide"]  # beyond noise at both sizes: not more often at 32
+    study["cells"]["G32-adamw-clip"]["norm_ratio"]["no_divide"] = 0.8
+    row = {e["explanation"]: e for e in ar.explanations(study)}[
+        "the allocation alone (σ against σ² per group, equal step length) matters"
+    ]
+    assert row["verdict"] == "not supported" and row["tests"]["clean"] == [] and len(row["tests"]["hits"]) == 1
+    reading = aw.ablation_reading_parts(study)["allocation"]
+    assert "`no_divide`'s steps are 0.80 of `divide`'s" in reading
+    assert reading.endswith("that detection does not separate the division from step length.")
+    assert "none of them with steps of equal length" in aw.ablation_clause(study)
+
+
+def test_equal_effects_at_both_group_sizes_do_not_support_the_group_size_explanation() -> None:
+    study = _study()
+    study["values"]["G8-adamw-clip"] = copy.deepcopy(study["values"]["G32-adamw-clip"])  # the same effect at 8
     row = {e["explanation"]: e for e in ar.explanations(study)}["G = 8 is where the gap is smallest"]
-    assert row["counts"] == (1, 1, 1, 1) and row["verdict"] == "not supported"
+    assert row["tests"]["adamw"]["difference"] == pytest.approx(0.0, abs=1e-12)
+    assert row["verdict"] == "not supported"
 
 
 def test_cells_in_words() -> None:
@@ -201,41 +233,66 @@ def test_cells_in_words() -> None:
     assert ar.cell_phrase("G32-adamw-clip") == "G = 32 under AdamW with the clip"
 
 
-def test_pooled_contrasts_by_hand() -> None:
-    """G = 32: difference 0.4375, se² = var(DIVIDE)/4 + var(LOW)/4 = 0.0026042 + 0.0013021 = 1/256;
-    G = 8: difference 0, se² = 2 · 0.0026042 = 1/192. Weights 256 and 192: pooled
-    256 · 0.4375 / 448 = 0.25, se = √(1/448); one cell of two above 0 (sign test p = 1)."""
+def test_inverse_variance_by_hand() -> None:
+    """G = 32: difference 0.4375, se² = 1/256; G = 8: 0, se² = 1/192. Fixed effect: weights 256 and 192,
+    mean 256 · 0.4375 / 448 = 0.25, se √(1/448). Q = 256 · 0.1875² + 192 · 0.25² = 9 + 12 = 21 on 1 df,
+    I² = 20/21; τ² = 20 / (448 − (256² + 192²)/448) = 8960/98304; random-effects weights
+    1/(1/256 + τ²) = 10.5205 and 1/(1/192 + τ²) = 10.3784: mean 0.4375 · 10.5205 / 20.8989 = 0.2202."""
     from scipy import stats
 
-    pooled = ar.pooled_contrasts(_study())
-    assert set(pooled) == {"divide-no_divide/hardest_quartile", "divide-no_divide/heldout"}
-    dial = pooled["divide-no_divide/hardest_quartile"]
-    assert dial["difference"] == pytest.approx(0.25) and dial["se"] == pytest.approx(math.sqrt(1 / 448))
-    z = stats.norm.ppf(1 - 0.05 / 8)  # two contrasts × two measures = 4 comparisons, two-sided
+    out = ap.inverse_variance([0.4375, 0.0], [1 / 256, 1 / 192])
+    assert out["difference"] == pytest.approx(0.25) and out["se"] == pytest.approx(math.sqrt(1 / 448))
+    assert out["q"] == pytest.approx(21) and out["q_df"] == 1 and out["i2"] == pytest.approx(20 / 21)
+    assert out["q_p"] == pytest.approx(stats.chi2.sf(21, 1))
+    assert out["tau2"] == pytest.approx(8960 / 98304)
+    assert out["random_difference"] == pytest.approx(0.2202, abs=1e-4)
+    assert out["weights"] == pytest.approx([256 / 448, 192 / 448])
+    one = ap.inverse_variance([0.1, 0.1, 0.1], [1.0, 2.0, 4.0])  # identical cells: no heterogeneity
+    assert one["q"] == pytest.approx(0) and one["i2"] == 0 and one["tau2"] == 0
+    with pytest.raises(ValueError, match="positive squared standard error"):
+        ap.inverse_variance([0.1], [0.0])
+
+
+def test_pooled_contrasts_by_hand() -> None:
+    """Within AdamW (both cells) the fixed effect, 0.25 ± √(1/448); over all cells the random-effects
+    mean, 0.2202; held-out is the same in every seed (no noise to weight by), so m = 2 comparisons,
+    normal family-wise intervals."""
+    from scipy import stats
+
+    pooled = ap.pooled_contrasts(_study())
+    assert set(pooled) == {f"divide-no_divide/hardest_quartile/{group}" for group in ("adamw", "all")}
+    dial = pooled["divide-no_divide/hardest_quartile/adamw"]
+    z = stats.norm.ppf(1 - 0.05 / 4)
+    assert dial["estimate"] == pytest.approx(0.25) and dial["comparisons"] == 2
     assert dial["ci_family"] == pytest.approx([0.25 - z * math.sqrt(1 / 448), 0.25 + z * math.sqrt(1 / 448)])
-    assert dial["p_bonferroni"] == pytest.approx(4 * 2 * stats.norm.sf(0.25 * math.sqrt(448)))
+    assert dial["p_bonferroni"] == pytest.approx(2 * 2 * stats.norm.sf(0.25 * math.sqrt(448)))
     assert (dial["positive"], dial["cells"], dial["sign_p"]) == (1, 2, 1.0)
-    header, rows = ar.pooled_rows(_study())
-    assert rows[0][:2] == ["divide − no_divide", "hardest quartile"] and rows[0][2].endswith("*")
-    assert rows[0][4] == "1 of 2 (1)"
-    assert "Pooled over the cells (an analysis added after" in ar.ablation_reading(_study())
+    every = pooled["divide-no_divide/hardest_quartile/all"]
+    assert every["estimate"] == pytest.approx(0.2202, abs=1e-4) and every["i2"] == pytest.approx(20 / 21)
+    header, rows = ap.pooled_rows(_study())
+    assert rows[0][:3] == ["divide − no_divide", "hardest quartile", "AdamW cells"] and rows[0][3].endswith("*")
+    assert rows[0][4] == "1 of 2 (1)" and rows[0][5] == "21.0 on 1 df (5e-06), 95%"
+    assert "Pooled within each optimizer (exploratory" in aw.ablation_reading(_study())
 
 
-def test_an_effect_more_often_at_g32_but_also_at_g8_partly_supports_it() -> None:
-    """G = 32: beyond noise in both cells (with and without the clip); G = 8: in one of two."""
+def test_effect_differences_by_hand() -> None:
+    """AdamW, G = 32 − G = 8: 0.4375 − 0 over √(1/256 + 1/192); one test, so Bonferroni × 1."""
+    from scipy import stats
+
+    tests = ap.effect_differences(_study())
+    assert set(tests) == {"group_size/adamw"}  # no SGD cell, no cell without the clip
+    t = tests["group_size/adamw"]
+    z = 0.4375 / math.sqrt(1 / 256 + 1 / 192)
+    assert t["z"] == pytest.approx(z) and t["p_bonferroni"] == pytest.approx(2 * stats.norm.sf(z))
+
+
+def test_the_numbers_say_the_intervals_and_the_held_out_margin() -> None:
     study = _study()
-    hit, null = study["cells"]["G32-adamw-clip"], study["cells"]["G8-adamw-clip"]
-    for key, source, like in (
-        ("G32-adamw-noclip", hit, "G32-adamw-clip"),
-        ("G8-adamw-noclip", null, "G8-adamw-clip"),
-    ):
-        study["cells"][key] = dict(source)
-        study["seeds"][key], study["values"][key], study["means"][key] = (
-            study[part][like] for part in ("seeds", "values", "means")
-        )
-    study["cells"]["G8-adamw-clip"] = dict(hit)
-    row = {e["explanation"]: e for e in ar.explanations(study)}["G = 8 is where the gap is smallest"]
-    assert row["counts"] == (2, 2, 1, 2) and row["verdict"] == "partly supported"
-    assert ar.ablation_reading(study).startswith(
-        "The division's effect is beyond noise more often at G = 32 (2 of 2 cells) than at G = 8 (1 of 2)."
-    )
+    numbers = ar.ablation_numbers(study)
+    result = study["cells"]["G32-adamw-clip"]["divide-no_divide"]["hardest_quartile"]
+    assert [numbers["largest_dial_low"], numbers["largest_dial_high"]] == result["ci_family"]
+    assert numbers["heldout_low"] == numbers["heldout_high"] == 0.0  # held-out equal everywhere
+    assert numbers["heldout_margin"] == 0.04 and numbers["heldout_within"] == numbers["heldout_comparisons"] == 2
+    study["power"] = {"mde": 0.001}  # a margin below... nothing: 0 lies inside any margin
+    assert ar.ablation_numbers(study)["heldout_within"] == 2
+    assert numbers["divide_updates"] == 2 and math.isnan(numbers["filter_updates_8_low"])  # no filter arm

@@ -12,11 +12,14 @@ chapter's numbers, tables and verdicts:
 * :func:`contrast_rows`: one table row per cell with each contrast's difference, its family-wise
   interval and Bonferroni p;
 * :func:`explanations`: the candidate explanations of chapter 13's null, each with what it predicts
-  and whether the recorded contrasts bear it out; the verdicts are computed, not written.
+  and whether the recorded contrasts bear it out; the verdicts are computed, not written (in words:
+  :mod:`stddial_book.experiments.ablation_words`).
 
-A contrast counts as *detected* when its family-wise bootstrap interval (level 1 − α/m over the m
-comparisons) excludes zero and its Bonferroni-adjusted Welch p is below α: both, so that neither
-the bootstrap's nor the t-test's assumptions decide alone.
+A contrast counts as *detected* when its family-wise interval (Student t with Welch's degrees of
+freedom, level 1 − α/m over the m comparisons) excludes zero and its Bonferroni-adjusted Welch p is
+below α; for a t interval the two agree. The percentile bootstrap intervals the study keeps beside
+them decide nothing: with 12 seeds an arm their far tails are too narrow. The cells taken together
+are in :mod:`stddial_book.experiments.ablation_pooled`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.experiments.ablation import ARMS, CELLS, CONTRASTS, MEASURES, Cell
+from stddial_book.experiments.ablation_pooled import CONTRAST_NAMES, effect_differences
 
 __all__ = [
     "SUMMARY_FILE",
@@ -40,13 +44,12 @@ __all__ = [
     "contrast_rows",
     "control_rows",
     "explanations",
-    "ablation_sentence",
-    "ablation_reading",
-    "ablation_clause",
+    "step_matched",
+    "cell_of",
     "cell_words",
     "cell_phrase",
-    "pooled_contrasts",
-    "pooled_rows",
+    "dial_hits",
+    "other_quartiles",
 ]
 
 #: The shipped study, under the package's data folder.
@@ -54,8 +57,9 @@ SUMMARY_FILE = ("ablation", "ablation.json.gz")
 #: The recorded runs, in the repository only (``data/runs/ablation``).
 RUNS_FOLDER = ("runs", "ablation")
 
-CONTRAST_NAMES = {"divide-no_divide": "divide − no_divide", "filter-divide": "filter − divide"}
-MEASURE_NAMES = {"hardest_quartile": "hardest quartile", "heldout": "held-out"}
+#: How close no_divide's realised step must be to divide's (ratio of mean update norms) for a
+#: contrast to measure the allocation alone, as explanation 3 asks of Adam.
+STEP_TOLERANCE = 0.1
 
 
 def load_ablation_summary() -> dict[str, Any] | None:
@@ -83,7 +87,8 @@ def cell_order(summary: dict[str, Any]) -> list[str]:
     return [c.key for c in CELLS if c.key in summary["cells"]]
 
 
-def _cell(key: str) -> Cell:
+def cell_of(key: str) -> Cell:
+    """The design's :class:`~stddial_book.experiments.ablation.Cell` of a cell key (``G8-sgd-clip``)."""
     return next(c for c in CELLS if c.key == key)
 
 
@@ -96,7 +101,7 @@ def _cell_columns(cell: Cell) -> list[str]:
     return [str(cell.group_size), _optimizer(cell), "1.0" if cell.clip else "none"]
 
 
-def _dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The division's contrasts on the hardest quartile that are beyond noise."""
     return [
         d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
@@ -128,6 +133,9 @@ def detections(summary: dict[str, Any]) -> list[dict[str, Any]]:
                         "contrast": f"{a}-{b}",
                         "measure": measure,
                         "difference": result["difference"],
+                        "ci_family": result.get("ci_family"),
+                        "boot_family": result.get("boot_family"),
+                        "p": result.get("p"),
                         "mde": result.get("mde"),
                         "detected": detected(result, summary["alpha"]),
                     }
@@ -149,7 +157,8 @@ def ablation_numbers(summary: dict[str, Any]) -> dict[str, Any]:
     ``largest_dial`` (the largest |divide − no_divide| on the hardest quartile, and ``largest_dial_cell``),
     ``adamw_norm_low``/``adamw_norm_high`` (no_divide's and filter's update norm over divide's in the
     AdamW cells), ``clip_binds_divide``/``clip_binds_no_divide`` (the share of steps whose gradient
-    norm exceeds the clip at 1.0, over the clipped cells), ``start`` and ``hardest_prompts``."""
+    norm exceeds the clip at 1.0, over the clipped cells), ``start`` and ``hardest_prompts``; and
+    :func:`_interval_numbers`' intervals, held-out margin, SGD step ratios and step counts."""
     _check(summary)
     order = cell_order(summary)
     found = detections(summary)
@@ -158,20 +167,21 @@ def ablation_numbers(summary: dict[str, Any]) -> dict[str, Any]:
     dial = [d for d in quartile if d["contrast"] == "divide-no_divide"]
     biggest = max(dial, key=lambda d: abs(d["difference"])) if dial else None
     mdes = [d["mde"] for d in quartile if d["mde"] is not None and np.isfinite(d["mde"])]
-    adamw = [k for k in order if _cell(k).optimizer == "adamw"]
+    adamw = [k for k in order if cell_of(k).optimizer == "adamw"]
     ratios = [
         summary["cells"][k]["norm_ratio"][arm]
         for k in adamw
         for arm in ARMS
         if arm != "divide" and arm in summary["cells"][k].get("norm_ratio", {})
     ]
-    clipped = [k for k in order if _cell(k).clip]
+    clipped = [k for k in order if cell_of(k).clip]
 
     def binds(arm: str) -> float:
         shares = [_arm_mean(summary, k, arm, "grad_above_one") for k in clipped if arm in summary["values"][k]]
         return float(np.mean(shares)) if shares else float("nan")
 
-    return {
+    extra = _interval_numbers(summary, order, found, biggest)
+    return extra | {
         "runs": int(sum(seeds)),
         "seeds_min": int(min(seeds)),
         "seeds_max": int(max(seeds)),
@@ -194,6 +204,57 @@ def ablation_numbers(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _interval_numbers(
+    summary: dict[str, Any], order: list[str], found: list[dict[str, Any]], biggest: dict[str, Any] | None
+) -> dict[str, Any]:
+    """:func:`ablation_numbers`' ``largest_dial_low``/``largest_dial_high`` (that contrast's
+    family-wise interval), ``boot_only`` (comparisons not beyond noise whose bootstrap family interval
+    nevertheless excludes 0), ``heldout_low``/``heldout_high`` (the lowest and highest end of the
+    held-out family-wise intervals), ``heldout_margin`` (the difference the design was sized to
+    detect, the power analysis's MDE, 0.04 when absent) and ``heldout_within``/``heldout_comparisons``
+    (the held-out comparisons whose family-wise interval lies inside ±margin: equivalent at that
+    margin by two one-sided tests at the family-wise level), ``sgd_norm_low``/``sgd_norm_high``
+    (no_divide's update norm over divide's in the SGD cells), ``filter_updates_8_low``/``_high`` and
+    ``filter_updates_32_low``/``_high`` (the filter arm's optimizer steps per run at each G) and
+    ``divide_updates`` (divide's, the most)."""
+    nan = float("nan")
+    held = [d["ci_family"] for d in found if d["measure"] == "heldout" and d["ci_family"] is not None]
+    margin = float((summary.get("power") or {}).get("mde", 0.04))
+    sgd = [summary["cells"][k]["norm_ratio"].get("no_divide") for k in order if cell_of(k).optimizer == "sgd"]
+    sgd = [r for r in sgd if r is not None]
+
+    def updates(arm: str, group_size: int | None = None) -> list[float]:
+        return [
+            u
+            for k in order
+            if arm in summary["values"][k] and group_size in (None, cell_of(k).group_size)
+            for u in summary["values"][k][arm].get("updates", [])
+        ]
+
+    def boot_only(d: dict[str, Any]) -> bool:
+        boot = d["boot_family"]
+        return not d["detected"] and boot is not None and (boot[0] > 0 or boot[1] < 0)
+
+    out = {
+        "largest_dial_low": float(biggest["ci_family"][0]) if biggest and biggest["ci_family"] else nan,
+        "largest_dial_high": float(biggest["ci_family"][1]) if biggest and biggest["ci_family"] else nan,
+        "boot_only": sum(boot_only(d) for d in found),
+        "heldout_low": float(min(ci[0] for ci in held)) if held else nan,
+        "heldout_high": float(max(ci[1] for ci in held)) if held else nan,
+        "heldout_margin": margin,
+        "heldout_within": sum(-margin < ci[0] and ci[1] < margin for ci in held),
+        "heldout_comparisons": len(held),
+        "sgd_norm_low": float(min(sgd)) if sgd else nan,
+        "sgd_norm_high": float(max(sgd)) if sgd else nan,
+        "divide_updates": float(max(updates("divide"), default=nan)),
+    }
+    for g in (8, 32):
+        steps = updates("filter", g)
+        out[f"filter_updates_{g}_low"] = float(min(steps)) if steps else nan
+        out[f"filter_updates_{g}_high"] = float(max(steps)) if steps else nan
+    return out
+
+
 def _interval(result: dict[str, Any], digits: int = 3) -> str:
     ci = result.get("ci_family")
     diff = f"{result['difference']:+.{digits}f}"
@@ -209,7 +270,7 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
     header = ["G", "optimizer", "clip", "seeds", *ARMS, *(CONTRAST_NAMES[f"{a}-{b}"] for a, b in CONTRASTS)]
     rows = []
     for key in cell_order(summary):
-        cell, entry = _cell(key), summary["cells"][key]
+        cell, entry = cell_of(key), summary["cells"][key]
         means = [f"{summary['means'][key][arm][measure]:.3f}" if arm in summary["means"][key] else "–" for arm in ARMS]
         contrasts = []
         for a, b in CONTRASTS:
@@ -231,71 +292,93 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
     return header, rows
 
 
-def _verdict(tests: list[dict[str, Any]], control: list[dict[str, Any]]) -> tuple[str, str, tuple | None]:
-    """Whether the contrasts ``tests`` show an effect that ``control`` does not: some detected, and
-    a larger share of them than of the control's; with what the runs show, in words and counts."""
-    if not tests:
-        return "untested", "the cells it needs were not recorded", None
-    hits = sum(d["detected"] for d in tests)
-    base = sum(d["detected"] for d in control)
-    shown = f"{hits} of {len(tests)} contrasts beyond noise there, {base} of {len(control)} elsewhere"
-    counts = (hits, len(tests), base, len(control))
-    if hits == 0 or hits / len(tests) <= base / max(len(control), 1):
-        return "not supported", shown, counts
-    return ("supported" if base == 0 else "partly supported"), shown, counts
+def step_matched(summary: dict[str, Any], key: str) -> bool:
+    """Whether no_divide's realised steps in cell ``key`` are as long as divide's, within
+    :data:`STEP_TOLERANCE` (the ratio of their mean update norms): there the division's contrast
+    measures the allocation (σ against σ² per group) alone."""
+    ratio = summary["cells"][key].get("norm_ratio", {}).get("no_divide")
+    return ratio is not None and abs(ratio - 1.0) <= STEP_TOLERANCE
 
 
-def _adam_verdict(numbers: dict[str, Any]) -> tuple[str, str, None]:
+def other_quartiles(summary: dict[str, Any], key: str) -> dict[str, float] | None:
+    """divide − no_divide on the other three quartiles' final pool accuracy in cell ``key``
+    (:func:`~stddial_book.experiments.statistics.welch`): a reallocation to the hard prompts leaves
+    them alone, a longer step lifts them too. None where the study has no such values."""
+    from stddial_book.experiments.statistics import welch
+
+    arms = summary["values"][key]
+    if any("other_quartiles" not in arms.get(arm, {}) for arm in ("divide", "no_divide")):
+        return None
+    return welch(arms["divide"]["other_quartiles"], arms["no_divide"]["other_quartiles"])
+
+
+def _effect_verdict(tests: dict[str, dict[str, Any]], factor: str, alpha: float) -> tuple[str, str, dict]:
+    """Whether the division's effect is larger where ``factor``'s explanation predicts it, by the
+    direct test of the difference of effects (:func:`effect_differences`) under each optimizer."""
+    rows = {key.split("/")[1]: t for key, t in tests.items() if key.startswith(f"{factor}/")}
+    if not rows:
+        return "untested", "the cells it needs were not recorded", {}
+    shown = "; ".join(
+        f"{'AdamW' if opt == 'adamw' else 'SGD'} {t['difference']:+.3f} (z = {t['z']:.2f})" for opt, t in rows.items()
+    )
+    label = next(iter(rows.values()))["label"]
+    hits = [t["difference"] > 0 and t["p_bonferroni"] < alpha for t in rows.values()]
+    verdict = "supported" if all(hits) else "partly supported" if any(hits) else "not supported"
+    return verdict, f"{label} effect: {shown}", rows
+
+
+def _adam_verdict(numbers: dict[str, Any]) -> tuple[str, str, dict]:
     low, high = numbers["adamw_norm_low"], numbers["adamw_norm_high"]
     if not np.isfinite(low):
-        return "untested", "no AdamW cell was recorded", None
+        return "untested", "no AdamW cell was recorded", {}
     shown = f"no_divide's and filter's update norms are {low:.2f}–{high:.2f} × divide's under AdamW"
-    return ("supported" if low >= 0.9 and high <= 1.1 else "not supported"), shown, None
+    tolerance = STEP_TOLERANCE
+    return ("supported" if low >= 1 - tolerance and high <= 1 + tolerance else "not supported"), shown, {}
 
 
-def explanations(summary: dict[str, Any]) -> list[dict[str, str]]:
+def explanations(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The candidate explanations of the null in chapter 13's recipe comparison, each with what it
-    predicts, what the recorded contrasts show, and a verdict (``supported``; ``partly supported``
-    when the effect shows more often where the explanation predicts it but also elsewhere; ``not
-    supported``; or ``untested`` when the cells it needs were not recorded); ``counts`` are the
-    contrasts beyond noise where it predicts them, of how many, and elsewhere, of how many.
+    predicts, what the recorded contrasts show, and a verdict (``supported``; ``partly supported``;
+    ``not supported``; or ``untested`` when the cells it needs were not recorded); ``tests`` holds
+    what the verdict rests on.
 
-    1. *G = 8 is where the gap is smallest*: the division's effect on the hardest quartile
-       appears at G = 32 (and not, or less often, at G = 8).
-    2. *The clip is a second normaliser*: it appears once the clip is off.
+    1. *G = 8 is where the gap is smallest*: the division's effect on the hardest quartile is larger
+       at G = 32 than at G = 8, tested directly under each optimizer (:func:`effect_differences`,
+       exploratory; a difference in detections is not a detected difference): supported where it is
+       larger beyond noise under both optimizers, partly under one.
+    2. *The clip is a second normaliser*: larger without the clip than with it, tested the same way.
     3. *Adam absorbs the scale*: under AdamW, no_divide's and filter's realised steps are as long
-       as divide's (within 10%), so σ against σ² changes no step length there.
+       as divide's (within :data:`STEP_TOLERANCE`), so σ against σ² changes no step length there.
     4. *The allocation alone matters* (σ against σ² per group at equal step length): the division
-       changes the hardest quartile in some cell.
+       changes the hardest quartile beyond noise in a cell where the two arms' realised steps are
+       equally long (:func:`step_matched`); a detection where they are not does not separate the
+       division from step length.
     """
     _check(summary)
     found = detections(summary)
-
-    def dial(where) -> list[dict[str, Any]]:
-        return [
-            d
-            for d in found
-            if d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile" and where(_cell(d["cell"]))
-        ]
-
-    group = _verdict(dial(lambda c: c.group_size > 8), dial(lambda c: c.group_size == 8))
-    clip = _verdict(dial(lambda c: not c.clip), dial(lambda c: c.clip))
-    every = dial(lambda c: True)
-    hits = sum(d["detected"] for d in every)
+    tests = effect_differences(summary, summary["alpha"])
+    group = _effect_verdict(tests, "group_size", summary["alpha"])
+    clip = _effect_verdict(tests, "clip", summary["alpha"])
+    hard = dial_hits(found)
+    every = [d for d in found if d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"]
+    clean = [d for d in hard if step_matched(summary, d["cell"])]
     allocation = (
-        ("untested" if not every else ("supported" if hits else "not supported")),
-        (f"{hits} of {len(every)} cells beyond noise"),
-        (hits, len(every), 0, 0),
+        ("untested" if not every else ("supported" if clean else "not supported")),
+        (
+            f"{len(hard)} of {len(every)} cells beyond noise, {len(clean)} of them with steps of equal length "
+            f"(within {STEP_TOLERANCE:.0%})"
+        ),
+        {"hits": hard, "clean": clean},
     )
     table = [
         (
             "G = 8 is where the gap is smallest",
-            "divide − no_divide beyond noise on the hardest quartile at G = 32, not at G = 8",
+            "divide − no_divide larger on the hardest quartile at G = 32 than at G = 8",
             group,
         ),
         (
             "the gradient clip is a second normaliser",
-            "divide − no_divide beyond noise without the clip, not with it",
+            "divide − no_divide larger without the clip than with it",
             clip,
         ),
         (
@@ -305,13 +388,12 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, str]]:
         ),
         (
             "the allocation alone (σ against σ² per group, equal step length) matters",
-            "divide − no_divide beyond noise on the hardest quartile in some cell",
+            "divide − no_divide beyond noise on the hardest quartile in a cell with steps of equal length",
             allocation,
         ),
     ]
     return [
-        {"explanation": e, "predicts": p, "shows": shown, "verdict": v, "counts": counts}
-        for e, p, (v, shown, counts) in table
+        {"explanation": e, "predicts": p, "shows": shown, "verdict": v, "tests": t} for e, p, (v, shown, t) in table
     ]
 
 
@@ -333,7 +415,7 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     ]
     rows = []
     for key in cell_order(summary):
-        cell, entry = _cell(key), summary["cells"][key]
+        cell, entry = cell_of(key), summary["cells"][key]
         if cell.optimizer == "sgd":
             rate = " / ".join(f"{rates[f'{arm}-{key}']:.3g}" if f"{arm}-{key}" in rates else "–" for arm in ARMS)
         else:
@@ -348,241 +430,13 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def ablation_sentence(summary: dict[str, Any]) -> str:
-    """The ablation's result in one sentence, from its detections (Markdown: the contrasts in code type)."""
-    numbers = ablation_numbers(summary)
-    found = [d for d in detections(summary) if d["detected"]]
-    design = (
-        f"in any of the {numbers['cells']} cells of the dial-only ablation ({numbers['seeds_min']}"
-        + (f"–{numbers['seeds_max']}" if numbers["seeds_max"] != numbers["seeds_min"] else "")
-        + " seeds an arm)"
-    )
-    design = design.replace("in any of the", "in the") if found else design
-    if not found:
-        return (
-            "With the recipes made identical except the normaliser, neither dividing by σ nor DAPO's filter "
-            f"changed the hardest quartile or held-out accuracy beyond noise {design}; the smallest differences "
-            f"the seeds could detect on the hardest quartile were {numbers['mde_min']:.3f} to {numbers['mde_max']:.3f}."
-        )
-    listed = "; ".join(
-        f"{CONTRAST_NAMES[d['contrast']]} on the {MEASURE_NAMES[d['measure']]} at {cell_phrase(d['cell'])} "
-        f"({d['difference']:+.3f})"
-        for d in found
-    )
-    return _code_arms(
-        f"With the recipes made identical except the normaliser, {len(found)} of {numbers['comparisons']} "
-        f"comparisons {design} exceed the noise: {listed}."
-    )
-
-
 def cell_words(key: str) -> str:
     """A cell's key in words: ``G8-sgd-noclip`` → "G = 8, SGD, no clip"."""
-    cell = _cell(key)
+    cell = cell_of(key)
     return f"G = {cell.group_size}, {_optimizer(cell)}, {'clip' if cell.clip else 'no clip'}"
-
-
-def _counts(row: dict[str, Any]) -> tuple[int, int, int, int]:
-    """(hits, cells, control hits, control cells) of an explanation row."""
-    return tuple(row.get("counts") or (0, 0, 0, 0))
 
 
 def cell_phrase(key: str) -> str:
     """A cell in running prose: ``G32-adamw-clip`` → "G = 32 under AdamW with the clip"."""
-    cell = _cell(key)
+    cell = cell_of(key)
     return f"G = {cell.group_size} under {_optimizer(cell)} {'with' if cell.clip else 'without'} the clip"
-
-
-def _where(found: list[dict[str, Any]]) -> str:
-    """The cells of ``found`` in running prose: "a", "a and b", "a, b and c"."""
-    items = [cell_phrase(d["cell"]) for d in found]
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
-
-
-def _gain_ratio(summary: dict[str, Any], key: str) -> float:
-    """How many times as much the hardest quartile gains from its start under divide as under no_divide."""
-    means, start = summary["means"][key], float(summary.get("start", 0.0))
-    gain = means["no_divide"]["hardest_quartile"] - start
-    return (means["divide"]["hardest_quartile"] - start) / gain if gain > 0 else float("nan")
-
-
-def _reading_causes(rows: list[dict[str, Any]], numbers: dict[str, Any]) -> list[str]:
-    """The reading's sentences on the group size, the clip and Adam (explanations 1 to 3)."""
-    group, clip, adam = rows[:3]
-    parts = []
-    a, n, b, m = _counts(group)
-    if group["verdict"] in ("supported", "partly supported"):
-        parts.append(
-            f"The division's effect is beyond noise more often at G = 32 ({a} of {n} cells) than at G = 8 ({b} of {m})."
-        )
-    elif group["verdict"] == "not supported":
-        parts.append(
-            f"A group of 32 does not make the division's effect show more often ({a} of {n} cells beyond noise, against {b} of {m} at G = 8)."
-        )
-    a, n, b, m = _counts(clip)
-    if clip["verdict"] in ("supported", "partly supported"):
-        parts.append(f"Without the clip it is beyond noise more often ({a} of {n} cells) than with it ({b} of {m}).")
-    elif clip["verdict"] == "not supported":
-        parts.append(
-            f"Removing the clip does not make it show more often ({a} of {n} cells without the clip, {b} of {m} with it)."
-        )
-    low, high = numbers["adamw_norm_low"], numbers["adamw_norm_high"]
-    if adam["verdict"] == "supported":
-        parts.append(
-            f"Under AdamW the arms take steps of the same length ({low:.2f} to {high:.2f} times `divide`'s), "
-            "so there, as under SGD with steps matched at the start, the contrast measures the allocation alone."
-        )
-    elif adam["verdict"] == "not supported":
-        parts.append(
-            f"Under AdamW the arms' step lengths differ by more than a tenth ({low:.2f} to {high:.2f} times "
-            "`divide`'s): Adam does not absorb the whole scale here."
-        )
-    return parts
-
-
-def ablation_reading(summary: dict[str, Any]) -> str:
-    """The chapter's reading of :func:`explanations` and :func:`pooled_contrasts`, in words, one
-    sentence per explanation as its verdict has it (Markdown: arm names in code type)."""
-    rows = explanations(summary)
-    numbers = ablation_numbers(summary)
-    found = detections(summary)
-    parts = _reading_causes(rows, numbers)
-    hard = _dial_hits(found)
-    if rows[3]["verdict"] == "not supported":
-        parts.append(
-            "With step length equal, the allocation alone changes the hardest quartile by less than the seeds "
-            f"can detect in every cell (below about {numbers['mde_max']:.2f})."
-        )
-    elif rows[3]["verdict"] == "supported":
-        key = numbers["largest_dial_cell"]
-        parts.append(
-            f"With step length equal, the division still lifts the hardest quartile beyond noise at {_where(hard)}. "
-            f"The largest difference is {numbers['largest_dial']:+.3f}, at {cell_phrase(key)}: there the hardest "
-            f"quartile gains {_gain_ratio(summary, key):.1f} times as much from its start as without the division."
-        )
-    pooled = pooled_contrasts(summary).get("divide-no_divide/hardest_quartile")
-    if pooled is not None and detected(pooled, summary["alpha"]):
-        low_ci, high_ci = pooled["ci_family"]
-        parts.append(
-            "Pooled over the cells (an analysis added after the per-cell estimates were seen, so exploratory), "
-            f"the division's difference is {pooled['difference']:+.3f} [{low_ci:+.3f}, {high_ci:+.3f}], positive "
-            f"in {pooled['positive']} of {pooled['cells']} cells"
-            + (": consistent across the cells, though below what any one cell can detect." if not hard else ".")
-        )
-    held = [d for d in found if d["measure"] == "heldout" and d["detected"]]
-    if held:
-        listed = "; ".join(f"{CONTRAST_NAMES[d['contrast']]} at {cell_phrase(d['cell'])}" for d in held)
-        parts.append(f"On the held-out prompts, beyond noise: {listed}.")
-    else:
-        parts.append("On the held-out prompts no contrast is beyond noise in any cell.")
-    return _code_arms(" ".join(parts))
-
-
-def _code_arms(text: str) -> str:
-    """The contrasts' names in code type (Markdown)."""
-    return text.replace("divide − no_divide", "`divide` − `no_divide`").replace(
-        "filter − divide", "`filter` − `divide`"
-    )
-
-
-def ablation_clause(summary: dict[str, Any]) -> str:
-    """The ablation's result as a clause that can close another sentence (the chapter's bottom line)."""
-    numbers = ablation_numbers(summary)
-    found = detections(summary)
-    hard = _dial_hits(found)
-    held = [d for d in found if d["detected"] and d["measure"] == "heldout"]
-    held_words = (
-        "and leaves held-out accuracy unchanged in every cell"
-        if not held
-        else f"and changes held-out accuracy beyond noise in {len(held)} comparisons"
-    )
-    if not hard:
-        return (
-            "and with the recipes identical except the normaliser, the division by σ changes the hardest quartile "
-            f"by less than the seeds can detect in every one of the {numbers['cells']} cells of the ablation "
-            f"(smallest detectable differences {numbers['mde_min']:.2f} to {numbers['mde_max']:.2f}) {held_words}"
-        )
-    pooled = pooled_contrasts(summary)["divide-no_divide/hardest_quartile"]
-    return (
-        "but with the recipes identical except the normaliser, dividing by σ lifts the hardest quartile a little "
-        f"in {pooled['positive']} of {pooled['cells']} cells (by {pooled['difference']:+.3f} pooled, beyond noise in "
-        f"{len(hard)} of them, the most by {numbers['largest_dial']:+.3f} at {cell_phrase(numbers['largest_dial_cell'])}) "
-        + held_words
-    )
-
-
-def pooled_contrasts(summary: dict[str, Any], level: float = 0.05) -> dict[str, dict[str, Any]]:
-    """Each contrast on each measure pooled over the cells: an exploratory analysis, added after the
-    per-cell estimates were seen, and counted as a family of its own (Bonferroni over its
-    comparisons, ``len(CONTRASTS) × len(MEASURES)``).
-
-    Per ``"<contrast>/<measure>"``: the inverse-variance weighted mean of the cells' differences
-    (weights 1/se², se² = s_a²/n_a + s_b²/n_b, the fixed-effect estimate: it assumes one common
-    difference), its ``ci_family`` (normal, level 1 − ``level``/m), ``p_bonferroni`` (two-sided, × m),
-    the ``positive`` count of cells with a difference above 0 out of ``cells``, and the two-sided
-    sign test's p of that count (the cells as independent replications, under no difference
-    either sign is equally likely)."""
-    from scipy import stats
-
-    _check(summary)
-    m = len(CONTRASTS) * len(MEASURES)
-    out = {}
-    for a, b in CONTRASTS:
-        for measure in MEASURES:
-            diffs, variances = [], []
-            for key in cell_order(summary):
-                arms = summary["values"][key]
-                if a not in arms or b not in arms:
-                    continue
-                x, y = np.asarray(arms[a][measure], float), np.asarray(arms[b][measure], float)
-                if min(x.size, y.size) < 2:
-                    continue
-                diffs.append(x.mean() - y.mean())
-                variances.append(x.var(ddof=1) / x.size + y.var(ddof=1) / y.size)
-            if not diffs:
-                continue
-            d, v = np.array(diffs), np.array(variances)
-            weights = 1 / np.maximum(v, 1e-300)
-            mean = float(np.sum(weights * d) / np.sum(weights))
-            se = float(np.sqrt(1 / np.sum(weights)))
-            z = stats.norm.ppf(1 - level / (2 * m))
-            p = float(2 * stats.norm.sf(abs(mean) / se)) if se > 0 else float("nan")
-            positive = int(np.sum(d > 0))
-            out[f"{a}-{b}/{measure}"] = {
-                "difference": mean,
-                "se": se,
-                "ci_family": [mean - z * se, mean + z * se],
-                "p_bonferroni": min(1.0, p * m),
-                "positive": positive,
-                "cells": int(d.size),
-                "sign_p": float(stats.binomtest(positive, d.size, 0.5).pvalue),
-                "comparisons": m,
-            }
-    return out
-
-
-def pooled_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of :func:`pooled_contrasts`: each contrast and measure, the pooled difference
-    with its family-wise interval (a * where it is beyond noise), the Bonferroni p, and the cells
-    with a positive difference with the sign test's p."""
-    header = [
-        "contrast",
-        "measure",
-        "pooled difference [family-wise interval]",
-        "Bonferroni p",
-        "cells > 0 (sign test p)",
-    ]
-    rows = []
-    for name, result in pooled_contrasts(summary).items():
-        contrast, measure = name.split("/")
-        low, high = result["ci_family"]
-        mark = " *" if detected(result, summary["alpha"]) else ""
-        rows.append(
-            [
-                CONTRAST_NAMES[contrast],
-                MEASURE_NAMES[measure],
-                f"{result['difference']:+.4f} [{low:+.4f}, {high:+.4f}]{mark}",
-                f"{result['p_bonferroni']:.3g}",
-                f"{result['positive']} of {result['cells']} ({result['sign_p']:.3g})",
-            ]
-        )
-    return header, rows

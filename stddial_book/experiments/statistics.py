@@ -119,24 +119,31 @@ def comparison_screen(values: dict[str, dict[str, Sequence[float]]], level: floa
                 passed.append(f"{label}, {a} − {b}")
                 details.append({"metric": label, "a": a, "b": b, **result})
         rows.append(row)
-    finite = [t for t in thresholds if math.isfinite(t)]
+    finite = [t for t in thresholds if math.isfinite(t)] or [math.nan]
     return {
         "header": ["final value"] + [f"{a} − {b}" for a, b in pairs],
         "rows": rows,
         "passed": passed,
         "passed_details": details,
         "summary": {
-            "tests": tests,
-            "passed": len(passed),
-            "passed_names": "; ".join(passed) or "none",
-            "passed_count": _how_many(len(passed), tests, "comparison", "exceeds", "exceed"),
-            "passed_sentence": _screen_sentence(passed),
+            **_screen_summary(passed, tests),
             "p_star": p_star,
-            "t_star_low": min(finite) if finite else math.nan,
-            "t_star_high": max(finite) if finite else math.nan,
+            "t_star_low": min(finite),
+            "t_star_high": max(finite),
             "level": level,
             "not_testable": untestable,
         },
+    }
+
+
+def _screen_summary(passed: list[str], tests: int) -> dict[str, Any]:
+    """:func:`comparison_screen`'s counts, and in words."""
+    return {
+        "tests": tests,
+        "passed": len(passed),
+        "passed_names": "; ".join(passed) or "none",
+        "passed_count": _how_many(len(passed), tests, "comparison", "exceeds", "exceed"),
+        "passed_sentence": _screen_sentence(passed),
     }
 
 
@@ -415,43 +422,20 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
 
     seeds = check_int(seeds, "seeds", minimum=2)
     p_star = comparison_screen(values, level)["summary"]["p_star"]
-    rows, now, projected, likely, needed_not_passed, counts = [], 0, [], 0, [], []
-    thresholds_now, thresholds = [], []
-    for label, per_recipe in values.items():
-        for a, b in combinations(per_recipe, 2):
-            va, vb = (to_numpy(per_recipe[x], x) for x in (a, b))
-            if va.size < 2 or vb.size < 2:
-                raise ValueError("each recipe needs at least two seeds to measure its spread.")
-            counts += [va.size, vb.size]
-            result = welch(va, vb)
-            thresholds_now.append(t_threshold(p_star, result["df"]))
-            t_new, t_star, needed, chance = _projected(va, vb, seeds, p_star)
-            thresholds.append(t_star)
-            passes_now = result["p"] < p_star
-            now += passes_now
-            if abs(t_new) > t_star or (math.isinf(t_new) and t_new != 0):
-                projected.append(f"{label}, {a} − {b}")
-            likely += chance > 0.5
-            if not passes_now:
-                needed_not_passed.append(needed)
-            shown_needed = "never" if not math.isfinite(needed) else f"{needed}"
-            rows.append(
-                [
-                    label,
-                    f"{a} − {b}",
-                    f"{result['t']:+.1f}",
-                    f"{t_new:+.1f}",
-                    f"{t_star:.1f}",
-                    shown_needed,
-                    f"{chance:.0%}",
-                ]
-            )
-    seeds_now = min(counts)
-    now_finite = [t for t in thresholds_now if math.isfinite(t)] or [math.nan]
-    new_finite = [t for t in thresholds if math.isfinite(t)] or [math.nan]
+    found = [
+        _projection_row(label, a, b, per_recipe, seeds, p_star)
+        for label, per_recipe in values.items()
+        for a, b in combinations(per_recipe, 2)
+    ]
+    projected = [f["name"] for f in found if f["projected"]]
+    likely = sum(f["chance"] > 0.5 for f in found)
+    needed_not_passed = [f["needed"] for f in found if not f["now"]]
+    now_finite = [f["t_star_now"] for f in found if math.isfinite(f["t_star_now"])] or [math.nan]
+    new_finite = [f["t_star"] for f in found if math.isfinite(f["t_star"])] or [math.nan]
+    seeds_now = min(f["seeds_now"] for f in found)
     return {
         "header": _projection_header(seeds),
-        "rows": rows,
+        "rows": [f["row"] for f in found],
         "summary": {
             "p_star": p_star,
             "t_star_now_low": min(now_finite),
@@ -461,7 +445,7 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
             "seeds_now": seeds_now,
             "seeds": seeds,
             "se_factor": math.sqrt(seeds_now / seeds),
-            "passed_now": now,
+            "passed_now": sum(f["now"] for f in found),
             "projected": len(projected),
             "projected_names": "; ".join(projected) or "none",
             "projected_sentence": _how_many(len(projected), None, "comparison", "would", "would")
@@ -471,6 +455,30 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
             "likely_count": "none" if likely == 0 else "one" if likely == 1 else f"{likely}",
             "fewest_needed": min(needed_not_passed) if needed_not_passed else math.inf,
         },
+    }
+
+
+def _projection_row(
+    label: str, a: str, b: str, per_recipe: dict[str, Sequence[float]], seeds: int, p_star: float
+) -> dict[str, Any]:
+    """One comparison of :func:`seed_projection`: its table row and what the summary counts."""
+    va, vb = (to_numpy(per_recipe[x], x) for x in (a, b))
+    if va.size < 2 or vb.size < 2:
+        raise ValueError("each recipe needs at least two seeds to measure its spread.")
+    result = welch(va, vb)
+    t_new, t_star, needed, chance = _projected(va, vb, seeds, p_star)
+    shown_needed = "never" if not math.isfinite(needed) else f"{needed}"
+    row = [label, f"{a} − {b}", f"{result['t']:+.1f}", f"{t_new:+.1f}", f"{t_star:.1f}", shown_needed, f"{chance:.0%}"]
+    return {
+        "name": f"{label}, {a} − {b}",
+        "row": row,
+        "now": bool(result["p"] < p_star),
+        "projected": bool(abs(t_new) > t_star or (math.isinf(t_new) and t_new != 0)),
+        "needed": needed,
+        "chance": chance,
+        "t_star_now": t_threshold(p_star, result["df"]),
+        "t_star": t_star,
+        "seeds_now": min(va.size, vb.size),
     }
 
 

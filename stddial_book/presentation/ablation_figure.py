@@ -13,40 +13,32 @@ _CONTRAST_STYLE = {
     "divide-no_divide": ("divide − no_divide (the division)", "#1f77b4", "o"),
     "filter-divide": ("filter − divide (DAPO's filter)", "#2ca02c", "s"),
 }
+_POOLED = {"adamw": "AdamW", "sgd": "SGD", "all": "all: random effects"}
 _PANELS = {"hardest_quartile": "hardest quartile, final pool accuracy", "heldout": "held-out accuracy (transfer)"}
 
 
 @_legible
 def ablation_figure(summary: dict) -> plt.Figure:
     """One row per cell of the design, one panel per measure: each contrast's difference of means
-    (marker), its 95% bootstrap interval (thick) and its family-wise interval at 1 − α/m (thin),
-    with the cell's minimum detectable effect of the division marked (±, grey ticks). A contrast
-    that is beyond noise (:func:`stddial_book.experiments.ablation_report.detected`) is filled,
-    the others hollow. The bottom row pools each contrast over the cells
-    (:func:`~stddial_book.experiments.ablation_report.pooled_contrasts`, exploratory), with its
-    family-wise interval."""
-    from stddial_book.experiments.ablation_report import cell_order, cell_words, detected, pooled_contrasts
+    (marker), its 95% interval (thick) and its family-wise interval at 1 − α/m (thin), both Student t
+    with Welch's degrees of freedom, with the cell's minimum detectable effect of the division marked
+    (±, grey ticks). A contrast that is beyond noise
+    (:func:`stddial_book.experiments.ablation_report.detected`) is filled, the others hollow. The
+    bottom rows pool each contrast over the cells
+    (:func:`~stddial_book.experiments.ablation_pooled.pooled_contrasts`, exploratory): within AdamW,
+    within SGD, and over all cells by random effects, each with its family-wise interval."""
+    from stddial_book.experiments.ablation_pooled import GROUPS, pooled_contrasts
+    from stddial_book.experiments.ablation_report import cell_order, cell_words, detected
 
     order = cell_order(summary)
     pooled = pooled_contrasts(summary)
-    rows = len(order) + 1  # the cells, then the pooled row at the bottom
+    groups = [g for g in GROUPS if any(name.endswith(f"/{g}") for name in pooled)]
+    rows = len(order) + len(groups)  # the cells, then the pooled rows at the bottom
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.55 * rows + 2.2), sharey=True, constrained_layout=True)
     for ax, (measure, title) in zip(axes, _PANELS.items()):
         ax.axvline(0.0, color="0.4", lw=1)
-        ax.axhline(0.5, color="0.8", lw=1)
-        for offset, (contrast, (_label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):
-            result = pooled.get(f"{contrast}/{measure}")
-            if result is not None:
-                ax.plot(result["ci_family"], [offset] * 2, color=color, lw=1.2)
-                filled = detected(result, summary["alpha"])
-                ax.plot(
-                    result["difference"],
-                    offset,
-                    marker,
-                    ms=7,
-                    color=color,
-                    markerfacecolor=color if filled else "white",
-                )
+        ax.axhline(len(groups) - 0.5, color="0.8", lw=1)
+        _draw_pooled(ax, pooled, groups, measure, summary["alpha"])
         for row, key in enumerate(order):
             y = rows - 1 - row
             for offset, (contrast, (label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):
@@ -72,8 +64,25 @@ def ablation_figure(summary: dict) -> plt.Figure:
         ax.set_title(title)
         ax.set_xlabel("difference of the arms' means")
         ax.grid(axis="x", color="0.9")
-    axes[0].set_yticks(range(rows), ["pooled (exploratory)"] + [cell_words(k) for k in reversed(order)])
+    pooled_labels = [f"pooled, {_POOLED[g]}\n(exploratory)" for g in reversed(groups)]
+    axes[0].set_yticks(range(rows), pooled_labels + [cell_words(k) for k in reversed(order)])
     axes[0].set_ylim(-0.7, rows - 0.3)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)
     return fig
+
+
+def _draw_pooled(ax, pooled: dict, groups: list[str], measure: str, alpha: float) -> None:
+    """The pooled rows at the bottom of a panel: each contrast's estimate and family-wise interval."""
+    from stddial_book.experiments.ablation_report import detected
+
+    for y, group in enumerate(reversed(groups)):
+        for offset, (contrast, (_label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):
+            result = pooled.get(f"{contrast}/{measure}/{group}")
+            if result is None:
+                continue
+            ax.plot(result["ci_family"], [y + offset] * 2, color=color, lw=1.2)
+            filled = detected(result, alpha)
+            ax.plot(
+                result["estimate"], y + offset, marker, ms=7, color=color, markerfacecolor=color if filled else "white"
+            )

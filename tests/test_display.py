@@ -14,6 +14,7 @@ from stddial_book.presentation.display import (
     glue_all,
     glue_md,
     of_total,
+    prose_claim,
     range_in_words,
     show_claim,
     words_list,
@@ -143,3 +144,16 @@ def test_a_count_of_a_total_reads_as_a_person_says_it() -> None:
 def test_a_list_of_names_is_not_a_string() -> None:
     with pytest.raises(TypeError, match="list of names"):
         code_list("loss_aggregation")  # would list its letters
+
+
+def test_a_prose_claim_fails_when_the_numbers_part_from_it() -> None:
+    """The sentence's direction, computed from its numbers: passes while they agree, and raises,
+    quoting the claim, when they do not (numpy truth values too)."""
+    prose_claim(0.33 < 0.35, "the silent fraction stays flat")
+    prose_claim(np.float64(0.14) < 0.5, "GRPO's ninth sample is worth most off the middle")
+    with pytest.raises(AssertionError, match="the silent fraction grows"):
+        prose_claim(np.bool_(False), "the silent fraction grows")
+    with pytest.raises(ValueError, match="quote the claim"):
+        prose_claim(True, " ")
+    with pytest.raises(TypeError, match="truth value"):
+        prose_claim(np.array([True, False]), "two claims at once")

@@ -107,3 +107,27 @@ def test_agreement_is_a_real_comparison() -> None:
         Row("x", "y", 0, 1, 1, spread=0.1, bound=True)
     assert identity_max_error(max_group_size=8) < 1e-12 and rloo_max_error(max_group_size=8) < 1e-12
     assert identity_max_error(max_group_size=8, recipe="dr_grpo") < 1e-12
+
+
+def test_verdicts_follow_the_rule_the_page_states() -> None:
+    """appendix/reproduction.md, "How agreement is judged": a random result is *yes* when the book's
+    value rounds to the paper's printed one or lies within two SD of it, *at rounding* when only the
+    interval of values that round to the paper's comes within two SD; a bound is *at rounding* when
+    only the paper's rounding keeps the book's value within it."""
+    for r in ROWS:
+        if r.expected_to_differ or not r.agrees:
+            continue
+        rounds = round(r.book, r.decimals) == round(r.paper, r.decimals)
+        if r.spread > 0:
+            printed, interval = r.distance_sd
+            stated = "yes" if rounds or printed <= 2 else "at rounding"
+            assert stated == "yes" or interval <= 2
+        elif r.bound:
+            stated = "yes" if r.book <= r.paper else "at rounding"
+        else:
+            stated = "yes"
+        assert r.verdict == stated, (r.quantity, r.verdict, stated)
+    # GRPO's hardest quartile lies many SD from the printed value yet rounds to it; Dr. GRPO's lies
+    # beyond two SD without rounding to it
+    assert _row("after 150 steps, GRPO").verdict == "yes"
+    assert _row("after 150 steps, Dr. GRPO").verdict == "at rounding"

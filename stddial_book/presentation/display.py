@@ -1,7 +1,8 @@
 """What a chapter's code cells hand to its prose and its readers: glued values (:func:`glue`,
 :func:`glue_all`, :func:`glue_md`), a few phrasings that read as a person would write them
-(:func:`code_list`, :func:`range_in_words`), and SymPy's proofs shown as what they prove
-(:func:`show_claim`)."""
+(:func:`code_list`, :func:`range_in_words`), the directions and comparisons a sentence states
+checked on the numbers it rests on (:func:`prose_claim`), and SymPy's proofs shown as what they
+prove (:func:`show_claim`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ __all__ = [
     "range_in_words",
     "show_claim",
     "show_equation",
+    "prose_claim",
     "BOOK_BUILD_ENV",
 ]
 
@@ -167,6 +169,26 @@ def range_in_words(low: float, high: float, digits: int) -> str:
         return f"{value} when rounded to a whole number"
     places = _NUMBER_WORDS.get(digits, str(digits))
     return f"{value} to {places} decimal place{'' if digits == 1 else 's'}"
+
+
+def prose_claim(holds: bool, says: str) -> None:
+    """Hold a sentence of the prose to the numbers it rests on: a direction or a comparison
+    (grows, flatter, most, faster) is computed in the cell that glues its numbers and passed here as
+    ``holds``. When data and words part, raise ``AssertionError`` quoting the sentence's claim, so
+    that the chapter, its test and the book's build fail instead of printing words the numbers no
+    longer support."""
+    if not isinstance(says, str) or not says.strip():
+        raise ValueError("says must quote the claim the prose makes, e.g. 'the silent fraction stays flat'.")
+    if not isinstance(holds, bool):
+        try:
+            holds = bool(holds.item() if hasattr(holds, "item") else holds)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"holds must be a truth value; got {type(holds).__name__}.") from err
+    if not holds:
+        raise AssertionError(
+            f"the prose says {says!r}, and the numbers computed here no longer do: "
+            "rewrite the sentence, or find what changed the numbers."
+        )
 
 
 def show_equation(latex: str) -> None:

@@ -264,13 +264,13 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
 
 @_legible
 def difficulty_weight_figure() -> plt.Figure:
-    """Chapter 6: w(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
+    """Chapter 6: ω(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
     from stddial_book.theory.group_size import difficulty_weight
 
     p = np.linspace(0.005, 0.995, 397)
     fig, ax = plt.subplots(figsize=(6.5, 3.6), constrained_layout=True)
-    ax.semilogy(p, difficulty_weight(p), color=RECIPE_COLORS["GRPO"], lw=2, label="GRPO: w(p) = 1/√(p(1−p))")
-    ax.semilogy(p, np.ones_like(p), color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: w = 1")
+    ax.semilogy(p, difficulty_weight(p), color=RECIPE_COLORS["GRPO"], lw=2, label="GRPO: ω(p) = 1/√(p(1−p))")
+    ax.semilogy(p, np.ones_like(p), color=RECIPE_COLORS["Dr. GRPO"], lw=2, label="Dr. GRPO: ω = 1")
     ax.plot([0.05, 0.5, 0.95], difficulty_weight(np.array([0.05, 0.5, 0.95])), "ko", ms=4)
     ax.set_yticks([1, 2, 5, 10])
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))

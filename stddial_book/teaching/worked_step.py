@@ -59,7 +59,7 @@ def worked_token_scores(theta: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def worked_summed_scores(completions: tuple[str, ...], theta: np.ndarray) -> np.ndarray:
-    """S_i = ∇_θ log π(o_i) = the sum of the token scores of completion i; shape (G, 2)."""
+    """g̃ᵢ = ∇_θ log π(oᵢ), the summed score: the sum of the token scores of completion i; shape (G, 2)."""
     scores = worked_token_scores(theta)
     return np.array([sum(scores[token] for token in completion) for completion in completions])
 
@@ -101,8 +101,8 @@ def worked_loss(advantages: np.ndarray, lengths: np.ndarray, aggregation: str, m
 def worked_update(
     advantages: np.ndarray, scores: np.ndarray, lengths: np.ndarray, aggregation: str, max_new_tokens: int
 ) -> np.ndarray:
-    """The step direction −∇_θ loss = Σᵢ weightᵢ Aᵢ Sᵢ (token t of sample i contributes
-    weightᵢ · Aᵢ · ∇ log π(o_{i,t}), and those add up to Sᵢ over the sample)."""
+    """The step direction −∇_θ loss = Σᵢ weightᵢ Aᵢ g̃ᵢ (token t of sample i contributes
+    weightᵢ · Aᵢ · ∇ log π(o_{i,t}), and those add up to g̃ᵢ over the sample)."""
     weights = worked_token_weights(lengths, aggregation, max_new_tokens)
     return ((weights * np.asarray(advantages))[:, None] * scores).sum(axis=0)
 
@@ -110,11 +110,11 @@ def worked_update(
 def worked_identity(
     correct: np.ndarray, scores: np.ndarray, lengths: np.ndarray, aggregation: str, max_new_tokens: int, weight: float
 ) -> dict[str, np.ndarray]:
-    """The identity's right-hand side, weight · (ḡ₊ − ḡ₋), with gᵢ = Sᵢ normalised as the
-    aggregation does (Sᵢ/ℓᵢ, Sᵢ/L_max, Sᵢ/ℓ̄ with ℓ̄ the group's mean length): then
+    """The identity's right-hand side, w · (ḡ₊ − ḡ₋), with gᵢ = g̃ᵢ normalised as the
+    aggregation does (g̃ᵢ/ℓᵢ, g̃ᵢ/L_max, g̃ᵢ/ℓ̄ with ℓ̄ the group's mean length): then
     −∇ loss = (1/G) Σᵢ Aᵢ gᵢ. Returns g, ḡ₊, ḡ₋ and the step."""
     correct = np.asarray(correct, dtype=bool)
-    size = correct.size  # G: the step is (1/G) Σᵢ Aᵢ gᵢ with gᵢ = G · weightᵢ · Sᵢ
+    size = correct.size  # G: the step is (1/G) Σᵢ Aᵢ gᵢ with gᵢ = G · weightᵢ · g̃ᵢ
     g = size * worked_token_weights(lengths, aggregation, max_new_tokens)[:, None] * scores
     g_plus, g_minus = g[correct].mean(axis=0), g[~correct].mean(axis=0)
     return {"g": g, "g_plus": g_plus, "g_minus": g_minus, "step": weight * (g_plus - g_minus)}

@@ -1,4 +1,4 @@
-"""The command line: ``python -m stddial_book sft|train|record|record-ablation|eval|diagnose|record-lm``
+"""The command line: ``python -m stddial_book sft|train|record|record-ablation|eval|diagnose|measure|record-lm``
 (chapter 9 shows the training commands; ``record-ablation`` records chapter 13's dial-only ablation,
 :mod:`stddial_book.experiments.ablation`).
 
@@ -7,9 +7,11 @@
 can be plotted with :func:`stddial_book.rl.runlog.load_run` and resumed with ``--resume``.
 ``diagnose FILE`` reads a reader's solve-rate table and prints what the closed forms say about it
 (silent fraction by G, DAPO's draws, G*, where the gradient sits, each allocation rule's plan).
-``record-lm`` records chapter 15's GPU run: GRPO, Dr. GRPO and DAPO on a pretrained language model with
-TRL and LoRA, over given seeds, each run's log and provenance (naming the GPU) into one directory
-(:mod:`stddial_book.bridges.lm_record`); without CUDA it refuses unless ``--allow-cpu`` is given.
+``measure`` samples a model on every prompt of a file and writes the per-prompt counts ``diagnose`` reads;
+``record-lm`` records chapter 15's runs: GRPO, Dr. GRPO and DAPO on a pretrained language model with
+TRL and LoRA, over given seeds, each run's log and provenance (naming the device) into one directory
+(:mod:`stddial_book.bridges.lm_cli`, :mod:`stddial_book.bridges.lm_record`); the GPU preset refuses without
+CUDA unless ``--allow-cpu`` is given.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from stddial_book.bridges.lm_cli import add_measure, add_record_lm, count_type, main_measure, main_record_lm
 from stddial_book.core.checks import MAX_SEED
 from stddial_book.core.outdir import expand_path
 
@@ -35,13 +38,17 @@ examples:
   python -m stddial_book train --recipe grpo --init runs/sft --seed 1 --out runs/grpo-1 --resume
         continue an interrupted run from its last checkpoint (same result as never stopping)
   python -m stddial_book record --profile reference
-        the book's recorded reference runs: every recipe over five seeds, logs into data/runs
+        the book's recorded reference runs: every recipe over five seeds, logs into runs/recorded-reference
   python -m stddial_book eval --checkpoint runs/grpo-1
         held-out accuracy per difficulty bucket, greedy and sampled, as JSON
   python -m stddial_book diagnose my_solve_counts.csv --budget 65536 --out runs/diagnosis
         your own prompts' solve counts: silent groups by G, DAPO's refill, G*, allocation plans
+  python -m stddial_book measure --model smollm2 --prompts pool.jsonl --samples 16 --out runs/pool
+        SmolLM2-135M-Instruct's pass rate on each prompt (runs/pool/pool.csv, for diagnose)
+  python -m stddial_book record-lm --preset smollm2 --dataset pool.jsonl --seeds 0 1 2 --allow-cpu
+        every recipe on SmolLM2-135M-Instruct with TRL and LoRA (about a minute a step on one CPU core)
   python -m stddial_book record-lm --seeds 0 1
-        chapter 15's GPU run: every recipe on Qwen2.5-0.5B-Instruct and GSM8K with TRL, logs into data/runs/lm
+        the GPU run: every recipe on Qwen2.5-0.5B-Instruct and GSM8K with TRL
 """
 
 
@@ -55,22 +62,7 @@ def _seed(text: str) -> int:
     return _count(0, MAX_SEED, "a seed")(text)
 
 
-def _count(low: int, high: int, what: str = "a whole number"):
-    """An argparse type: a whole number from ``low`` to ``high``; argparse prints the message."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not {what}; give a whole number from {low} to {high}."
-            ) from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; give {what} from {low} to {high}.")
-        return value
-
-    parse.__name__ = what.removeprefix("a ").replace(" ", "_")
-    return parse
+_count = count_type
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{sft,train,record,record-ablation,eval,diagnose,record-lm}"
+        dest="command", required=True, metavar="{sft,train,record,record-ablation,eval,diagnose,measure,record-lm}"
     )
     _add_sft(sub)
     _add_train(sub)
@@ -100,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record_ablation(sub)
     _add_eval(sub)
     _add_diagnose(sub)
-    _add_record_lm(sub)
+    add_measure(sub)
+    add_record_lm(sub, _seed)
     return parser
 
 
@@ -190,7 +183,7 @@ def _add_record(sub) -> None:
     p.add_argument(
         "--work", type=Path, default=None, help="where the runs and checkpoints live (default: runs/record-PROFILE)"
     )
-    p.add_argument("--out", type=Path, default=None, help="where the logs go (default: data/runs/PROFILE)")
+    p.add_argument("--out", type=Path, default=None, help="a new folder for the logs (default: runs/recorded-PROFILE)")
     p.add_argument(
         "--allow-dirty",
         action="store_true",
@@ -217,7 +210,7 @@ def _add_record_ablation(sub) -> None:
     p.set_defaults(profile="reference")  # the design's run sizes are the reference testbed's
     p.add_argument("--seeds", nargs="+", type=_seed, default=None, metavar="S", help="default: the design's")
     p.add_argument("--work", type=Path, default=Path("runs") / "record-ablation", help="runs and checkpoints")
-    p.add_argument("--out", type=Path, default=Path("data") / "runs" / "ablation", help="where the logs go")
+    p.add_argument("--out", type=Path, default=Path("runs") / "recorded-ablation", help="a new folder for the logs")
     p.add_argument("--init", type=Path, default=None, help="an SFT directory to start from (default: made in --work)")
     p.add_argument("--shard", type=_shard, default=(0, 1), help="i/n: this process's share, e.g. 0/2 and 1/2")
     p.add_argument("--allow-dirty", action="store_true", help="record from uncommitted changes (the provenance says)")
@@ -397,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "diagnose":  # needs neither torch nor a profile
         return _main_diagnose(args)
     if args.command == "record-lm":  # chapter 15's run: its own sizes, no profile
-        return _main_record_lm(args, argv)
+        return main_record_lm(args, argv)
+    if args.command == "measure":  # a model's pass rates on a prompt file (chapter 16's first step)
+        return main_measure(args)
     import torch
 
     from stddial_book.rl.profiles import active_profile
@@ -456,7 +451,7 @@ def _record(args, profile, command: str) -> list:
         args.recipes,
         args.seeds or list(profile.seeds),
         args.work or Path("runs") / f"record-{profile.name}",
-        args.out or Path("data") / "runs" / profile.name,
+        args.out or Path("runs") / f"recorded-{profile.name}",  # a new folder: committed runs are never re-opened
         progress=args.progress,
         command=command,
         allow_dirty=args.allow_dirty,
@@ -477,116 +472,6 @@ def _main_diagnose(args) -> int:
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
         print(f"error: {err.strerror or err}{where}; check the path and its permissions.", file=sys.stderr)
         return 2
-    return 0
-
-
-#: ``record-lm``'s size options: (flag, LMRunConfig field, what it is).
-LM_SIZES = (
-    ("--num-prompts", "num_prompts", "questions drawn from the dataset"),
-    ("--group-size", "group_size", "G, completions per question"),
-    ("--prompts-per-step", "prompts_per_step", "P, questions per optimizer step"),
-    ("--micro-batch-size", "micro_batch_size", "completions per forward/backward pass (lower it on out-of-memory)"),
-    ("--max-new-tokens", "max_new_tokens", "L_max, the generation cap"),
-    ("--max-steps", "max_steps", "optimizer steps per run"),
-)
-
-
-def _add_record_lm(sub) -> None:
-    """``record-lm``: chapter 15's run on a GPU, every recipe over the given seeds, recorded."""
-    from stddial_book.bridges.lm_setup import LMRunConfig
-
-    gpu = LMRunConfig()
-    p = sub.add_parser(
-        "record-lm",
-        help="chapter 15's GPU run: every recipe on a pretrained LM with TRL and LoRA, recorded with provenance",
-        description="Train GRPO, Dr. GRPO and DAPO (TRL's settings) on a pretrained language model with LoRA and "
-        "math-verify rewards, once per recipe and seed, from a clean commit; resume an interrupted run from its "
-        "last checkpoint; write each run's metrics.jsonl.gz (the dial's diagnostics and TRL's log per step) and "
-        "provenance.json (the GPU, dtype, memory estimate, versions) to --out. Needs a CUDA GPU.",
-    )
-    p.add_argument(
-        "--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME", help="default: all three"
-    )
-    p.add_argument("--seeds", nargs="+", type=_seed, default=[0], metavar="S", help="seeds, one run each (default: 0)")
-    p.add_argument(
-        "--model", default=gpu.model_id, help=f"a hub id or a local model directory (default: {gpu.model_id})"
-    )
-    p.add_argument(
-        "--dataset",
-        default=gpu.dataset_id,
-        help=f"a hub id or a local .jsonl file of GSM8K's schema (default: {gpu.dataset_id})",
-    )
-    p.add_argument(
-        "--dataset-config",
-        default=gpu.dataset_config,
-        metavar="NAME",
-        help=f"the hub dataset's config (default: {gpu.dataset_config})",
-    )
-    p.add_argument("--split", default=gpu.split, help=f"the hub dataset's split (default: {gpu.split})")
-    for flag, field, what in LM_SIZES:
-        default = getattr(gpu, field)
-        p.add_argument(flag, type=_count(1, 10**7), default=default, metavar="N", help=f"{what} (default: {default})")
-    p.add_argument(
-        "--save-every", type=_count(1, 10**7), default=10, metavar="N", help="checkpoint every N steps (default: 10)"
-    )
-    p.add_argument("--work", type=Path, default=None, help="runs and checkpoints (default: runs/record-lm)")
-    p.add_argument("--out", type=Path, default=None, help="where the logs go (default: data/runs/lm)")
-    p.add_argument("--allow-dirty", action="store_true", help="record from a checkout with uncommitted changes")
-    p.add_argument("--allow-cpu", action="store_true", help="run without CUDA: a smoke run on a tiny local model")
-    p.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=True, help="print a line every few steps"
-    )
-
-
-def run_record_lm(args, command: str) -> list[Path]:
-    """The ``record-lm`` subcommand: every check first (:func:`~stddial_book.bridges.lm_record.check_record_lm`),
-    then the runs; prints each recorded folder."""
-    from stddial_book.bridges.lm_record import check_record_lm, record_lm_runs
-    from stddial_book.bridges.lm_setup import colab_t4_config
-
-    sizes = {field: getattr(args, field) for _, field, _ in LM_SIZES}
-    config = colab_t4_config(
-        model_id=args.model, dataset_id=args.dataset, dataset_config=args.dataset_config, split=args.split, **sizes
-    )
-    plan = check_record_lm(
-        args.recipes,
-        args.seeds,
-        config,
-        args.work or Path("runs") / "record-lm",
-        args.out or Path("data") / "runs" / "lm",
-        allow_cpu=args.allow_cpu,
-        allow_dirty=args.allow_dirty,
-        save_every=args.save_every,
-    )
-    written = record_lm_runs(plan, command=command, print_every=5 if args.progress else 0)
-    for path in written:
-        print(f"recorded {path}")
-    return written
-
-
-def _main_record_lm(args, argv: list[str] | None) -> int:
-    import torch
-
-    command = "python -m stddial_book " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-    try:
-        run_record_lm(args, command)
-    except torch.cuda.OutOfMemoryError:
-        print(
-            "error: the GPU ran out of memory; rerun the same command with a smaller --micro-batch-size (or "
-            "--max-new-tokens): finished runs are kept and an interrupted one resumes from its last checkpoint.",
-            file=sys.stderr,
-        )
-        return 3
-    except (ValueError, TypeError, ImportError) as err:  # checks and missing extras: the message names the fix
-        print(f"error: record-lm: {_one_line(err)}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        where = f": {err.filename}" if getattr(err, "filename", None) else ""
-        print(f"error: {err.strerror or err}{where}; check the path and its permissions.", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume from the last checkpoint.", file=sys.stderr)
-        return 130
     return 0
 
 

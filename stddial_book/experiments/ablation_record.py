@@ -5,7 +5,7 @@ runs, in a work directory, the warm start (or takes ``--init``), the pilot that 
 (:func:`stddial_book.experiments.ablation.matched_sgd_lrs` with the fractions
 :func:`~stddial_book.experiments.ablation.choose_fractions` picks), then every arm × cell × seed, seed by
 seed, resuming whatever an interruption left; each finished run's compressed log and provenance go
-to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.record._publish`),
+to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.record.publish_run`),
 with ``pilot.json`` beside them. ``--shard i/n`` splits the runs over n processes (one a core).
 ``study`` prints :func:`~stddial_book.experiments.ablation.ablation_study` of a recorded directory.
 """
@@ -44,6 +44,7 @@ __all__ = ["record_ablation", "main"]
 
 def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: dict, progress: bool, command: str):
     """Run (or resume, or keep if finished) one run in the work directory ``run``, as ``record`` does."""
+    from stddial_book.core.outdir import replace_own
     from stddial_book.experiments.testbed import remove_stale_run, train_to_dir
     from stddial_book.rl.checkpoints import checkpoint_dir
 
@@ -53,7 +54,7 @@ def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: 
     if not resume:
         remove_stale_run(run)  # only the run's own files, in a directory the tool marked
     train_to_dir(profile, recipe, seed, init, run, resume=resume, progress=progress, command=command, **changes)
-    (run / "done").write_text("finished\n")
+    replace_own(run, "done", "finished\n")
 
 
 def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow_dirty: bool, command: str):
@@ -61,6 +62,7 @@ def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow
     :func:`~stddial_book.experiments.ablation.pilot_cells` (seed 0), then the SGD grid of
     :func:`~stddial_book.experiments.ablation.tuning_runs`. Returns (and writes to ``out/pilot.json``)
     the norms, the grid's pool accuracies, the chosen fractions and the SGD rates of the design."""
+    from stddial_book.core.outdir import atomic_write, own_path
     from stddial_book.rl.runlog import load_run
 
     norms = {}
@@ -82,24 +84,26 @@ def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow
         "sgd_fraction": fractions,
         "sgd_lr": matched_sgd_lrs(norms, fractions),
     }
-    (out / "pilot.json").write_text(json.dumps(result, indent=2) + "\n")
+    if not (out / "pilot.json").is_file():  # the recorded folder's files are written once
+        atomic_write(own_path(out, "pilot.json"), (json.dumps(result, indent=2) + "\n").encode())
     return result
 
 
 def _settled(profile, arm, seed, init, work, out, label, changes, allow_dirty, command) -> Path:
     """A pilot run made (:func:`_settle`) in ``work/pilot-<label>`` and published to ``out``; its work directory."""
-    from stddial_book.core.outdir import claim_dir
-    from stddial_book.experiments.record import _publish
+    from stddial_book.experiments.record import publish_run
 
     run = work / f"pilot-{label}"
     _settle(profile, ARMS[arm], seed, init, run, changes, False, command)
-    _publish(run, claim_dir(out / f"pilot-{label}", "recorded"), allow_dirty)
+    publish_run(run, out / f"pilot-{label}", allow_dirty)
     return run
 
 
-def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:
-    """Everything checked before any work: seeds, shard, cells, both directories, a clean checkout."""
-    from stddial_book.core.outdir import check_claimable
+def _checked(seeds, shard, cells, work, out, allow_dirty: bool, init=None) -> None:
+    """Everything checked before any work: seeds, shard, cells, both directories (apart, each the
+    policy accepts), ``init`` (an SFT directory holding its model), a clean checkout."""
+    from stddial_book.core.outdir import checked_path
+    from stddial_book.experiments.record import check_directories
     from stddial_book.rl.runlog import git_state, refuse_dirty
 
     index, count = shard
@@ -109,8 +113,14 @@ def _checked(seeds, shard, cells, work, out, allow_dirty: bool) -> None:
         raise ValueError(f"shard (i, n) must have 0 <= i < n; got {shard!r}.")
     if not cells or not all(isinstance(c, Cell) for c in cells):
         raise ValueError("cells must be a non-empty list of ablation.Cell.")
-    for flag, path in (("--work", work), ("--out", out)):
-        check_claimable(path, flag)
+    check_directories(work, out)
+    if init is not None:
+        init = checked_path(init, "--init")
+        if not (init / "model.safetensors").is_file():
+            raise ValueError(
+                f"--init {init} holds no SFT model (model.safetensors); nothing was changed: pass a directory "
+                "the sft command wrote, or leave --init out to make the warm start in --work."
+            )
     refuse_dirty(*git_state(), allow_dirty)
 
 
@@ -137,18 +147,18 @@ def record_ablation(
     and the pilot made once under a lock while the others wait. ``sizes`` (``step_samples``,
     ``run_samples`` and TrainConfig fields) shrink the design for tests. A dirty checkout is refused
     unless ``allow_dirty`` (the provenance then says so); both directories go through
-    :func:`stddial_book.core.outdir.claim_dir`, and only a run's own files are ever removed."""
-    from stddial_book.core.outdir import claim_dir
-    from stddial_book.experiments.record import _publish
+    :func:`stddial_book.core.outdir.claim_dir`, and nothing is ever deleted."""
+    from stddial_book.core.outdir import claim_dir, expand_path
+    from stddial_book.experiments.record import RECORDED_KIND, WORK_KIND, publish_run
     from stddial_book.experiments.testbed import _cache_lock, sft_to_dir
 
-    _checked(seeds, shard, cells, work, out, allow_dirty)
-    work, out = claim_dir(work, "record-work", flag="--work"), claim_dir(out, "recorded")
-    sft_dir = Path(init) if init is not None else work / "sft-seed0"
+    _checked(seeds, shard, cells, work, out, allow_dirty, init)
+    work, out = claim_dir(work, WORK_KIND, flag="--work"), claim_dir(out, RECORDED_KIND)
+    sft_dir = expand_path(init) if init is not None else work / "sft-seed0"
     with _cache_lock(work / "sft-seed0"):
         if not (sft_dir / "model.safetensors").exists():
             sft_to_dir(profile, 0, sft_dir, progress=progress, command=command)
-        _publish(sft_dir, claim_dir(out / "sft", "recorded"), allow_dirty, ("sft.json",))
+        publish_run(sft_dir, out / "sft", allow_dirty, ("sft.json",))
         lrs = _pilot(profile, sft_dir, work, out, cells, sizes, allow_dirty, command)["sgd_lr"]
     written = []
     plan = [(seed, cell, arm) for seed in seeds for cell in cells for arm in ARMS]
@@ -156,7 +166,7 @@ def record_ablation(
         label = run_label(arm, cell, seed)
         lr = lrs[f"{arm}-{cell.key}"] if cell.optimizer == "sgd" else None
         _settle(profile, ARMS[arm], seed, sft_dir, work / label, _settings(cell, lr, **sizes), progress, command)
-        written.append(_publish(work / label, claim_dir(out / label, "recorded"), allow_dirty))
+        written.append(publish_run(work / label, out / label, allow_dirty))
     return written
 
 

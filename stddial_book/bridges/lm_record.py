@@ -49,7 +49,7 @@ __all__ = [
 #: The versions every recorded language-model run names in its provenance.
 LM_PACKAGES = ("torch", "transformers", "trl", "peft", "math-verify", "accelerate", "datasets", "stddial-book")
 
-METRICS, PROVENANCE, DONE = "metrics.jsonl", "provenance.json", "done"
+METRICS, PROVENANCE, DONE, EVAL = "metrics.jsonl", "provenance.json", "done", "eval.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
@@ -131,14 +131,23 @@ def _local(name: str) -> Path | None:
 
 
 def _as_given_or_local(name: str) -> str:
-    """A model or dataset id as the loaders take it: an existing local path made absolute, else as given."""
-    local = _local(name)
+    """A model or dataset id as the loaders take it: an existing local path made absolute, else as given
+    (``smollm2`` names the book's CPU model, :func:`~stddial_book.bridges.smollm2.smollm2_model_dir`)."""
+    local = None if name == "smollm2" else _local(name)
     return name if local is None else str(local)
 
 
 def _model_refusal(model_id: str) -> str | None:
-    """Why ``model_id`` cannot be loaded (one line), or None: a directory written by ``save_pretrained``, a
-    model in the local cache, or a hub id while the hub can be reached."""
+    """Why ``model_id`` cannot be loaded (one line), or None: ``smollm2`` with its wheel installed, a directory
+    written by ``save_pretrained``, a model in the local cache, or a hub id while the hub can be reached."""
+    if model_id == "smollm2":
+        from stddial_book.bridges.smollm2 import smollm2_gguf
+
+        try:
+            smollm2_gguf(check_hash=True)
+        except (FileNotFoundError, ValueError) as err:
+            return f"--model smollm2: {err}"
+        return None
     local = _local(model_id)
     if local is not None:
         if not (local / "config.json").is_file():
@@ -247,6 +256,15 @@ def check_record_lm(
     for refusal in (_model_refusal(config.model_id), _dataset_refusal(config.dataset_id)):
         if refusal is not None:
             raise ValueError(refusal)
+    if config.eval_file is not None:
+        from stddial_book.bridges.lm_measure import read_prompt_rows
+
+        read_prompt_rows(config.eval_file)  # a ValueError naming the file and the fix
+        config = config.replace(eval_file=_as_given_or_local(config.eval_file))
+    if config.model_id == "smollm2":  # converted once into the run cache now, so that no run waits for it
+        from stddial_book.bridges.smollm2 import smollm2_model_dir
+
+        smollm2_model_dir()
     config = config.replace(
         model_id=_as_given_or_local(config.model_id), dataset_id=_as_given_or_local(config.dataset_id)
     )
@@ -317,6 +335,23 @@ def _log_writer(log: Any, dial: Any) -> Any:
     return LogWriter()
 
 
+def _input_hashes(config: LMRunConfig) -> dict[str, str]:
+    """sha256 of the run's local inputs: the training and held-out files, and the model (SmolLM2's GGUF file,
+    or a local folder's weights)."""
+    from stddial_book.bridges.smollm2 import SMOLLM2_SHA256, file_sha256
+
+    found = {}
+    for key, name in (("dataset", config.dataset_id), ("eval_file", config.eval_file)):
+        if name is not None and Path(name).is_file():
+            found[key] = file_sha256(name)
+    if config.model_id == "smollm2":
+        found["model_gguf"] = SMOLLM2_SHA256
+    elif Path(config.model_id).is_dir():
+        for weights in sorted(Path(config.model_id).glob("*.safetensors")):
+            found[f"model/{weights.name}"] = file_sha256(weights)
+    return found
+
+
 def _describe(log: Any, plan: LMRecordPlan, recipe: str, info: dict[str, Any], from_step: int) -> None:
     """The provenance's GPU, dtype, memory estimate, versions and TRL settings (the first segment's; each
     resumed segment adds where it ran)."""
@@ -329,6 +364,7 @@ def _describe(log: Any, plan: LMRecordPlan, recipe: str, info: dict[str, Any], f
     provenance.setdefault("precision", plan.precision)
     provenance.setdefault("memory_estimate_gib", info["memory_gib"])
     provenance.setdefault("num_params", info["num_params"])
+    provenance.setdefault("inputs_sha256", _input_hashes(plan.config))
     provenance.setdefault("trl_settings", info["settings"])
     gaps = trl_gaps(as_recipe(recipe), group_size=plan.config.group_size, num_minibatches=1)
     provenance.setdefault("trl_gaps", [dataclasses.asdict(g) for g in gaps])
@@ -361,11 +397,64 @@ def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: s
         trainer, dial, info = _build_trainer(recipe, config, run, plan.precision, print_every, saving)
         _describe(log, plan, recipe, info, 0 if checkpoint is None else checkpoint[1])
         trainer.add_callback(_log_writer(log, dial))
+        if checkpoint is None:
+            _evaluate_into(run, "before", trainer, config)
         with _quiet():
             trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint[0]))
+        _evaluate_into(run, "after", trainer, config)
     log.finish()
     (run / DONE).write_text("finished\n", encoding="utf-8")
     return run
+
+
+def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> None:
+    """Measure the held-out questions (``config.eval_file``) and, with ``config.measure_pool``, every training
+    question, ``config.eval_samples`` completions each, with the trainer's model as it is now; store the
+    per-question counts under ``when`` in the run's ``eval.json`` (replaced by an atomic rename)."""
+    if config.eval_file is None and not config.measure_pool:
+        return
+    import time
+
+    import torch
+
+    from stddial_book.bridges.lm_measure import measure_rows, read_prompt_rows
+
+    path = run / EVAL
+    if path.is_symlink():
+        raise ValueError(f"{path} is a symbolic link; the tool writes only its own files.")
+    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    model, tokenizer = trainer.model, trainer.processing_class
+    batch = 512 if next(model.parameters()).is_cuda else 64
+    sets = {}
+    if config.eval_file is not None:
+        sets["heldout"] = read_prompt_rows(config.eval_file)
+    if config.measure_pool:
+        sets["pool"] = read_prompt_rows(config.dataset_id)[: config.num_prompts]
+    start = time.perf_counter()
+    was_training = model.training
+    model.eval()
+    result = {}
+    for name, rows in sets.items():
+        result[name] = measure_rows(
+            model,
+            tokenizer,
+            rows,
+            config.eval_samples,
+            system_prompt=config.system_prompt,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            batch_size=batch,
+            seed=config.seed * 7919 + (0 if when == "before" else 1),
+        )
+    model.train(was_training)
+    result["wall_s"] = time.perf_counter() - start
+    result["step"] = int(trainer.state.global_step)
+    found[when] = result
+    staging = run / f".{EVAL}.tmp"
+    staging.write_text(json.dumps(found) + "\n", encoding="utf-8")
+    os.replace(staging, path)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
@@ -379,6 +468,8 @@ def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
         provenance["dirty_allowed"] = True
     dst = claim_dir(dst, "recorded", flag="--out")
     write_gzip(run / METRICS, dst / "metrics.jsonl.gz")
+    if (run / EVAL).is_file():
+        write_gzip(run / EVAL, dst / "eval.json.gz")
     (dst / PROVENANCE).write_text(json.dumps(provenance, indent=2, default=str) + "\n", encoding="utf-8")
     return dst
 

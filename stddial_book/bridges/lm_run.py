@@ -145,7 +145,9 @@ def _build_trainer(
     trl = _import_trl("run_lm")
     lora = _lora_config(config)
     model, tokenizer = load_model_and_tokenizer(config.model_id, precision["dtype"])
-    prompts = load_prompts(config.dataset_id, config.dataset_config, config.split, config.num_prompts)
+    prompts = load_prompts(
+        config.dataset_id, config.dataset_config, config.split, config.num_prompts, config.system_prompt
+    )
     memory = _memory_check(config, model, precision)
     funcs, weights = lm_reward_funcs(recipe, config)
     settings = {**lm_grpo_settings(recipe, config, precision), **(overrides or {})}

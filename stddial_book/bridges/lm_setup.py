@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from stddial_book.bridges.lm_data import SYSTEM_PROMPT
 from stddial_book.core.checks import check_int
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "LMRunConfig",
     "colab_t4_config",
     "tiny_config",
+    "smollm2_config",
     "precision_for",
     "detect_precision",
     "memory_estimate_gib",
@@ -65,6 +67,12 @@ class LMRunConfig:
         activation_checkpointing: recompute activations in the backward pass (saves memory on a T4).
         temperature: the sampling temperature.
         seed: the run's seed.
+        system_prompt: the chat's system message before every question (GSM8K's asks for a ``\\boxed{}``
+            answer; the arithmetic pool's, :data:`~stddial_book.bridges.lm_pool.ANSWER_PROMPT`, for just the number).
+        eval_file: a local ``.jsonl`` of held-out questions (GSM8K's schema) measured before and after training
+            (None: none).
+        eval_samples: completions per held-out question, and per training question when the pool is measured.
+        measure_pool: also measure every training question before and after training (which stayed silent).
     """
 
     model_id: str = DEFAULT_MODEL_ID
@@ -84,15 +92,36 @@ class LMRunConfig:
     activation_checkpointing: bool = True
     temperature: float = 1.0
     seed: int = 0
+    system_prompt: str = SYSTEM_PROMPT
+    eval_file: str | None = None
+    eval_samples: int = 16
+    measure_pool: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("group_size", "prompts_per_step", "micro_batch_size", "max_new_tokens", "max_steps"):
+        for name in (
+            "group_size",
+            "prompts_per_step",
+            "micro_batch_size",
+            "max_new_tokens",
+            "max_steps",
+            "eval_samples",
+        ):
             check_int(getattr(self, name), name, minimum=2 if name == "group_size" else 1)
         if (self.prompts_per_step * self.group_size) % self.micro_batch_size:
             raise ValueError(
                 f"micro_batch_size={self.micro_batch_size} must divide the {self.prompts_per_step * self.group_size} "
                 "completions of a step (prompts_per_step · group_size)."
             )
+        if not isinstance(self.system_prompt, str):
+            raise ValueError(f"system_prompt must be text; got {self.system_prompt!r}.")
+        for name in ("learning_rate", "temperature"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value > 0)
+            ):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
         if not (math.isfinite(self.format_weight) and self.format_weight >= 0):
             raise ValueError(f"format_weight must be a finite number >= 0; got {self.format_weight!r}.")
 
@@ -125,6 +154,33 @@ def tiny_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfig:
         activation_checkpointing=False,
     )
     return tiny.replace(**changes)
+
+
+def smollm2_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfig:
+    """SmolLM2-135M-Instruct (Q4_1, dequantized; :func:`~stddial_book.bridges.smollm2.smollm2_model_dir`) on the
+    graded arithmetic pool (:mod:`~stddial_book.bridges.lm_pool`): answer with just the number, completions
+    capped at 24 tokens, LoRA r 16 / alpha 32 on every linear layer, 8 questions × G = 8 a step, the sizes a
+    CPU pilot found to learn within minutes; ``changes`` override any field (the learning rate comes from
+    the recorded pilot)."""
+    from stddial_book.bridges.lm_pool import ANSWER_PROMPT
+
+    small = LMRunConfig(
+        model_id=str(model_dir),
+        dataset_id=str(data_file),
+        dataset_config=None,
+        num_prompts=None,
+        group_size=8,
+        prompts_per_step=8,
+        micro_batch_size=16,
+        max_new_tokens=24,
+        max_steps=40,
+        learning_rate=3e-4,
+        lora_r=16,
+        lora_alpha=32,
+        activation_checkpointing=False,
+        system_prompt=ANSWER_PROMPT,
+    )
+    return small.replace(**changes)
 
 
 def precision_for(device_type: str, capability: tuple[int, int] | None = None) -> dict[str, Any]:

@@ -1,0 +1,295 @@
+"""Measure a model's pass rate on each prompt of a pool: the first step of chapter 16's procedure.
+
+:func:`sample_completions` samples ``n`` completions of every prompt with ``model.generate`` (a KV cache,
+pure temperature sampling: ``top_k=0``, ``top_p=1``, stated explicitly because a model's
+``generation_config`` can silently truncate the distribution), batching prompts with left padding.
+:func:`measure_rows` verifies each completion as the training reward does
+(:func:`~stddial_book.bridges.lm_rewards.is_correct`, the reply's last number against the gold one) and
+returns one row per prompt: ``prompt_id``, ``correct`` (k) and ``samples`` (n), the table that ``diagnose``
+reads (:mod:`stddial_book.corpora.reader_pool`).
+
+``python -m stddial_book measure`` (:func:`measure_to_folder`) writes that table into a folder it creates,
+chunk by chunk, so an interrupted measurement resumes where it stopped (each chunk's random state is
+derived from the seed and the chunk's index, so a resumed measurement draws what an uninterrupted one
+would).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MEASURE_COLUMNS",
+    "chat_prompts",
+    "sample_completions",
+    "measure_rows",
+    "read_prompt_rows",
+    "check_measure",
+    "measure_to_folder",
+]
+
+MEASURE_COLUMNS = ("prompt_id", "correct", "samples")
+POOL, SETTINGS = "pool.csv", "measure.json"
+MAX_SAMPLES = 4096
+
+
+def read_prompt_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a prompts file of GSM8K's schema (``question``, ``answer`` ending in ``#### N``), each with a
+    ``prompt_id`` (the file's own, else the row's index); a ValueError naming the file and the fix otherwise."""
+    from stddial_book.bridges.lm_data import gsm8k_gold, read_gsm8k_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--prompts {path}: no such file (or not a regular file); pass a .jsonl of GSM8K's schema.")
+    rows = read_gsm8k_file(path)
+    raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if path.suffix == ".json":
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for i, (row, full) in enumerate(zip(rows, raw)):
+        try:
+            gold = gsm8k_gold(row["answer"])
+        except ValueError:
+            raise ValueError(
+                f"--prompts {path}: row {i + 1}'s answer does not end in '#### N' (GSM8K's schema); fix that row."
+            ) from None
+        out.append({"prompt_id": str(full.get("prompt_id", i)), "question": row["question"], "gold": gold})
+    ids = [r["prompt_id"] for r in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"--prompts {path}: prompt_id repeats; give every row its own prompt_id.")
+    return out
+
+
+def chat_prompts(tokenizer: Any, questions: Sequence[str], system_prompt: str | None) -> list[str]:
+    """Each question as the model's chat prompt text (system prompt first when given), ready to generate."""
+    texts = []
+    for question in questions:
+        messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": question})
+        texts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    return texts
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    samples: int,
+    *,
+    max_new_tokens: int = 24,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> list[list[str]]:
+    """``samples`` completions (text, special tokens removed) of each prompt text, sampled at ``temperature``
+    with nothing truncated (``top_k=0``, ``top_p=1``), ``batch_size`` completions a forward pass at most."""
+    import torch
+
+    if samples < 1 or batch_size < 1:
+        raise ValueError("samples and batch_size must be >= 1.")
+    device = next(model.parameters()).device
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    per_batch = max(1, batch_size // samples)
+    generator_seed = torch.initial_seed()
+    torch.manual_seed(seed)
+    results: list[list[str]] = []
+    try:
+        for start in range(0, len(prompts), per_batch):
+            chunk = list(prompts[start : start + per_batch])
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    do_sample=True,
+                    temperature=temperature,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=max_new_tokens,
+                    num_return_sequences=samples,
+                    pad_token_id=pad,
+                )
+            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            results.extend(texts[i * samples : (i + 1) * samples] for i in range(len(chunk)))
+    finally:
+        tokenizer.padding_side = side
+        torch.manual_seed(generator_seed)
+    return results
+
+
+def measure_rows(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[dict[str, Any]],
+    samples: int,
+    *,
+    system_prompt: str | None,
+    max_new_tokens: int = 24,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One row per prompt row (``prompt_id``, ``question``, ``gold``): ``prompt_id``, ``correct`` (how many of
+    the ``samples`` completions the reward's verifier accepts) and ``samples``."""
+    from stddial_book.bridges.lm_rewards import is_correct
+
+    texts = chat_prompts(tokenizer, [r["question"] for r in rows], system_prompt)
+    completions = sample_completions(
+        model,
+        tokenizer,
+        texts,
+        samples,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    return [
+        {"prompt_id": r["prompt_id"], "correct": sum(is_correct(c, r["gold"]) for c in done), "samples": samples}
+        for r, done in zip(rows, completions)
+    ]
+
+
+def _settings_hash(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_measure(model: str, prompts: str | os.PathLike, samples: int, out: str | os.PathLike) -> dict[str, Any]:
+    """Everything ``measure`` needs, checked before anything is written: the model folder (or ``smollm2``), the
+    prompts file and its schema, ``samples`` from 2 to 4096, and ``out`` (a new folder, or the tool's own to
+    resume). Returns the checked values; a ValueError (one line, the fix) otherwise."""
+    from stddial_book.core.outdir import check_claimable
+
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 2 <= samples <= MAX_SAMPLES:
+        raise ValueError(
+            f"--samples must be a whole number from 2 to {MAX_SAMPLES} (a pass rate needs at least two samples); got {samples!r}."
+        )
+    rows = read_prompt_rows(prompts)
+    if model != "smollm2":
+        folder = Path(model).expanduser()
+        if not (folder / "config.json").is_file():
+            raise ValueError(
+                f"--model {model}: not a model folder (no config.json); pass one written by save_pretrained, or smollm2."
+            )
+    else:
+        from stddial_book.bridges.smollm2 import smollm2_gguf
+
+        try:
+            smollm2_gguf(check_hash=False)
+        except FileNotFoundError as err:
+            raise ValueError(str(err)) from None
+    return {"rows": rows, "out": check_claimable(out, "--out")}
+
+
+def measure_to_folder(
+    model: str,
+    prompts: str | os.PathLike,
+    samples: int,
+    out: str | os.PathLike,
+    *,
+    system_prompt: str | None = None,
+    max_new_tokens: int = 24,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+    seed: int = 0,
+    chunk: int = 16,
+    progress: Callable[[str], None] | None = print,
+) -> Path:
+    """``measure``: write ``out/pool.csv`` (``prompt_id, correct, samples``, one row per prompt) and
+    ``out/measure.json`` (the settings, the model, the wall time). Resumes a measurement of the same settings
+    in its own folder; refuses one of other settings. Returns the table's path."""
+    from stddial_book.bridges.lm_pool import ANSWER_PROMPT
+    from stddial_book.core.outdir import claim_dir
+
+    checked = check_measure(model, prompts, samples, out)
+    rows = checked["rows"]
+    system_prompt = ANSWER_PROMPT if system_prompt is None else system_prompt
+    settings = {
+        "model": "smollm2" if model == "smollm2" else Path(model).name,
+        "prompts_sha256": hashlib.sha256(Path(prompts).read_bytes()).hexdigest(),
+        "samples": samples,
+        "system_prompt": system_prompt,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "seed": seed,
+        "chunk": chunk,
+    }
+    key = _settings_hash(settings)
+    out = claim_dir(checked["out"], "measure", flag="--out")
+    record = out / SETTINGS
+    done: list[dict[str, Any]] = []
+    if record.is_file():
+        previous = json.loads(record.read_text(encoding="utf-8"))
+        if previous.get("key") != key:
+            raise ValueError(f"--out {out} holds a measurement of other settings; choose a new --out.")
+        done = previous.get("rows", [])
+    net, tokenizer = _load(model)
+    start = time.perf_counter()
+    wall = float(json.loads(record.read_text()).get("wall_s", 0.0)) if record.is_file() else 0.0
+    for index in range(len(done) // chunk, -(-len(rows) // chunk)):
+        part = rows[index * chunk : (index + 1) * chunk]
+        sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size}
+        seeded = seed * 1_000_003 + index  # each chunk's own draws: a resumed measurement repeats none
+        done = done[: index * chunk] + measure_rows(
+            net, tokenizer, part, samples, system_prompt=system_prompt, seed=seeded, **sampling
+        )
+        state = {"key": key, "settings": settings, "rows": done, "wall_s": wall + time.perf_counter() - start}
+        _replace(record, json.dumps(state, indent=1) + "\n")
+        if progress is not None:
+            progress(f"measure: {len(done)} of {len(rows)} prompts ({samples} samples each)")
+    return _write_table(out / POOL, done)
+
+
+def _write_table(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """``rows`` as the CSV table ``diagnose`` reads (a prompt_id holding a comma is quoted)."""
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerows([MEASURE_COLUMNS] + [[r["prompt_id"], r["correct"], r["samples"]] for r in rows])
+    _replace(path, table.getvalue())
+    return path
+
+
+def _load(model: str) -> tuple[Any, Any]:
+    """The model (``smollm2`` or a folder) on the first CUDA GPU in bfloat16, else on the CPU in float32, in
+    evaluation mode, and its tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if model == "smollm2":
+        from stddial_book.bridges.smollm2 import smollm2_model_dir
+
+        folder = smollm2_model_dir()
+    else:
+        folder = Path(model).expanduser()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    net = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return net, AutoTokenizer.from_pretrained(folder)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` by an atomic rename of a new file beside it (never through a symlink)."""
+    if path.is_symlink():
+        raise ValueError(f"{path} is a symbolic link; the tool writes only its own files.")
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(staging, "x", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(staging, path)
+
+
+def read_measured(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a ``pool.csv`` that ``measure`` wrote."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return [
+            {"prompt_id": r["prompt_id"], "correct": int(r["correct"]), "samples": int(r["samples"])}
+            for r in csv.DictReader(handle)
+        ]

@@ -8,8 +8,8 @@ import pytest
 
 from stddial_book.bridges.lm_pilot import choose_learning_rate
 from stddial_book.bridges.lm_pool import TIERS, arithmetic_pool
-from stddial_book.core.resources import data_path
 from stddial_book.cli import main
+from stddial_book.core.resources import data_path
 
 
 def test_the_committed_pool_is_what_the_generator_draws():

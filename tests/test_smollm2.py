@@ -12,7 +12,7 @@ import pytest
 gguf = pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 
-from stddial_book.bridges import smollm2  # noqa: E402
+from stddial_book.bridges import smollm2
 
 _SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 _TEMPLATE = (
@@ -67,7 +67,9 @@ def write_tiny_gguf(path, hidden: int = 32, layers: int = 2, ff: int = 64, seed:
 
     def q41(name, shape):
         data = rng.normal(0, 0.2, size=shape).astype(np.float32)
-        w.add_tensor(name, gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q4_1), raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+        w.add_tensor(
+            name, gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q4_1), raw_dtype=gguf.GGMLQuantizationType.Q4_1
+        )
 
     def f32(name, shape):
         w.add_tensor(name, (1.0 + rng.normal(0, 0.05, size=shape)).astype(np.float32))
@@ -116,7 +118,9 @@ def test_conversion_reproduces_the_gguf_model(tiny):
     expected = gguf.quants.dequantize(embd.data, embd.tensor_type)
     assert np.array_equal(saved.model.embed_tokens.weight.detach().numpy(), expected)
     tokenizer = AutoTokenizer.from_pretrained(converted)
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "the"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "the"}], tokenize=False, add_generation_prompt=True
+    )
     assert text.endswith("<|im_start|>assistant\n")
     record = json.loads((converted / smollm2.CONVERTED).read_text())
     assert record["gguf_sha256"] == smollm2.file_sha256(gguf_path) and record["dtype"] == "float32"

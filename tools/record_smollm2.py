@@ -56,11 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-cpu", action="store_true")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.steps < 10:
-        print("error: --jobs must be >= 1 and --steps >= 10 (the pilot's rule reads the last 10 steps).", file=sys.stderr)
+        print(
+            "error: --jobs must be >= 1 and --steps >= 10 (the pilot's rule reads the last 10 steps).", file=sys.stderr
+        )
         return 2
     out = args.out.expanduser()
     if out.exists() or out.is_symlink():
-        print(f"error: {out} exists; give a new folder (this tool writes only into a folder it creates).", file=sys.stderr)
+        print(
+            f"error: {out} exists; give a new folder (this tool writes only into a folder it creates).", file=sys.stderr
+        )
         return 2
     out.mkdir(parents=True)
     (out / "logs").mkdir()

@@ -57,6 +57,22 @@ def _identity_gap(
     return float(np.max(np.abs(mean_abs - expected))), "mean |A| per group against 2w(p̂)"
 
 
+def _booleans(passed: Any) -> np.ndarray:
+    """``passed`` as a boolean array: booleans, or numbers that are all 0 or 1; anything else (``"no"``,
+    which ``bool`` reads as True, or 0.5) is a ``TypeError`` naming the value."""
+    if isinstance(passed, (str, bytes)):
+        raise TypeError(f"passed must be a list of booleans, one per completion; got a string {passed!r:.40}.")
+    values = np.asarray(passed)
+    if values.dtype == bool:
+        return values
+    if values.dtype.kind in "iuf" and np.all((values == 0) | (values == 1)):
+        return values.astype(bool)
+    bad = next((v for v in values.ravel().tolist() if not (isinstance(v, (bool, int, float)) and v in (0, 1))), None)
+    raise TypeError(
+        f"passed must hold booleans (or 0 and 1), one per completion; found {type(bad).__name__} {bad!r:.40}."
+    )
+
+
 def batch_diagnostics(
     passed: Sequence[bool], rewards: Sequence[float], advantages: Sequence[float], group_size: int, recipe: Any
 ) -> dict[str, Any]:
@@ -70,7 +86,7 @@ def batch_diagnostics(
         recipe: the book recipe the run sets TRL to (its reward values define "two-valued").
     """
     recipe = as_recipe(recipe)
-    passed = np.asarray(passed, dtype=bool)
+    passed = _booleans(passed)
     rewards = np.asarray(rewards, dtype=float)
     adv = np.asarray(advantages, dtype=float)
     if not (passed.shape == rewards.shape == adv.shape) or passed.size % group_size:

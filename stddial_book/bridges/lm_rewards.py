@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from stddial_book.core.checks import check_per_completion, check_reward_values
+
 __all__ = ["completion_text", "is_correct", "has_format", "CorrectnessReward", "FormatReward", "Recorded"]
 
 _BOXED = re.compile(r"\\boxed\{[^{}]*\}")
@@ -58,12 +60,12 @@ class CorrectnessReward:
     __name__ = "correctness"
 
     def __init__(self, correct: float = 1.0, wrong: float = 0.0) -> None:
-        self.correct, self.wrong = float(correct), float(wrong)
+        self.correct, self.wrong = check_reward_values(correct, wrong)
         self.last: list[float] = []
 
     def __call__(self, completions: Sequence[Any], answer: Sequence[str], **kwargs: Any) -> list[float]:
-        if len(completions) != len(answer):
-            raise ValueError(f"{len(completions)} completions but {len(answer)} answers; one answer per completion.")
+        check_per_completion(completions, "completions", len(completions) if hasattr(completions, "__len__") else 0)
+        check_per_completion(answer, "answer", len(completions))
         self.last = [
             self.correct if is_correct(completion_text(c), a) else self.wrong for c, a in zip(completions, answer)
         ]

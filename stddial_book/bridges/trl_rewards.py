@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.bridges.trl_keywords import _import_trl
-from stddial_book.core.checks import check_int
+from stddial_book.core.checks import check_int, check_reward_values
 from stddial_book.theory.recipes import Recipe, as_recipe
 
 __all__ = ["reward_settings", "trl_reward_funcs"]
@@ -62,7 +62,7 @@ class _AdditionReward:
     def __init__(self, correct: float, wrong: float) -> None:
         from stddial_book.rl.model import CharCodec
 
-        self.correct, self.wrong = correct, wrong
+        self.correct, self.wrong = check_reward_values(correct, wrong)
         self.codec = CharCodec()
 
     def __call__(self, completion_ids: Sequence[Sequence[int]], answer: Sequence[str], **kwargs: Any) -> list[float]:

@@ -9,6 +9,7 @@ result back into what the caller passed. Errors are ``ValueError`` with the fix 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -266,3 +267,44 @@ def check_broadcast(**arrays: Any) -> None:
             f"the shapes {listed} do not broadcast together; pass arrays of one shape, or a "
             "scalar for all but one of them."
         ) from None
+
+
+#: Control characters (C0 but tab and newline, DEL, C1): terminal escape codes among them.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: Any) -> str:
+    """``text`` with control characters removed (tab and newline kept), so that a file name or a
+    column header read from a reader's data cannot send escape codes to the terminal it is printed on."""
+    return _CONTROL.sub("", str(text))
+
+
+def check_reward_values(correct: Any, wrong: Any) -> tuple[float, float]:
+    """``(correct, wrong)`` as floats: the rewards of a verified and of a failed answer, finite
+    numbers with ``correct > wrong`` (0/1 by default; DAPO's paper used ±1), else a ``ValueError``
+    (a ``TypeError`` for what is not a number). Reversed or equal values would train away from correct
+    answers or teach nothing."""
+    values = []
+    for name, value in (("correct", correct), ("wrong", wrong)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"the reward {name} must be a number; got {type(value).__name__} {value!r:.40}.")
+        if not math.isfinite(float(value)):
+            raise ValueError(f"the reward {name} must be a finite number; got {value!r}. Use 1 and 0 (or 1 and -1).")
+        values.append(float(value))
+    if not values[0] > values[1]:
+        raise ValueError(
+            f"the reward of a correct answer ({values[0]:g}) must exceed that of a wrong one ({values[1]:g}); "
+            "use correct=1, wrong=0 (or 1 and -1)."
+        )
+    return values[0], values[1]
+
+
+def check_per_completion(values: Any, name: str, rows: int) -> None:
+    """Refuse ``values`` unless it is a list (tuple, array) of one entry per completion: a string would
+    pair completions with its characters, and a shorter list would drop completions in ``zip``."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
+        raise TypeError(
+            f"{name} must be a list with one entry per completion; got {type(values).__name__} {values!r:.40}."
+        )
+    if len(values) != rows:
+        raise ValueError(f"{rows} completions but {len(values)} values of {name}; pass one {name} per completion.")

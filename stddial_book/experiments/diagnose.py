@@ -10,12 +10,14 @@ Every number comes from the package's closed forms: :func:`stddial_book.corpora.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from stddial_book.core.checks import check_group_size, check_int, check_number
+from stddial_book.core.checks import check_group_size, check_int, check_number, printable
 from stddial_book.corpora.histograms import (
     KHistogram,
     dapo_oversampling,
@@ -24,7 +26,13 @@ from stddial_book.corpora.histograms import (
     gradient_budget,
     silent_fraction,
 )
-from stddial_book.corpora.reader_pool import ReaderPool, as_reader_pool, load_reader_pool
+from stddial_book.corpora.reader_pool import (
+    ReaderDataError,
+    ReaderPool,
+    as_reader_pool,
+    load_reader_pool,
+    read_reader_table,
+)
 from stddial_book.theory.group_size import group_size_law, large_group_gradient
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 from stddial_book.theory.silent import silent_probability
@@ -38,6 +46,11 @@ __all__ = [
     "diagnose_source",
     "allocation_plans",
     "diagnosis_text",
+    "DIAGNOSE_MAX_SAMPLES",
+    "PROMPT_ID_COLUMNS",
+    "check_source",
+    "check_prompt_ids",
+    "load_pool",
 ]
 
 DEFAULT_GROUP_SIZES = (2, 4, 8, 16, 32, 64)
@@ -101,8 +114,73 @@ def diagnose_source(
     config: str | None = None,
     **options,
 ) -> dict:
-    """:func:`diagnose` of a file or hub dataset, read by :func:`stddial_book.corpora.reader_pool.load_reader_pool`."""
-    return diagnose(load_reader_pool(source, correct, samples, pass_rate, config), **options)
+    """:func:`diagnose` of a file or hub dataset, read by :func:`load_pool`."""
+    return diagnose(load_pool(source, correct, samples, pass_rate, config), **options)
+
+
+#: The most samples per prompt a table or ``--samples`` may state: more is a typo, not a measurement.
+DIAGNOSE_MAX_SAMPLES = 10**12
+
+#: Columns that name a prompt: where one repeats, rows are not prompts and ``diagnose`` refuses.
+PROMPT_ID_COLUMNS = ("prompt_id", "id", "uid", "prompt", "problem", "question")
+
+
+def check_source(source: Any, samples: Any = "samples") -> None:
+    """Refuse, before anything is read, a local source that is not a regular file (a FIFO named
+    ``.csv`` would block the reader forever; a device, a socket) and a stated number of samples per
+    prompt out of 1 to :data:`DIAGNOSE_MAX_SAMPLES`."""
+    if isinstance(source, (str, os.PathLike)) and not isinstance(os.fspath(source), bytes):
+        path = os.path.expanduser(os.fspath(source))
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            mode = None  # missing (maybe a hub id): the reader says so
+        if mode is not None and not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+            raise ReaderDataError(
+                f"{printable(source)} is not a regular file (a pipe, device or socket) and was not read; "
+                "pass a .csv, .parquet or .jsonl file (one row per prompt)."
+            )
+    text = str(samples).strip() if isinstance(samples, (str, int, np.integer)) and not isinstance(samples, bool) else ""
+    if text.lstrip("+-").isdigit() and not 1 <= int(text) <= DIAGNOSE_MAX_SAMPLES:
+        raise ReaderDataError(
+            f"--samples {printable(text)[:40]}: n must be a whole number of samples per prompt from 1 to {DIAGNOSE_MAX_SAMPLES:,}."
+        )
+
+
+def check_prompt_ids(table, name: str) -> None:
+    """Refuse a table whose prompt column (:data:`PROMPT_ID_COLUMNS`, the first present) repeats a
+    prompt: ``diagnose`` reads one row per prompt, and rows over duplicated ids are not prompts."""
+    for column in PROMPT_ID_COLUMNS:
+        if column in table.column_names:
+            values = table.column(column).to_pylist()
+            unique = len({repr(v) for v in values})
+            if unique < len(values):
+                raise ReaderDataError(
+                    f"{printable(name)}: column {column!r} names {unique:,} prompts in {len(values):,} rows; diagnose "
+                    "reads one row per prompt: add up each prompt's successes and samples into one row first."
+                )
+            return
+
+
+def load_pool(
+    source: Any,
+    correct: str = "correct",
+    samples: str | int = "samples",
+    pass_rate: str | None = None,
+    config: str | None = None,
+) -> ReaderPool:
+    """:func:`stddial_book.corpora.reader_pool.load_reader_pool` after the checks it lacks:
+    :func:`check_source` (a regular file, samples bounded) and :func:`check_prompt_ids` (one row per prompt)."""
+    check_source(source, samples)
+    table, name = read_reader_table(source, config)
+    check_prompt_ids(table, name)
+    pool = load_reader_pool(source, correct, samples, pass_rate, config)
+    if pool.num_samples is not None and pool.num_samples.size and int(pool.num_samples.max()) > DIAGNOSE_MAX_SAMPLES:
+        raise ReaderDataError(
+            f"{printable(name)}: a prompt states {int(pool.num_samples.max()):,} samples, more than {DIAGNOSE_MAX_SAMPLES:,}; "
+            "check the samples column."
+        )
+    return pool
 
 
 def _as_list(group_sizes) -> list:
@@ -338,7 +416,7 @@ def diagnosis_text(report: dict) -> str:
     if report["limits"]:
         lines += ["", "limits:"] + [f"  - {text}" for text in report["limits"]]
     # the first line names the reader's file, whose path is not broken
-    return "\n".join(lines[:1] + _wrapped(lines[1:])) + "\n"
+    return printable("\n".join(lines[:1] + _wrapped(lines[1:])) + "\n")  # no escape code from a header or name
 
 
 def _wrapped(lines: list[str], width: int = 78) -> list[str]:

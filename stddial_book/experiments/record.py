@@ -18,7 +18,16 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["record_runs", "check_record", "check_directories", "publish_run", "run_name", "RECORDED_FILES"]
+__all__ = [
+    "record_runs",
+    "check_record",
+    "check_directories",
+    "publish_run",
+    "run_name",
+    "RECORDED_FILES",
+    "WORK_KIND",
+    "RECORDED_KIND",
+]
 
 #: What goes from a finished run into data/runs: the compressed log and its provenance, nothing heavy.
 RECORDED_FILES = ("metrics.jsonl.gz", "provenance.json")

@@ -106,7 +106,8 @@ sync: .venv
 # Push the built site to the gh-pages branch, as the Jupyter Book documentation shows: Colab opens
 # the published notebooks (_colab/) from there. One commit without parents each time (-o, forced
 # with -f), so the branch never accumulates builds. Refused when the site was built from
-# uncommitted changes (its notebooks pin a commit that lacks them); the commit must be on GitHub.
+# uncommitted changes (its notebooks pin a commit that lacks them) or from another commit than HEAD
+# (colab_publish.py --check compares its build.json with HEAD); the commit must be on GitHub.
 # ghp-import is a publishing tool, not a build dependency: installed here, on first use.
 publish: .venv
 	@test -f _build/html/index.html || { echo "_build/html is missing: run 'make book' first" >&2; exit 1; }

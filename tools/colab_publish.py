@@ -59,6 +59,9 @@ BUDGET_MIB = 3.0
 COLAB_URL = "https://colab.research.google.com"
 BUILD_RECORD = "build.json"
 
+#: The kind of folder the published notebooks go to (:func:`stddial_book.core.outdir.claim_dir`).
+OUT_KIND = "colab-notebooks"
+
 
 @functools.cache
 def _load_colab():
@@ -248,26 +251,37 @@ def publish(
     commit, whether the tree was dirty, the budget, each notebook's size and what it left out)."""
     import nbformat
 
+    from stddial_book.core.outdir import claim_dir, replace_own
+
+    out = claim_dir(out, OUT_KIND)  # new, empty, or this tool's own folder; anything else refused
     record: dict[str, Any] = {"commit": commit, "dirty": dirty, "budget_mib": budget_mib, "notebooks": {}}
     for md in pages:
         notebook, left_out = published_notebook(md, root, executed_dir, commit, dirty, budget_mib, cache_dir)
         rel = Path(md).resolve().relative_to(Path(root).resolve()).with_suffix(".ipynb").as_posix()
-        target = Path(out) / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
         text = nbformat.writes(notebook) + "\n"
-        target.write_text(text)
+        replace_own(out, rel, text)  # by an atomic rename, never through a link
         record["notebooks"][rel] = {"bytes": len(text.encode()), "left_out": left_out}
-    (Path(out) / BUILD_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    replace_own(out, BUILD_RECORD, json.dumps(record, indent=1) + "\n")
     return record
 
 
-def check_published(out: Path) -> dict[str, Any]:
-    """The build record of published notebooks; a ValueError when there is none or the build was dirty (its
-    notebooks would install a commit that lacks what they show)."""
+def check_published(out: Path, head: str | None = None) -> dict[str, Any]:
+    """The build record of published notebooks; a ValueError when there is none, the build was dirty (its
+    notebooks would install a commit that lacks what they show) or, given ``head`` (the commit checked out
+    now), it names another commit (the site would be published as this commit's)."""
     path = Path(out) / BUILD_RECORD
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         raise ValueError(f"no {path}: the site has no published notebooks (run `make book`).")
-    record = json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+        commit = str(record["commit"])
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"{path} is damaged; run `make book` again.") from None
+    if head is not None and commit != head:
+        raise ValueError(
+            f"the site was built from {commit[:12]}, not from the commit checked out ({head[:12]}); "
+            "run `make book` again, then `make publish`."
+        )
     if record.get("dirty"):
         raise ValueError(
             f"the site was built from {record['commit'][:12]} with uncommitted changes: its Colab notebooks would "
@@ -296,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.check is not None:
-            record = check_published(args.check)
+            record = check_published(args.check, head=build_commit(args.root.resolve())[0])
             print(f"published notebooks of commit {record['commit'][:12]}: {len(record['notebooks'])}")
             return 0
         root = args.root.resolve()
@@ -311,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         pages = args.pages or notebook_pages(root)
         executed = args.executed or root / "_build" / "jupyter_execute"
         out = args.out or root / "_build" / "html" / PUBLISHED_DIR
+        from stddial_book.core.outdir import check_claimable
+
+        out = check_claimable(out, "--out", OUT_KIND)  # checked before any notebook is made
         cache = root / "_build" / ".jupyter_cache"  # _config.yml's execute.cache
         record = publish(pages, root, executed, out, commit, dirty, args.budget_mib, cache)
     except ValueError as err:

@@ -1,7 +1,7 @@
 """Record chapter 15's SmolLM2 runs as data/runs/smollm2/PLAN.md states them: the base model's pool, the
 learning-rate pilot, the rule, then the main runs, each run in its own `record-lm` process.
 
-    python tools/record_smollm2.py --out NEW_FOLDER [--jobs N] [--allow-cpu] [--steps 60] [--seeds 0 1 2 3 4]
+    python tools/record_smollm2.py --out NEW_FOLDER [--jobs N] [--allow-cpu] [--steps 40] [--seeds 0 1 2]
 
 Writes only into NEW_FOLDER, which it creates (refused when it exists): measure-train/, measure-heldout/
 (`measure`, 64 samples), pilot/<lr>/ and main/<recipe>-seed<k>/ (`record-lm`'s --out), work/ (checkpoints),
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path, help="a new folder")
     parser.add_argument("--jobs", type=int, default=2, help="processes at once (default 2)")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--measure-samples", type=int, default=64)
     parser.add_argument("--eval-samples", type=int, default=16)
     parser.add_argument("--micro-batch-size", type=int, default=64)

@@ -259,8 +259,8 @@ def _write_table(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def _load(model: str) -> tuple[Any, Any]:
-    """The model (``smollm2`` or a folder) on the first CUDA GPU in bfloat16, else on the CPU in float32, in
-    evaluation mode, and its tokenizer."""
+    """The model (``smollm2`` or a folder) in evaluation mode, and its tokenizer: on the first CUDA GPU if there is
+    one, in bfloat16 (SmolLM2 in float32, as its runs train it), else on the CPU in float32."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -271,7 +271,8 @@ def _load(model: str) -> tuple[Any, Any]:
     else:
         folder = Path(model).expanduser()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    # SmolLM2 as its recorded runs train it (float32 everywhere); another model in bf16 on a GPU
+    dtype = torch.bfloat16 if device == "cuda" and model != "smollm2" else torch.float32
     net = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
     return net, AutoTokenizer.from_pretrained(folder)
 

@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from stddial_book.bridges.lm_data import read_gsm8k_file
-from stddial_book.bridges.lm_setup import DEFAULT_MODEL_ID, LMRunConfig, detect_precision, precision_for
+from stddial_book.bridges.lm_setup import (
+    DEFAULT_MODEL_ID,
+    LMRunConfig,
+    detect_precision,
+    precision_for,
+    run_precision,
+)
 from stddial_book.core.hub import hub_unavailable_reason
 from stddial_book.core.outdir import check_claimable, claim_dir, expand_path, read_marker, remove_owned
 from stddial_book.theory.recipes import as_recipe, get_recipe, recipe_key
@@ -252,6 +258,7 @@ def check_record_lm(
     if work == out or work in out.parents or out in work.parents:
         raise ValueError(f"--work {work} and --out {out} must be separate directories, neither inside the other.")
     precision, gpu = _device(allow_cpu)
+    precision = run_precision(precision, config.dtype)
     _check_extras()
     for refusal in (_model_refusal(config.model_id), _dataset_refusal(config.dataset_id)):
         if refusal is not None:

@@ -20,7 +20,13 @@ from typing import Any
 from stddial_book.bridges.lm_data import load_model_and_tokenizer, load_prompts
 from stddial_book.bridges.lm_diagnostics import dial_callback
 from stddial_book.bridges.lm_rewards import CorrectnessReward, FormatReward, Recorded
-from stddial_book.bridges.lm_setup import LMRunConfig, detect_precision, memory_estimate_gib, time_estimate
+from stddial_book.bridges.lm_setup import (
+    LMRunConfig,
+    detect_precision,
+    memory_estimate_gib,
+    run_precision,
+    time_estimate,
+)
 from stddial_book.bridges.trl_check import _quiet, _quiet_trainer, _random_states_kept
 from stddial_book.bridges.trl_differences import trl_gaps
 from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION, _grpo_config_from, _import_trl
@@ -186,7 +192,7 @@ def run_lm(recipe: Any, config: LMRunConfig, workdir: str | os.PathLike, *, prin
         )
     trl = _import_trl("run_lm")
     workdir = claim_dir(workdir, "lm", flag="workdir")
-    precision = detect_precision()
+    precision = run_precision(detect_precision(), config.dtype)
     with _random_states_kept():
         trainer, callback, info = _build_trainer(recipe, config, workdir, precision, print_every)
         with _quiet():

@@ -26,6 +26,7 @@ __all__ = [
     "smollm2_config",
     "precision_for",
     "detect_precision",
+    "run_precision",
     "memory_estimate_gib",
     "time_estimate",
 ]
@@ -73,6 +74,9 @@ class LMRunConfig:
             (None: none).
         eval_samples: completions per held-out question, and per training question when the pool is measured.
         measure_pool: also measure every training question before and after training (which stayed silent).
+        dtype: ``"float32"`` to train and sample in float32 on any device; None for the device's own
+            (:func:`precision_for`: bf16 on recent GPUs). SmolLM2's runs use float32 everywhere: on an H200
+            its bf16 run's first GRPO update was NaN, and float32 costs a model this small nothing.
     """
 
     model_id: str = DEFAULT_MODEL_ID
@@ -96,6 +100,7 @@ class LMRunConfig:
     eval_file: str | None = None
     eval_samples: int = 16
     measure_pool: bool = False
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -112,6 +117,8 @@ class LMRunConfig:
                 f"micro_batch_size={self.micro_batch_size} must divide the {self.prompts_per_step * self.group_size} "
                 "completions of a step (prompts_per_step · group_size)."
             )
+        if self.dtype not in (None, "float32"):
+            raise ValueError(f"dtype must be None (the device's) or 'float32'; got {self.dtype!r}.")
         if not isinstance(self.system_prompt, str):
             raise ValueError(f"system_prompt must be text; got {self.system_prompt!r}.")
         for name in ("learning_rate", "temperature"):
@@ -179,6 +186,7 @@ def smollm2_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfi
         lora_alpha=32,
         activation_checkpointing=False,
         system_prompt=ANSWER_PROMPT,
+        dtype="float32",
     )
     return small.replace(**changes)
 
@@ -197,6 +205,14 @@ def precision_for(device_type: str, capability: tuple[int, int] | None = None) -
     if tuple(capability) >= (8, 0):
         return {"device": "cuda", "dtype": "bfloat16", "bf16": True, "fp16": False}
     return {"device": "cuda", "dtype": "float16", "bf16": False, "fp16": True}
+
+
+def run_precision(precision: dict[str, Any], dtype: str | None) -> dict[str, Any]:
+    """``precision`` (:func:`precision_for`) with its dtype replaced by ``dtype`` when one is given (float32:
+    no mixed precision)."""
+    if dtype is None:
+        return precision
+    return {"device": precision["device"], "dtype": dtype, "bf16": False, "fp16": False}
 
 
 def detect_precision() -> dict[str, Any]:

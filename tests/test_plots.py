@@ -150,3 +150,24 @@ def test_end_labels_are_spread_to_the_gap_and_far_ones_stay() -> None:
     assert [band for _, band, _ in placed] == [0, 1, 3, 2]
     ys = [y for y, _, _ in placed]
     assert ys == pytest.approx([0.5, 0.57, 0.64, 0.9])
+
+
+def test_side_by_side_panels_are_stacked_for_a_phone() -> None:
+    """A one-row figure comes back as one column, STACKED_WIDTH inches wide (about 0.6 of its size
+    in a phone's column, so the book's type stays at 9 px or more); panels that shared the y axis
+    show their own tick labels and y label; any other layout is left as it was."""
+    from stddial_book.presentation.paper_figures import expected_weight_figure
+    from stddial_book.presentation.style import STACKED_WIDTH, _stacked
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+    left.set_ylabel("share")
+    assert _stacked(fig) is fig and fig.get_size_inches()[0] == STACKED_WIDTH
+    assert [ax.get_subplotspec().get_geometry()[:2] for ax in fig.axes] == [(2, 1), (2, 1)]
+    assert right.get_ylabel() == "share" and right.yaxis.get_tick_params()["labelleft"]
+    plt.close(fig)
+    grid, _ = plt.subplots(2, 2, figsize=(8, 8))
+    assert tuple(_stacked(grid).get_size_inches()) == (8, 8)
+    plt.close(grid)
+    shown = expected_weight_figure(group_size=8)  # a chapter's figure, stacked by its decorator
+    assert shown.get_size_inches()[0] == STACKED_WIDTH and len(shown.axes) == 2
+    plt.close(shown)

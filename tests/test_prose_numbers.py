@@ -23,7 +23,7 @@ PAGES = sorted([*ROOT.glob("chapters/*.md"), *ROOT.glob("appendix/*.md")])
 #: (page, number) -> why it may be typed. Keep it short: a typed result is glued instead.
 ALLOWED: dict[tuple[str, str], str] = {
     # settings of the recipes, as their papers state them (DAPO's clip-higher, GRPO's KL weight)
-    ("02_group_relative_rl", "0.2"): "setting: the PPO clip range ε every recipe starts from",
+    ("02_group_relative_rl", "0.2"): "setting: the PPO clip range ε_low = ε_high every recipe starts from",
     ("02_group_relative_rl", "0.28"): "setting: DAPO's clip-higher ε_high",
     ("02_group_relative_rl", "0.04"): "setting: GRPO's KL weight β",
     ("04_identity_real_gradients", "0.2"): "setting: the symmetric clip ε_high compared",

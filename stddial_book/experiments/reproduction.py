@@ -27,9 +27,9 @@ __all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "ide
 
 
 def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0, recipe: str = "grpo") -> float:
-    """Largest relative gap between (1/G) Σ Aᵢ sᵢ and σ(s̄₊ − s̄₋) over every k of every G ≤ 64,
+    """Largest relative gap between (1/G) Σ Aᵢ gᵢ and σ(ḡ₊ − ḡ₋) over every k of every G ≤ 64,
     with random score vectors and a random reward baseline (the identity holds for any). With
-    ``recipe="dr_grpo"`` the advantages are Dr. GRPO's and the right side σ²(s̄₊ − s̄₋) (Table 1)."""
+    ``recipe="dr_grpo"`` the advantages are Dr. GRPO's and the right side σ²(ḡ₊ − ḡ₋) (Table 1)."""
     from stddial_book.theory.identity import std_from_pass_rate
     from stddial_book.theory.recipes import get_recipe, group_advantages
 
@@ -201,7 +201,7 @@ def _exact_rows() -> list[Row]:
         ),
         Row(
             "§2, Table 1",
-            "Dr. GRPO's update (1/G)Σ(Rᵢ − μ)sᵢ = σ²(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
+            "Dr. GRPO's update (1/G)Σ(Rᵢ − μ)gᵢ = σ²(ḡ₊ − ḡ₋): largest relative error, all k, G ≤ 64",
             0.0,
             identity_max_error(recipe="dr_grpo"),
             10,
@@ -209,7 +209,7 @@ def _exact_rows() -> list[Row]:
         ),
         Row(
             "§3, the identity",
-            "identity (1/G)ΣAᵢsᵢ = σ(s̄₊ − s̄₋): largest relative error, all k, G ≤ 64",
+            "identity (1/G)ΣAᵢgᵢ = σ(ḡ₊ − ḡ₋): largest relative error, all k, G ≤ 64",
             0.0,
             identity_max_error(),
             10,

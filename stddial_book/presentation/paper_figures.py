@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stddial_book.core.checks import check_int, to_numpy
-from stddial_book.presentation.style import _KEY_NAMES, RECIPE_COLORS, TYPE_SIZES, _legible
+from stddial_book.presentation.style import _KEY_NAMES, RECIPE_COLORS, TYPE_SIZES, _legible, _stacks
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 
 __all__ = [
@@ -122,9 +122,10 @@ def _check_pool_study(study: object) -> dict:
 
 
 @_legible
+@_stacks
 def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
-    """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (left), and its inverse, the
-    smallest G with P(silent) ≤ δ (right, :func:`stddial_book.theory.silent.tries_needed`)."""
+    """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (top), and its inverse, the
+    smallest G with P(silent) ≤ δ (bottom, :func:`stddial_book.theory.silent.tries_needed`)."""
     from stddial_book.theory.silent import silent_probability, tries_needed
 
     group_sizes = _group_sizes(group_sizes)
@@ -156,9 +157,10 @@ def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), 
 
 
 @_legible
+@_stacks
 def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), group_size: int = 8) -> plt.Figure:
-    """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (left), and
-    each recipe's expected update weight per prompt at one G (right)."""
+    """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (top), and
+    each recipe's expected update weight per prompt at one G (bottom)."""
     from stddial_book.theory.silent import expected_group_std, expected_update_weight
 
     group_sizes = _group_sizes(group_sizes)
@@ -179,6 +181,7 @@ def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), gro
 
 
 @_legible
+@_stacks
 def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
     from stddial_book.theory.group_size import (
@@ -220,6 +223,7 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
 
 
 @_legible
+@_stacks
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
@@ -255,7 +259,7 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     fig.legend(
         *right.get_legend_handles_labels(),
         loc="outside lower center",
-        ncol=3,
+        ncol=2,  # the panels are stacked six inches wide (_stacks)
         frameon=False,
         fontsize=TYPE_SIZES["legend"],
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import RECIPE_COLORS, TYPE_SIZES, _legible
+from stddial_book.presentation.style import RECIPE_COLORS, TYPE_SIZES, _legible, _stacks
 
 __all__ = [
     "sampling_cost_figure",
@@ -52,9 +52,10 @@ _SAMPLES = "samples generated (thousands)"
 
 
 @_legible
+@_stacks
 def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapters 10-12: one run's held-out accuracy against the samples generated so far: sampled
-    (T = 1) and greedy over all held-out prompts (left), sampled per digit count (right)."""
+    (T = 1) and greedy over all held-out prompts (top), sampled per digit count (bottom)."""
     from stddial_book.experiments.logs import buckets
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True, sharey=True)
@@ -76,9 +77,10 @@ def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
 
 
 @_legible
+@_stacks
 def run_dial_figure(runs: dict[str, list[dict]], group_size: int) -> plt.Figure:
-    """Chapters 10-12: the dial in a run's log. Left: the silent fraction of each step's generated
-    groups. Right: the share of the update mass at each level of the group std σ, i.e. each pair
+    """Chapters 10-12: the dial in a run's log. Top: the silent fraction of each step's generated
+    groups. Bottom: the share of the update mass at each level of the group std σ, i.e. each pair
     {k, G − k} of correct counts (:func:`stddial_book.experiments.logs.mass_by_sigma`), per run in
     ``runs`` (label -> records), with the share of the mixed groups of the first run as outlines."""
     from stddial_book.experiments.logs import mass_by_sigma
@@ -161,6 +163,7 @@ _METRICS = {
 
 
 @_legible
+@_stacks
 def run_metrics_figure(
     records: list[dict], panels: tuple[str, ...] = ("kl", "clip"), max_new_tokens: int | None = None
 ) -> plt.Figure:
@@ -193,10 +196,11 @@ def run_metrics_figure(
 
 
 @_legible
+@_stacks
 def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: two of the source paper's predictions for one recipe, for each set of runs
-    in ``studies`` (label -> :func:`~stddial_book.experiments.predictions.pool_study`): left, the measured silent
-    fraction of each stretch between pool measurements against its closed form; right, the
+    in ``studies`` (label -> :func:`~stddial_book.experiments.predictions.pool_study`): top, the measured silent
+    fraction of each stretch between pool measurements against its closed form; bottom, the
     share of the update mass per quartile of initial solve rate, realised (bars) against the
     closed form (diamonds)."""
     from stddial_book.presentation.style import _KEY_NAMES
@@ -243,6 +247,7 @@ def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
 
 
 @_legible
+@_stacks
 def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: the third prediction, where learning happens: the mean solve rate of each
     quartile of initial solve rate against the samples generated, mean over seeds with ± 2 SD
@@ -301,9 +306,10 @@ def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> pl
 
 
 @_legible
+@_stacks
 def start_difficulty_figure(evaluation, problems) -> plt.Figure:
     """Chapter 9: where RL starts, from an ``EvalResult`` of ``problems`` with G samples each.
-    Left: how many of the G samples were right, per digit count. Right: the pass rate against
+    Top: how many of the G samples were right, per digit count. Bottom: the pass rate against
     the number of carries in the sum, per digit count."""
     from stddial_book.experiments.testbed_numbers import pass_rate_by_carries
 
@@ -370,9 +376,10 @@ def silent_sides_figure(sides: list[dict], group_size: int) -> plt.Figure:
 
 
 @_legible
+@_stacks
 def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
-    """Chapter 12: DAPO's dynamic sampling. Left: samples generated and samples that reached an
-    update, cumulative over steps (the gap is the silent groups thrown away). Right: how many
+    """Chapter 12: DAPO's dynamic sampling. Top: samples generated and samples that reached an
+    update, cumulative over steps (the gap is the silent groups thrown away). Bottom: how many
     rollout rounds each step took to fill its batch, the steps that hit the cap on rounds (a
     short batch) shown apart."""
     from stddial_book.rl.runlog import metric_series

@@ -16,7 +16,11 @@ import pytest
 from stddial_book.core.outdir import MARKER, read_marker
 from stddial_book.rl.runlog import RECORDED_DIR, load_run, read_json
 
-PROFILES = sorted(p for p in Path(RECORDED_DIR).iterdir() if p.is_dir()) if Path(RECORDED_DIR).is_dir() else []
+# the testbed's recorded folders, each with the SFT warm start its runs share (the language-model runs under
+# data/runs/smollm2 have their own checks: tests/test_lm_study.py)
+PROFILES = (
+    sorted(p for p in Path(RECORDED_DIR).iterdir() if (p / "sft").is_dir()) if Path(RECORDED_DIR).is_dir() else []
+)
 RUNS = [run for profile in PROFILES for run in sorted(profile.iterdir()) if (run / "provenance.json").is_file()]
 HEX40 = re.compile(r"[0-9a-f]{40}")
 

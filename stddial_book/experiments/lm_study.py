@@ -1,0 +1,302 @@
+"""The recorded SmolLM2 runs read and analysed as their plan states (chapter 15; ``data/runs/smollm2/PLAN.md``).
+
+:func:`read_lm_runs` reads a folder of runs written by ``record-lm`` (``<recipe>-seed<k>/`` with
+``metrics.jsonl.gz``, ``eval.json.gz`` and ``provenance.json``). :func:`lm_study` turns them into one
+JSON-ready summary: per run the held-out and pool accuracy before and after training, the per-step curves
+(batch pass rate, silent fraction, mean σ, completion length, truncated share) and the gradient mass by
+pass-rate band; per recipe the planned tests (family A: after − before, paired Student t over seeds;
+family B: recipes pairwise after training, Welch t with Welch's degrees of freedom; each family Bonferroni
+over its three comparisons, with the smallest difference the seeds would detect at 80% power); the
+persistence of silence in the training pool; accuracy by tier. Statistics come from ``scipy.stats``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+from collections.abc import Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "LM_RECIPES",
+    "PILOT_LAST_STEPS",
+    "PILOT_TIE",
+    "choose_learning_rate",
+    "pass_rate_curve",
+    "write_study",
+    "load_study",
+    "read_lm_runs",
+    "accuracy",
+    "paired_test",
+    "welch_test",
+    "silent_persistence",
+    "lm_study",
+]
+
+LM_RECIPES = ("grpo", "dr_grpo", "dapo")
+_RUN = re.compile(r"(?P<recipe>[a-z_]+)-seed(?P<seed>\d+)")
+_CURVES = {
+    "pass_rate": "dial/pass_rate",
+    "silent_fraction": "dial/silent_fraction",
+    "sigma_mean": "dial/sigma_mean",
+    "mean_length": "completions/mean_length",
+    "clipped_ratio": "completions/clipped_ratio",
+}
+
+
+def _read_gz_json(path: Path) -> Any:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+PILOT_LAST_STEPS = 10
+PILOT_TIE = 0.02
+#: Where the wheel keeps the summary of the recorded SmolLM2 runs (``tools/ship_smollm2.py`` writes it).
+STUDY_FILE = ("smollm2", "lm_study.json.gz")
+
+
+def choose_learning_rate(
+    curves: dict[float, Sequence[float]], last: int = PILOT_LAST_STEPS, tie: float = PILOT_TIE
+) -> float:
+    """The plan's pilot rule: the learning rate whose batch pass-rate curve ends highest (mean of its last
+    ``last`` values); among those within ``tie`` of the best, the smallest (a rate that learns as well but
+    moves less is the safer one). ``curves`` maps each rate to its per-step batch pass rate."""
+    if not curves:
+        raise ValueError("no pilot runs: give at least one learning rate's pass-rate curve.")
+    ends = {}
+    for rate, curve in curves.items():
+        values = [float(v) for v in curve]
+        if len(values) < last or not all(math.isfinite(v) for v in values[-last:]):
+            raise ValueError(f"the pilot at learning rate {rate} has fewer than {last} finite steps; rerun it.")
+        ends[float(rate)] = sum(values[-last:]) / last
+    best = max(ends.values())
+    return min(rate for rate, end in ends.items() if end >= best - tie)
+
+
+def pass_rate_curve(run: str | os.PathLike) -> list[float]:
+    """A recorded run's batch pass rate per optimizer step (``dial/pass_rate`` of its ``metrics.jsonl.gz``)."""
+    with gzip.open(Path(run) / "metrics.jsonl.gz", "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    records = sorted((r for r in records if "dial/pass_rate" in r), key=lambda r: r["step"])
+    return [float(r["dial/pass_rate"]) for r in records]
+
+
+def read_lm_runs(folder: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every ``<recipe>-seed<k>`` run under ``folder``: recipe, seed, the per-step records (sorted by step),
+    the evaluations and the provenance. A ValueError naming the run when a file is missing."""
+    runs = []
+    for path in sorted(Path(folder).iterdir()):
+        match = _RUN.fullmatch(path.name)
+        if not match or not path.is_dir():
+            continue
+        missing = [n for n in ("metrics.jsonl.gz", "eval.json.gz", "provenance.json") if not (path / n).is_file()]
+        if missing:
+            raise ValueError(f"{path} lacks {missing}: not a finished record-lm run with --eval.")
+        with gzip.open(path / "metrics.jsonl.gz", "rt", encoding="utf-8") as handle:
+            records = sorted((json.loads(line) for line in handle if line.strip()), key=lambda r: r["step"])
+        runs.append(
+            {
+                "recipe": match["recipe"],
+                "seed": int(match["seed"]),
+                "records": records,
+                "eval": _read_gz_json(path / "eval.json.gz"),
+                "provenance": json.loads((path / "provenance.json").read_text(encoding="utf-8")),
+            }
+        )
+    return runs
+
+
+def accuracy(rows: Sequence[dict[str, Any]]) -> float:
+    """The share of correct completions over a measured set (every question weighs its samples)."""
+    return sum(r["correct"] for r in rows) / sum(r["samples"] for r in rows)
+
+
+def _mde(sd: float, n_eff: float, df: float, alpha: float, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided t test at ``alpha`` detects with probability ``power``, for a
+    standard error ``sd / sqrt(n_eff)`` on ``df`` degrees of freedom: solved exactly with the noncentral t
+    (``scipy.stats.nct``), not with the normal shortcut, which overstates the power of a few seeds."""
+    if not (df > 0 and n_eff > 0 and math.isfinite(sd) and sd > 0):
+        return float("nan")
+    from scipy.optimize import brentq
+
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    # rejection on either side; scipy's far lower tail can come back NaN where it is 0 to double precision
+    reach = lambda shift: stats.nct.sf(crit, df, shift) + np.nan_to_num(stats.nct.cdf(-crit, df, shift)) - power
+    high = crit
+    while reach(high) < 0:  # power grows with the shift; double until it passes
+        high *= 2.0
+    shift = brentq(reach, 0.0, high)
+    return float(shift * sd / math.sqrt(n_eff))
+
+
+def paired_test(before: Sequence[float], after: Sequence[float], comparisons: int = 1) -> dict[str, float]:
+    """after − before on the same seeds: mean, Student t interval at the Bonferroni level ``0.05/comparisons``,
+    its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect."""
+    a, b = np.asarray(after, float), np.asarray(before, float)
+    diff = a - b
+    n = diff.size
+    alpha = 0.05 / comparisons
+    sd = float(diff.std(ddof=1)) if n > 1 else float("nan")
+    half = float(stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)) if n > 1 else float("nan")
+    p = float(stats.ttest_rel(a, b).pvalue) if n > 1 and sd > 0 else float("nan")
+    return {
+        "mean": float(diff.mean()),
+        "low": float(diff.mean()) - half,
+        "high": float(diff.mean()) + half,
+        "p_adjusted": min(1.0, p * comparisons),
+        "n": n,
+        "mde": _mde(sd, n, n - 1, alpha),
+    }
+
+
+def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> dict[str, float]:
+    """mean(a) − mean(b): Welch's t (``scipy.stats.ttest_ind(equal_var=False)``), its interval at the Bonferroni
+    level with Welch's degrees of freedom, the adjusted p and the smallest difference it would detect."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else float("nan")
+    alpha = 0.05 / comparisons
+    diff = float(x.mean() - y.mean())
+    half = float(stats.t.ppf(1 - alpha / 2, df) * se) if se > 0 else float("nan")
+    p = float(stats.ttest_ind(x, y, equal_var=False).pvalue) if se > 0 else float("nan")
+    n_eff = 1.0 / (1.0 / x.size + 1.0 / y.size)
+    pooled = math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
+    return {
+        "mean": diff,
+        "low": diff - half,
+        "high": diff + half,
+        "df": df,
+        "p_adjusted": min(1.0, p * comparisons),
+        "mde": _mde(pooled, n_eff, df, alpha) if se > 0 else float("nan"),
+    }
+
+
+def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Of the questions with no correct sample before training, how many have none after (same ids), and of
+    those with every sample correct before, how many still have all correct."""
+    after_by_id = {r["prompt_id"]: r for r in after}
+    out = {}
+    for name, silent in (("never", lambda r: r["correct"] == 0), ("always", lambda r: r["correct"] == r["samples"])):
+        ids = [r["prompt_id"] for r in before if silent(r)]
+        stayed = sum(silent(after_by_id[i]) for i in ids)
+        out[name] = {"before": len(ids), "stayed": stayed, "share": stayed / len(ids) if ids else float("nan")}
+    return out
+
+
+def _curves(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    return {name: [float(r.get(key, float("nan"))) for r in records] for name, key in _CURVES.items()}
+
+
+def _tier(prompt_id: str) -> str:
+    return prompt_id.rsplit("-", 1)[0]
+
+
+def _by_tier(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    tiers: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        tiers.setdefault(_tier(row["prompt_id"]), []).append(row)
+    return {tier: accuracy(group) for tier, group in tiers.items()}
+
+
+def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
+    before, after = run["eval"]["before"], run["eval"]["after"]
+    bands = np.array([r["dial/mass_by_band"] for r in run["records"]], float)
+    return {
+        "recipe": run["recipe"],
+        "seed": run["seed"],
+        "heldout_before": accuracy(before["heldout"]),
+        "heldout_after": accuracy(after["heldout"]),
+        "pool_before": accuracy(before["pool"]) if "pool" in before else float("nan"),
+        "pool_after": accuracy(after["pool"]) if "pool" in after else float("nan"),
+        "tiers_before": _by_tier(before["heldout"]),
+        "tiers_after": _by_tier(after["heldout"]),
+        "persistence": silent_persistence(before["pool"], after["pool"]) if "pool" in before else None,
+        "curves": _curves(run["records"]),
+        "mass_by_band": bands.mean(axis=0).tolist() if bands.size else [],
+        "wall_s": float(run["provenance"].get("wall_time_s", float("nan"))),
+        "device": run["provenance"].get("device"),
+        "commit": run["provenance"].get("git_commit"),
+    }
+
+
+def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
+    """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
+    silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit)."""
+    runs = [_run_summary(run) for run in read_lm_runs(folder)]
+    recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
+    seeds = sorted({run["seed"] for run in runs})
+    by = {r: sorted((run for run in runs if run["recipe"] == r), key=lambda run: run["seed"]) for r in recipes}
+    learn = {
+        r: paired_test([x["heldout_before"] for x in by[r]], [x["heldout_after"] for x in by[r]], len(recipes))
+        for r in recipes
+    }
+    pairs = list(combinations(recipes, 2))
+    differ = {
+        f"{a}-{b}": welch_test([x["heldout_after"] for x in by[a]], [x["heldout_after"] for x in by[b]], len(pairs))
+        for a, b in pairs
+    }
+    persistence = {}
+    for r in recipes:
+        pooled = {"never": [0, 0], "always": [0, 0]}
+        for run in by[r]:
+            for kind in pooled:
+                pooled[kind][0] += run["persistence"][kind]["before"]
+                pooled[kind][1] += run["persistence"][kind]["stayed"]
+        persistence[r] = {
+            k: {"before": b, "stayed": s, "share": s / b if b else float("nan")} for k, (b, s) in pooled.items()
+        }
+    return {
+        "recipes": recipes,
+        "seeds": seeds,
+        "steps": max(len(run["curves"]["pass_rate"]) for run in runs),
+        "devices": sorted({str(run["device"]) for run in runs}),
+        "commits": sorted({str(run["commit"]) for run in runs}),
+        "runs": runs,
+        "learn": learn,
+        "differ": differ,
+        "persistence": persistence,
+    }
+
+
+def _read_counts(path: Path) -> dict[str, Any]:
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return {"prompt_id": [r["prompt_id"] for r in rows], "correct": [int(r["correct"]) for r in rows],
+            "samples": sorted({int(r["samples"]) for r in rows})}  # fmt: skip
+
+
+def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
+    runs, the pilot's curves and the rate its rule picks, and the base model's measured pool (k of n per
+    question). ``path`` must not exist."""
+    recording, path = Path(recording), Path(path)
+    pilot = {}
+    for run in sorted((recording / "pilot").glob("lr*")):
+        pilot[run.name.removeprefix("lr")] = pass_rate_curve(run)
+    study = {
+        **lm_study(recording / "main"),
+        "pilot": {"curves": pilot, "chosen": choose_learning_rate({float(k): v for k, v in pilot.items()})},
+        "base_pool": {kind: _read_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")},
+    }
+    with gzip.open(path, "xt", encoding="utf-8") as handle:
+        json.dump(study, handle, default=float)
+    return path
+
+
+def load_study(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The shipped summary of the recorded SmolLM2 runs (chapter 15), or the one at ``path``."""
+    from stddial_book.core.resources import data_path
+
+    with gzip.open(Path(path) if path is not None else data_path(*STUDY_FILE), "rt", encoding="utf-8") as handle:
+        return json.load(handle)

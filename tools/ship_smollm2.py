@@ -1,0 +1,109 @@
+"""Copy a finished SmolLM2 recording (tools/record_smollm2.py's --out) into a new folder of the repository,
+checked, with portable paths, and write the summary the wheel ships (stddial_book.experiments.lm_study).
+
+    python tools/ship_smollm2.py --recording REC --source-root SRC --out data/runs/smollm2/recording
+
+Checks before writing anything: every main run and pilot run has its log, evaluations and provenance; every
+provenance names one clean commit; the training and held-out files each run read have the sha256 of the
+repository's data/smollm2 files. Copies the logs byte for byte; in provenance.json, driver.json and
+measure.json it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
+ran from, and REC) by paths relative to the repository and to the recording (the sha256 above ties them to
+the files). Writes only into --out, which it creates, and the summary file, which must not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUMMARY = ROOT / "data" / "smollm2" / "lm_study.json.gz"
+RUN_FILES = ("metrics.jsonl.gz", "eval.json.gz", "provenance.json")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _runs(recording: Path) -> dict[str, Path]:
+    """name in the shipped folder -> the run folder in the recording."""
+    found = {}
+    for run in sorted(p for p in (recording / "main").glob("*/*") if p.is_dir()):
+        found[f"main/{run.name}"] = run
+    for run in sorted(p for p in (recording / "pilot").glob("*/*") if p.is_dir()):
+        found[f"pilot/lr{run.parent.name}"] = run
+    return found
+
+
+def _portable(text: str, source_root: str, recording: str) -> str:
+    return text.replace(source_root.rstrip("/") + "/", "").replace(recording.rstrip("/") + "/", "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recording", required=True, type=Path)
+    parser.add_argument("--source-root", required=True, help="the checkout folder the runs ran from (absolute)")
+    parser.add_argument("--recorded-root", required=True, help="the folder the recording was written to (absolute)")
+    parser.add_argument("--out", required=True, type=Path, help="a new folder")
+    parser.add_argument("--summary", type=Path, default=SUMMARY, help=f"default: {SUMMARY.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    rec, out = args.recording, args.out
+    if out.exists() or out.is_symlink() or args.summary.exists():
+        print(f"error: {out} or {args.summary} exists; ship into a new folder.", file=sys.stderr)
+        return 2
+    runs = _runs(rec)
+    problems = [f"{src}: lacks {n}" for src in runs.values() for n in RUN_FILES if not (src / n).is_file()]
+    problems += [f"{rec}: no {n}" for n in ("driver.json", "measure-train/pool.csv", "measure-heldout/pool.csv")
+                 if not (rec / n).is_file()]  # fmt: skip
+    if not any(name.startswith("main/") for name in runs):
+        problems.append(f"{rec}: no main runs")
+    expected = {
+        k: _sha(ROOT / "data" / "smollm2" / f)
+        for k, f in (("dataset", "pool_train.jsonl"), ("eval_file", "pool_heldout.jsonl"))
+    }
+    commits = set()
+    for src in runs.values():
+        if not (src / "provenance.json").is_file():
+            continue
+        prov = json.loads((src / "provenance.json").read_text())
+        commits.add(prov.get("git_commit"))
+        if prov.get("dirty") is not False:
+            problems.append(f"{src}: not recorded from a clean commit")
+        for key, sha in expected.items():
+            if prov.get("inputs_sha256", {}).get(key) != sha:
+                problems.append(f"{src}: its {key} is not the repository's data/smollm2 file")
+    if len(commits) != 1:
+        problems.append(f"runs from several commits: {sorted(map(str, commits))}")
+    if problems:
+        print("error: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    out.mkdir(parents=True)
+    fix = lambda text: _portable(text, args.source_root, args.recorded_root)
+    for name, src in runs.items():
+        dst = out / name
+        dst.mkdir(parents=True)
+        for n in RUN_FILES:
+            if n == "provenance.json":
+                (dst / n).write_text(fix((src / n).read_text()))
+            else:
+                shutil.copyfile(src / n, dst / n)
+    for kind in ("train", "heldout"):
+        dst = out / "measure" / kind
+        dst.mkdir(parents=True)
+        shutil.copyfile(rec / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
+        (dst / "measure.json").write_text(fix((rec / f"measure-{kind}" / "measure.json").read_text()))
+    (out / "driver.json").write_text(fix((rec / "driver.json").read_text()))
+    sys.path.insert(0, str(ROOT))
+    from stddial_book.experiments.lm_study import write_study
+
+    write_study(out, args.summary)
+    print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

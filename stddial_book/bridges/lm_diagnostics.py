@@ -1,4 +1,5 @@
-"""The dial's diagnostics on every step of a TRL run (chapter 15): a ``transformers.TrainerCallback``.
+"""The dial's diagnostics of one generation batch of a TRL run (chapter 15); the callback that computes them
+on every step of any ``GRPOTrainer`` is :class:`~stddial_book.bridges.dial_diagnostics.DialDiagnostics`.
 
 On each generation batch of TRL's ``GRPOTrainer`` (groups of G completions, contiguous), from which
 completions passed the verifier and the advantages TRL computed:
@@ -18,8 +19,6 @@ completions passed the verifier and the advantages TRL computed:
 
 from __future__ import annotations
 
-import functools
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +28,7 @@ from stddial_book.bridges.trl_differences import trl_equivalent_recipe
 from stddial_book.theory.identity import update_weight
 from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 
-__all__ = ["PASS_RATE_BANDS", "batch_diagnostics", "dial_callback"]
+__all__ = ["PASS_RATE_BANDS", "batch_diagnostics"]
 
 #: Edges of the pass-rate bands of the gradient mass (silent groups, p̂ = 0 or 1, carry none).
 PASS_RATE_BANDS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -114,83 +113,3 @@ def batch_diagnostics(
         "identity_gap": gap,
         "identity_note": identity_note,
     }
-
-
-class _Progress:
-    """Wall time, steps done and the time left, from the first step's start."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __call__(self, step: int, max_steps: int) -> dict[str, float]:
-        elapsed = time.perf_counter() - self.start
-        per_step = elapsed / max(step, 1)
-        return {"elapsed_s": elapsed, "step_s": per_step, "eta_s": per_step * max(max_steps - step, 0)}
-
-
-def dial_callback(
-    recipe: Any, group_size: int, rewards: dict[str, Any], weights: Sequence[float], print_every: int = 0
-):
-    """A ``transformers.TrainerCallback`` that records :func:`batch_diagnostics` and progress at every step.
-
-    ``rewards`` maps each reward function's name to the function (each keeps its last batch in ``last``;
-    the first is the verifier), ``weights`` are TRL's ``reward_weights`` in the same order. Call its
-    ``attach(trainer)`` once: it then sees each generation batch and fills ``records``, one dict per
-    optimizer step; with ``print_every`` > 0 it prints a progress line every that many steps.
-    """
-    from transformers import TrainerCallback
-
-    class DialCallback(TrainerCallback):
-        """The dial's diagnostics, one record per optimizer step (see :func:`dial_callback`)."""
-
-        def __init__(self) -> None:
-            self.records: list[dict[str, Any]] = []
-            self._pending: dict[str, Any] | None = None
-            self._progress = _Progress()
-
-        def attach(self, trainer: Any) -> Any:
-            generate_and_score = trainer._generate_and_score_completions
-
-            @functools.wraps(generate_and_score)
-            def observed(inputs: Any) -> Any:
-                out = generate_and_score(inputs)
-                self._pending = self._observe(out)
-                return out
-
-            trainer._generate_and_score_completions = observed
-            trainer.add_callback(self)
-            return self
-
-        def _observe(self, out: dict[str, Any]) -> dict[str, Any]:
-            funcs = list(rewards.values())
-            verifier = funcs[0]
-            passed = np.asarray(verifier.last) == verifier.correct
-            total = sum(w * np.asarray(f.last, dtype=float) for w, f in zip(weights, funcs))
-            advantages = out["advantages"].detach().float().cpu().numpy()
-            record = batch_diagnostics(passed, total, advantages, group_size, recipe)
-            record["mean_length"] = float(out["completion_mask"].sum(dim=1).float().mean())
-            for name, func in list(rewards.items())[1:]:
-                record[f"reward_{name}"] = float(np.mean(func.last))
-            return record
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self._progress = _Progress()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            record = {"step": int(state.global_step), **(self._pending or {})}
-            record.update(self._progress(state.global_step, state.max_steps))
-            self.records.append(record)
-            self._pending = None
-            if print_every and state.global_step % print_every == 0:
-                print(_progress_line(record, state.max_steps), flush=True)
-
-    return DialCallback()
-
-
-def _progress_line(record: dict[str, Any], max_steps: int) -> str:
-    """One line of progress: step, pass rate, silent fraction, mean σ, time per step and left."""
-    return (
-        f"step {record['step']}/{max_steps}  pass {record.get('pass_rate', float('nan')):.3f}  "
-        f"silent {record.get('silent_fraction', float('nan')):.2f}  mean sigma {record.get('sigma_mean', float('nan')):.3f}  "
-        f"{record['step_s']:.1f} s/step, {record['eta_s'] / 60:.1f} min left"
-    )

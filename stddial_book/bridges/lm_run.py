@@ -3,8 +3,8 @@
 :func:`run_lm` trains one recipe, in TRL's own settings (:func:`~stddial_book.bridges.trl_settings.trl_settings`:
 ``scale_rewards``, ``loss_type``, the clip range, DAPO's ``mask_truncated_completions``), with LoRA adapters
 (``peft``; Hu et al., 2021), answers verified by ``math-verify`` and the dial's diagnostics recorded every
-step (:mod:`stddial_book.bridges.lm_diagnostics`). What TRL cannot express of the recipe, DAPO's dynamic
-sampling first, is left out and listed in the result (:func:`~stddial_book.bridges.trl_differences.trl_gaps`).
+step (:class:`~stddial_book.bridges.dial_diagnostics.DialDiagnostics`). What TRL cannot express of the
+recipe, DAPO's dynamic sampling first, is left out and listed in the result (:func:`~stddial_book.bridges.trl_differences.trl_gaps`).
 :func:`record_lm` runs the three recipes and writes their records: the call a reader makes on a GPU.
 """
 
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stddial_book.bridges.dial_diagnostics import DialDiagnostics
 from stddial_book.bridges.lm_data import load_model_and_tokenizer, load_prompts
-from stddial_book.bridges.lm_diagnostics import dial_callback
 from stddial_book.bridges.lm_rewards import CorrectnessReward, FormatReward, Recorded
 from stddial_book.bridges.lm_setup import (
     LMRunConfig,
@@ -168,7 +168,8 @@ def _build_trainer(
             peft_config=lora,
         )
     _quiet_trainer(trainer)
-    callback = dial_callback(recipe, config.group_size, funcs, weights, print_every=print_every).attach(trainer)
+    callback = DialDiagnostics(recipe=recipe, group_size=config.group_size, print_every=print_every, trainer=trainer)
+    trainer.add_callback(callback)
     return (
         trainer,
         callback,

@@ -57,6 +57,8 @@ def _read_gz_json(path: Path) -> Any:
         return json.load(handle)
 
 
+#: The pass-rate bands of the logged gradient mass (the callback's ``PASS_RATE_BANDS``; a test ties the two).
+MASS_BANDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 PILOT_LAST_STEPS = 10
 PILOT_TIE = 0.02
 #: Where the wheel keeps the summary of the recorded SmolLM2 runs (``tools/ship_smollm2.py`` writes it).
@@ -193,7 +195,12 @@ def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[st
 
 
 def _curves(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    return {name: [float(r.get(key, float("nan"))) for r in records] for name, key in _CURVES.items()}
+    """Per step: the logged curves, and the silent fraction split into all-wrong and all-right groups."""
+    curves = {name: [float(r.get(key, float("nan"))) for r in records] for name, key in _CURVES.items()}
+    counts = [np.asarray(r["dial/k_counts"], float) for r in records]
+    curves["silent_wrong"] = [float(c[0] / c.sum()) for c in counts]
+    curves["silent_right"] = [float(c[-1] / c.sum()) for c in counts]
+    return curves
 
 
 def _tier(prompt_id: str) -> str:
@@ -221,7 +228,8 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
         "tiers_after": _by_tier(after["heldout"]),
         "persistence": silent_persistence(before["pool"], after["pool"]) if "pool" in before else None,
         "curves": _curves(run["records"]),
-        "mass_by_band": bands.mean(axis=0).tolist() if bands.size else [],
+        # averaged over the steps that had any mass (an all-silent step has none to share)
+        "mass_by_band": bands[bands.sum(axis=1) > 0].mean(axis=0).tolist() if bands.size else [],
         "wall_s": float(run["provenance"].get("wall_time_s", float("nan"))),
         "device": run["provenance"].get("device"),
         "commit": run["provenance"].get("git_commit"),
@@ -231,7 +239,8 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
 def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
     """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
     silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit)."""
-    runs = [_run_summary(run) for run in read_lm_runs(folder)]
+    raw = read_lm_runs(folder)
+    runs = [_run_summary(run) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
     seeds = sorted({run["seed"] for run in runs})
     by = {r: sorted((run for run in runs if run["recipe"] == r), key=lambda run: run["seed"]) for r in recipes}
@@ -254,9 +263,14 @@ def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
         persistence[r] = {
             k: {"before": b, "stayed": s, "share": s / b if b else float("nan")} for k, (b, s) in pooled.items()
         }
+    first = raw[0]["provenance"]["config"]["run"]
     return {
         "recipes": recipes,
         "seeds": seeds,
+        "group_size": first["group_size"],
+        "max_new_tokens": first["max_new_tokens"],
+        "learning_rate": first["learning_rate"],
+        "bands": list(MASS_BANDS),
         "steps": max(len(run["curves"]["pass_rate"]) for run in runs),
         "devices": sorted({str(run["device"]) for run in runs}),
         "commits": sorted({str(run["commit"]) for run in runs}),
@@ -286,7 +300,11 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
         pilot[run.name.removeprefix("lr")] = pass_rate_curve(run)
     study = {
         **lm_study(recording / "main"),
-        "pilot": {"curves": pilot, "chosen": choose_learning_rate({float(k): v for k, v in pilot.items()})},
+        "pilot": {
+            "curves": pilot,
+            "chosen": choose_learning_rate({float(k): v for k, v in pilot.items()}),
+            "window": PILOT_LAST_STEPS,
+        },
         "base_pool": {kind: _read_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")},
     }
     with gzip.open(path, "xt", encoding="utf-8") as handle:

@@ -1,0 +1,93 @@
+"""Chapter 15's figures of the recorded SmolLM2 runs (:mod:`stddial_book.experiments.lm_study`'s summary).
+
+Panels are stacked in one column of :data:`~stddial_book.presentation.style.STACKED_WIDTH` inches, so that
+their labels stay legible on a phone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, legible
+
+__all__ = ["RECIPE_NAMES", "lm_learning_figure", "lm_dial_figure", "lm_pilot_figure"]
+
+RECIPE_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
+
+
+def _by_recipe(study: dict[str, Any], curve: str) -> dict[str, np.ndarray]:
+    """recipe -> (seeds, steps) array of one per-step curve."""
+    out = {}
+    for recipe in study["recipes"]:
+        rows = [run["curves"][curve] for run in study["runs"] if run["recipe"] == recipe]
+        out[recipe] = np.array(rows, float)
+    return out
+
+
+def _band(ax: Any, values: np.ndarray, color: str, label: str, style: str = "-") -> None:
+    """The seeds' mean per step, with the band from the lowest to the highest seed."""
+    steps = np.arange(1, values.shape[1] + 1)
+    ax.plot(steps, values.mean(axis=0), style, color=color, label=label, lw=2)
+    ax.fill_between(steps, values.min(axis=0), values.max(axis=0), color=color, alpha=0.18, lw=0)
+
+
+def lm_learning_figure(study: dict[str, Any]) -> plt.Figure:
+    """Top: the batch pass rate per step (mean over seeds, band from lowest to highest seed). Bottom: the
+    mean completion length, with the 24-token cap dashed."""
+    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, constrained_layout=True)
+    for recipe, values in _by_recipe(study, "pass_rate").items():
+        _band(axes[0], values, RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
+    for recipe, values in _by_recipe(study, "mean_length").items():
+        _band(axes[1], values, RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
+    cap = study["max_new_tokens"]
+    axes[1].axhline(cap, color="0.4", ls="--", lw=1)
+    axes[1].text(40, cap - 1.0, f"the cap, {cap} tokens", ha="right", va="top", color="0.3", fontsize=10)
+    axes[0].set(ylabel="batch pass rate", ylim=(0, 1.02), title="Reward per step (3 seeds: mean and range)")
+    axes[1].set(xlabel="optimizer step", ylabel="mean completion tokens", ylim=(0, cap + 2))
+    axes[0].legend(loc="lower right")
+    return legible(fig)
+
+
+def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Figure:
+    """Top and middle: the share of groups silent because all G completions failed, and because all passed,
+    per step (mean and range over seeds), each with what the base model's measured pool predicts at the
+    start (dotted; ``predicted["wrong"]``, ``predicted["right"]``). Bottom: each recipe's share of Σ|A| by
+    the group's pass-rate band, averaged over the steps that had any."""
+    fig, axes = plt.subplots(3, 1, figsize=(STACKED_WIDTH, 8.6), constrained_layout=True)
+    curves = {"wrong": _by_recipe(study, "silent_wrong"), "right": _by_recipe(study, "silent_right")}
+    titles = {"wrong": "Groups silent because all G = 8 failed", "right": "Groups silent because all G = 8 passed"}
+    for ax, side in zip(axes, ("wrong", "right")):
+        for recipe in study["recipes"]:
+            _band(ax, curves[side][recipe], RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
+        ax.axhline(predicted[side], color="0.2", ls=":", lw=1.5, label="predicted at the start")
+        ax.set(xlabel="optimizer step", ylabel="share of groups", ylim=(0, 1.02), title=titles[side])
+    axes[0].legend(loc="upper right")
+    edges = study["bands"]
+    width = 0.8 / len(study["recipes"])
+    for i, recipe in enumerate(study["recipes"]):
+        mass = np.mean([run["mass_by_band"] for run in study["runs"] if run["recipe"] == recipe], axis=0)
+        x = np.arange(len(mass)) + (i - (len(study["recipes"]) - 1) / 2) * width
+        axes[2].bar(x, mass, width=width, color=RECIPE_COLORS[RECIPE_NAMES[recipe]], label=RECIPE_NAMES[recipe])
+    axes[2].set_xticks(range(len(edges) - 1), [f"{a:g}–{b:g}" for a, b in zip(edges[:-1], edges[1:])])
+    axes[2].set(xlabel="the group's pass rate", ylabel="share of Σ|A|", title="Where each update's mass sat")
+    axes[2].legend()
+    return legible(fig)
+
+
+def lm_pilot_figure(study: dict[str, Any]) -> plt.Figure:
+    """The GRPO pilot's batch pass rate per step at each learning rate, the rule's window shaded."""
+    fig, ax = plt.subplots(figsize=(STACKED_WIDTH, 3.4), constrained_layout=True)
+    curves = study["pilot"]["curves"]
+    shades = plt.cm.viridis(np.linspace(0.1, 0.8, len(curves)))
+    for (rate, curve), shade in zip(sorted(curves.items(), key=lambda kv: float(kv[0])), shades):
+        chosen = float(rate) == study["pilot"]["chosen"]
+        ax.plot(range(1, len(curve) + 1), curve, color=shade, lw=2.5 if chosen else 1.3,
+                label=f"lr {float(rate):g}" + (" (chosen)" if chosen else ""))  # fmt: skip
+    steps = len(next(iter(curves.values())))
+    ax.axvspan(steps - study["pilot"]["window"] + 0.5, steps + 0.5, color="0.85", zorder=0)
+    ax.set(xlabel="optimizer step", ylabel="batch pass rate", ylim=(0, 1.02), title="GRPO pilot, seed 100")
+    ax.legend(loc="lower right")
+    return legible(fig)

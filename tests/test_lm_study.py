@@ -136,3 +136,9 @@ def test_persistence_counts_by_hand():
     got = silent_persistence(before, after)
     assert got["never"] == {"before": 3, "stayed": 2, "share": 2 / 3}
     assert got["always"] == {"before": 1, "stayed": 0, "share": 0.0}
+
+
+def test_the_study_reads_the_bands_the_callback_logs():
+    from stddial_book.bridges.lm_diagnostics import PASS_RATE_BANDS
+
+    assert tuple(study_mod.MASS_BANDS) == tuple(PASS_RATE_BANDS)

@@ -105,8 +105,12 @@ def test_measure_rows_counts_what_the_verifier_accepts():
 
     rows = [{"prompt_id": f"q{i}", "question": f"What is {i} + {2 * i}?", "gold": str(3 * i)} for i in range(5)]
     model = _Answers()
-    out = measure_rows(model, _Tokens(), rows, 6, system_prompt="Answer.", batch_size=12)
-    assert out == [{"prompt_id": f"q{i}", "correct": 3, "samples": 6} for i in range(5)]
+    out = measure_rows(model, _Tokens(), rows, 6, system_prompt="Answer.", batch_size=12, keep=1)
+    both = {"math-verify": 3, "last-number": 3}
+    assert out == [
+        {"prompt_id": f"q{i}", "correct": 3, "samples": 6, "correct_by": both, "examples": [f"It is {3 * i}."]}
+        for i in range(5)
+    ]
     assert model.calls == [12, 12, 6]  # two prompts (12 completions) a pass, then the last one
 
 
@@ -141,3 +145,19 @@ def test_measure_refusals_write_nothing(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and expected in err, (change, err)
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert (theirs / "notes.txt").read_text() == "a reader's notes"
+
+
+def test_the_two_verifiers_part_on_a_restated_sum():
+    """math-verify compares expressions, so a reply that restates the sum scores; the last written number
+    must be the answer's value for last-number."""
+    pytest.importorskip("math_verify")
+    from stddial_book.bridges.lm_rewards import CorrectnessReward, is_correct, last_number
+
+    assert is_correct("23 + 45", "68", "math-verify") and not is_correct("23 + 45", "68", "last-number")
+    assert is_correct("The sum is 1,031.", "1031", "last-number")
+    assert not is_correct("68, or maybe 70", "68", "last-number")
+    assert last_number("no digits here") is None and last_number("-3.5 degrees") == -3.5
+    strict = CorrectnessReward(verifier="last-number")
+    assert strict(["23 + 45", "68"], answer=["68", "68"]) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="verifier"):
+        CorrectnessReward(verifier="regex")

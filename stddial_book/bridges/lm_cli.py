@@ -34,6 +34,7 @@ LM_SETTINGS = (
     ("--temperature", "temperature", float, "the sampling temperature"),
     ("--system-prompt", "system_prompt", str, "the system message before every question"),
     ("--eval", "eval_file", str, "a .jsonl of held-out questions measured before and after each run"),
+    ("--verifier", "verifier", str, "how the reward checks an answer: math-verify or last-number"),
 )
 
 PRESETS = ("gpu", "smollm2")
@@ -223,6 +224,12 @@ def add_measure(sub: Any) -> None:
     p.add_argument("--temperature", type=float, default=1.0, help="default: 1.0 (top_k 0, top_p 1)")
     p.add_argument("--batch-size", type=count_type(1, 1 << 16), default=64, metavar="N", help="completions a pass")
     p.add_argument("--seed", type=count_type(0, 2**31 - 1), default=0, metavar="S", help="default: 0")
+    p.add_argument(
+        "--verifier",
+        choices=("last-number", "math-verify"),
+        default="last-number",
+        help="the answer check of column correct (default: last-number; both are written beside it)",
+    )
 
 
 def main_measure(args: Any) -> int:
@@ -237,6 +244,7 @@ def main_measure(args: Any) -> int:
             args.samples,
             args.out,
             system_prompt=args.system_prompt,
+            verifier=args.verifier,
             max_new_tokens=args.max_new_tokens,
             temperature=args.temperature,
             batch_size=args.batch_size,

@@ -133,30 +133,32 @@ def measure_rows(
     samples: int,
     *,
     system_prompt: str | None,
+    verifier: str = "last-number",
+    keep: int = 0,
     max_new_tokens: int = 24,
     temperature: float = 1.0,
     batch_size: int = 64,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """One row per prompt row (``prompt_id``, ``question``, ``gold``): ``prompt_id``, ``correct`` (how many of
-    the ``samples`` completions the reward's verifier accepts) and ``samples``."""
-    from stddial_book.bridges.lm_rewards import is_correct
+    the ``samples`` completions ``verifier`` accepts), ``samples``, and ``correct_by`` (the count under every
+    verifier of :data:`~stddial_book.bridges.lm_rewards.VERIFIERS`, on the same completions); with ``keep``,
+    also the first ``keep`` completions' text under ``examples``."""
+    from stddial_book.bridges.lm_rewards import VERIFIERS, is_correct
 
+    if verifier not in VERIFIERS:
+        raise ValueError(f"verifier must be one of {VERIFIERS}; got {verifier!r}.")
     texts = chat_prompts(tokenizer, [r["question"] for r in rows], system_prompt)
-    completions = sample_completions(
-        model,
-        tokenizer,
-        texts,
-        samples,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        batch_size=batch_size,
-        seed=seed,
-    )
-    return [
-        {"prompt_id": r["prompt_id"], "correct": sum(is_correct(c, r["gold"]) for c in done), "samples": samples}
-        for r, done in zip(rows, completions)
-    ]
+    sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size}
+    completions = sample_completions(model, tokenizer, texts, samples, seed=seed, **sampling)
+    out = []
+    for row, done in zip(rows, completions):
+        by = {v: sum(is_correct(c, row["gold"], v) for c in done) for v in VERIFIERS}
+        record = {"prompt_id": row["prompt_id"], "correct": by[verifier], "samples": samples, "correct_by": by}
+        if keep:
+            record["examples"] = list(done[:keep])
+        out.append(record)
+    return out
 
 
 def _settings_hash(settings: dict[str, Any]) -> str:
@@ -197,6 +199,7 @@ def measure_to_folder(
     out: str | os.PathLike,
     *,
     system_prompt: str | None = None,
+    verifier: str = "last-number",
     max_new_tokens: int = 24,
     temperature: float = 1.0,
     batch_size: int = 64,
@@ -204,9 +207,8 @@ def measure_to_folder(
     chunk: int = 16,
     progress: Callable[[str], None] | None = print,
 ) -> Path:
-    """``measure``: write ``out/pool.csv`` (``prompt_id, correct, samples``, one row per prompt) and
-    ``out/measure.json`` (the settings, the model, the wall time). Resumes a measurement of the same settings
-    in its own folder; refuses one of other settings. Returns the table's path."""
+    """``measure``: write ``out/pool.csv`` (``prompt_id, correct, samples``, each verifier's count beside) and
+    ``out/measure.json`` (settings, wall time, two completions a prompt); resumable. Returns the table."""
     from stddial_book.bridges.lm_pool import ANSWER_PROMPT
     from stddial_book.core.outdir import claim_dir
 
@@ -218,6 +220,7 @@ def measure_to_folder(
         "prompts_sha256": hashlib.sha256(Path(prompts).read_bytes()).hexdigest(),
         "samples": samples,
         "system_prompt": system_prompt,
+        "verifier": verifier,
         "max_new_tokens": max_new_tokens,
         "temperature": temperature,
         "seed": seed,
@@ -226,34 +229,60 @@ def measure_to_folder(
     key = _settings_hash(settings)
     out = claim_dir(checked["out"], "measure", flag="--out")
     record = out / SETTINGS
-    done: list[dict[str, Any]] = []
-    if record.is_file():
-        previous = json.loads(record.read_text(encoding="utf-8"))
-        if previous.get("key") != key:
-            raise ValueError(f"--out {out} holds a measurement of other settings; choose a new --out.")
-        done = previous.get("rows", [])
+    done, wall = _resumed(record, key, out)
     net, tokenizer = _load(model)
     start = time.perf_counter()
-    wall = float(json.loads(record.read_text()).get("wall_s", 0.0)) if record.is_file() else 0.0
+    sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size}
     for index in range(len(done) // chunk, -(-len(rows) // chunk)):
         part = rows[index * chunk : (index + 1) * chunk]
-        sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size}
         seeded = seed * 1_000_003 + index  # each chunk's own draws: a resumed measurement repeats none
         done = done[: index * chunk] + measure_rows(
-            net, tokenizer, part, samples, system_prompt=system_prompt, seed=seeded, **sampling
+            net,
+            tokenizer,
+            part,
+            samples,
+            system_prompt=system_prompt,
+            verifier=verifier,
+            keep=2,
+            seed=seeded,
+            **sampling,
         )
         state = {"key": key, "settings": settings, "rows": done, "wall_s": wall + time.perf_counter() - start}
+        state["provenance"] = _provenance(net)
         _replace(record, json.dumps(state, indent=1) + "\n")
         if progress is not None:
             progress(f"measure: {len(done)} of {len(rows)} prompts ({samples} samples each)")
     return _write_table(out / POOL, done)
 
 
+def _provenance(net: Any) -> dict[str, Any]:
+    """The commit (and whether the checkout was clean), the device and the versions a measurement ran with."""
+    from stddial_book.rl.runlog import environment, git_state
+
+    commit, dirty = git_state()
+    return {"git_commit": commit, "dirty": dirty, **environment(str(next(net.parameters()).device))}
+
+
+def _resumed(record: Path, key: str, out: Path) -> tuple[list[dict[str, Any]], float]:
+    """The rows and wall time a measurement of the same settings left in its own folder (none when new)."""
+    if not record.is_file():
+        return [], 0.0
+    previous = json.loads(record.read_text(encoding="utf-8"))
+    if previous.get("key") != key:
+        raise ValueError(f"--out {out} holds a measurement of other settings; choose a new --out.")
+    return previous.get("rows", []), float(previous.get("wall_s", 0.0))
+
+
 def _write_table(path: Path, rows: list[dict[str, Any]]) -> Path:
-    """``rows`` as the CSV table ``diagnose`` reads (a prompt_id holding a comma is quoted)."""
+    """``rows`` as the CSV table ``diagnose`` reads (a prompt_id holding a comma is quoted), with each verifier's
+    count beside the chosen one's (``correct_math_verify``, ``correct_last_number``)."""
+    from stddial_book.bridges.lm_rewards import VERIFIERS
+
+    extra = [f"correct_{v.replace('-', '_')}" for v in VERIFIERS]
     table = io.StringIO()
     writer = csv.writer(table, lineterminator="\n")
-    writer.writerows([MEASURE_COLUMNS] + [[r["prompt_id"], r["correct"], r["samples"]] for r in rows])
+    body = [[r["prompt_id"], r["correct"], r["samples"], *(r["correct_by"][v] for v in VERIFIERS)] for r in rows]
+    writer.writerows([[*MEASURE_COLUMNS, *extra], *body])
     _replace(path, table.getvalue())
     return path
 

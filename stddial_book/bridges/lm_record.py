@@ -448,6 +448,8 @@ def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> N
             rows,
             config.eval_samples,
             system_prompt=config.system_prompt,
+            verifier=config.verifier,
+            keep=2 if name == "heldout" else 0,
             max_new_tokens=config.max_new_tokens,
             temperature=config.temperature,
             batch_size=batch,

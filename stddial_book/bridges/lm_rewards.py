@@ -1,8 +1,11 @@
-"""Rewards of the language-model run (chapter 15), verified with ``math-verify``.
+"""Rewards of the language-model run (chapter 15), verified with ``math-verify`` or by the last number.
 
-``correctness``: the completion's answer, extracted and compared with the gold number by Hugging Face's
-``math-verify`` (``parse`` then ``verify``: a ``\\boxed{}`` answer first, else the last number); the recipe's
-two reward values. ``format``: 1 when the completion puts exactly one answer in ``\\boxed{}``, whatever it
+``correctness``: the completion's answer compared with the gold number, by one of two verifiers
+(:data:`VERIFIERS`). ``math-verify`` is Hugging Face's (``parse`` then ``verify``: a ``\\boxed{}`` answer
+first, else the last expression, compared as mathematics): it accepts ``23 + 45`` as the answer 68, so on
+arithmetic questions a reply that restates the question scores. ``last-number`` takes the last number
+written in the reply, digits and all, and compares its value with the gold number: a restated sum does
+not score. The recipe's two reward values either way. ``format``: 1 when the completion puts exactly one answer in ``\\boxed{}``, whatever it
 says, else 0. Both record their last batch, so the dial's diagnostics can read which completions passed.
 """
 
@@ -14,7 +17,20 @@ from typing import Any
 
 from stddial_book.core.checks import check_per_completion, check_reward_values
 
-__all__ = ["completion_text", "is_correct", "has_format", "CorrectnessReward", "FormatReward", "Recorded"]
+__all__ = [
+    "VERIFIERS",
+    "completion_text",
+    "last_number",
+    "is_correct",
+    "has_format",
+    "CorrectnessReward",
+    "FormatReward",
+    "Recorded",
+]
+
+#: The answer checks a run can use (``LMRunConfig.verifier``, ``measure --verifier``).
+VERIFIERS = ("math-verify", "last-number")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 _BOXED = re.compile(r"\\boxed\{[^{}]*\}")
 
@@ -40,8 +56,25 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"a completion is text or a list of chat messages; got {type(completion).__name__}.")
 
 
-def is_correct(text: str, gold: str) -> bool:
-    """Whether ``text``'s answer equals ``gold`` by ``math-verify`` (False when nothing can be extracted)."""
+def last_number(text: str) -> float | None:
+    """The value of the last number written in ``text`` (thousands separators dropped), or None."""
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def is_correct(text: str, gold: str, verifier: str = "math-verify") -> bool:
+    """Whether ``text``'s answer equals ``gold``: by ``math-verify`` (False when nothing can be extracted), or
+    by the value of its last written number (``verifier="last-number"``)."""
+    if verifier == "last-number":
+        value, target = last_number(text), last_number(str(gold))
+        return value is not None and target is not None and value == target
+    if verifier != "math-verify":
+        raise ValueError(f"verifier must be one of {VERIFIERS}; got {verifier!r}.")
     mv = _math_verify()
     predicted = mv.parse(text)
     if not predicted:
@@ -59,15 +92,19 @@ class CorrectnessReward:
 
     __name__ = "correctness"
 
-    def __init__(self, correct: float = 1.0, wrong: float = 0.0) -> None:
+    def __init__(self, correct: float = 1.0, wrong: float = 0.0, verifier: str = "math-verify") -> None:
         self.correct, self.wrong = check_reward_values(correct, wrong)
+        if verifier not in VERIFIERS:
+            raise ValueError(f"verifier must be one of {VERIFIERS}; got {verifier!r}.")
+        self.verifier = verifier
         self.last: list[float] = []
 
     def __call__(self, completions: Sequence[Any], answer: Sequence[str], **kwargs: Any) -> list[float]:
         check_per_completion(completions, "completions", len(completions) if hasattr(completions, "__len__") else 0)
         check_per_completion(answer, "answer", len(completions))
         self.last = [
-            self.correct if is_correct(completion_text(c), a) else self.wrong for c, a in zip(completions, answer)
+            self.correct if is_correct(completion_text(c), a, self.verifier) else self.wrong
+            for c, a in zip(completions, answer)
         ]
         return list(self.last)
 

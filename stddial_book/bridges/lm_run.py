@@ -61,7 +61,7 @@ def lm_reward_funcs(recipe: Any, config: LMRunConfig) -> tuple[dict[str, Any], l
     """
     settings = reward_settings(recipe, max_new_tokens=config.max_new_tokens)
     funcs: dict[str, Any] = {
-        "correctness": CorrectnessReward(settings["reward_correct"], settings["reward_wrong"]),
+        "correctness": CorrectnessReward(settings["reward_correct"], settings["reward_wrong"], config.verifier),
         "format": FormatReward(),
     }
     weights = [1.0, float(config.format_weight)]

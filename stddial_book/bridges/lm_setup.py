@@ -77,6 +77,9 @@ class LMRunConfig:
         dtype: ``"float32"`` to train and sample in float32 on any device; None for the device's own
             (:func:`precision_for`: bf16 on recent GPUs). SmolLM2's runs use float32 everywhere: on an H200
             its bf16 run's first GRPO update was NaN, and float32 costs a model this small nothing.
+        verifier: how the reward checks an answer (:data:`~stddial_book.bridges.lm_rewards.VERIFIERS`):
+            ``math-verify`` (a boxed or last expression, as mathematics: GSM8K's run) or ``last-number``
+            (the last number written; math-verify would also accept a restated ``23 + 45``).
     """
 
     model_id: str = DEFAULT_MODEL_ID
@@ -101,6 +104,7 @@ class LMRunConfig:
     eval_samples: int = 16
     measure_pool: bool = False
     dtype: str | None = None
+    verifier: str = "math-verify"
 
     def __post_init__(self) -> None:
         for name in (
@@ -117,6 +121,8 @@ class LMRunConfig:
                 f"micro_batch_size={self.micro_batch_size} must divide the {self.prompts_per_step * self.group_size} "
                 "completions of a step (prompts_per_step · group_size)."
             )
+        if self.verifier not in ("math-verify", "last-number"):
+            raise ValueError(f"verifier must be 'math-verify' or 'last-number'; got {self.verifier!r}.")
         if self.dtype not in (None, "float32"):
             raise ValueError(f"dtype must be None (the device's) or 'float32'; got {self.dtype!r}.")
         if not isinstance(self.system_prompt, str):
@@ -187,6 +193,7 @@ def smollm2_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfi
         activation_checkpointing=False,
         system_prompt=ANSWER_PROMPT,
         dtype="float32",
+        verifier="last-number",
     )
     return small.replace(**changes)
 

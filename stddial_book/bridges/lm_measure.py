@@ -247,12 +247,16 @@ def measure_to_folder(
             seed=seeded,
             **sampling,
         )
-        state = {"key": key, "settings": settings, "rows": done, "wall_s": wall + time.perf_counter() - start}
-        state["provenance"] = _provenance(net)
-        _replace(record, json.dumps(state, indent=1) + "\n")
+        _save(record, key, settings, done, wall + time.perf_counter() - start, net)
         if progress is not None:
             progress(f"measure: {len(done)} of {len(rows)} prompts ({samples} samples each)")
     return _write_table(out / POOL, done)
+
+
+def _save(record: Path, key: str, settings: dict[str, Any], rows: list[dict[str, Any]], wall: float, net: Any) -> None:
+    """The measurement so far, with its settings, wall time and provenance, into ``measure.json``."""
+    state = {"key": key, "settings": settings, "rows": rows, "wall_s": wall, "provenance": _provenance(net)}
+    _replace(record, json.dumps(state, indent=1) + "\n")
 
 
 def _provenance(net: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import numpy as np
 from stddial_book.bridges.lm_diagnostics import PASS_RATE_BANDS, batch_diagnostics
 from stddial_book.theory.recipes import as_recipe, get_recipe
 
-__all__ = ["DIAL_TRL_VERSIONS", "DialDiagnostics", "dial_log_keys"]
+__all__ = ["DIAL_TRL_VERSIONS", "DialDiagnostics", "check_trl_version", "dial_log_keys"]
 
 #: The TRL versions whose ``GRPOTrainer`` keeps each generation batch's gathered rewards and advantages
 #: where :class:`DialDiagnostics` reads them: from (inclusive) and below (exclusive).

@@ -1106,6 +1106,6 @@ def test_bisection_equals_the_scan_anywhere(eps: float, p: float) -> None:
 @settings(max_examples=40, deadline=None)
 @given(size=st.integers(2, 4096), p=st.floats(1e-6, 1 - 1e-6))
 def test_banded_sum_equals_the_full_sum(size: int, p: float) -> None:
-    """The sum over ±15 SD with Loader's probabilities (used above G = 4096) against the full log-gamma sum."""
+    """The sum over ±15 SD (used above G = 4096) against the full binomial sum."""
     full = float(silent.expected_group_std(p, size))
     assert silent._banded_group_std(size, p) == pytest.approx(full, rel=1e-11, abs=1e-300)

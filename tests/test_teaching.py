@@ -434,6 +434,23 @@ def test_pool_silent_fraction_matches_the_histogram_version(subsample: bool) -> 
         assert pool_silent_fraction(num_correct, n, G, subsample) == pytest.approx(engine, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("subsample", [False, True], ids=["bernoulli", "hypergeometric"])
+def test_pool_silent_fraction_equals_scipy(subsample: bool) -> None:
+    """The formula the chapter shows (``math.comb`` ratios, or p^G + (1 − p)^G) equals the silent
+    outcomes' probability from ``scipy.stats.hypergeom`` (G of the n stored samples) or
+    ``scipy.stats.binom`` (fresh draws at p = k/n)."""
+    from scipy.stats import binom, hypergeom
+
+    rng = np.random.default_rng(35)
+    for _ in range(CASES):
+        n = int(rng.integers(1, 70))
+        k = rng.binomial(n, rng.beta(0.5, 0.5, size=int(rng.integers(1, 50))))
+        G = int(rng.integers(1, n + 1)) if subsample else int(rng.integers(1, 80))
+        dist = hypergeom(n, k, G) if subsample else binom(G, k / n)
+        expected = float(np.mean(dist.pmf(0) + dist.pmf(G)))
+        assert pool_silent_fraction(k, n, G, subsample) == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
 # --- the group-size law -----------------------------------------------------------------------
 
 

@@ -11,9 +11,9 @@ and the standard deviation of one draw (:func:`first_step_share`).
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 import numpy as np
+from scipy.stats import binom, norm
 
 from stddial_book.core.checks import check_pool
 from stddial_book.experiments.bernoulli import ControlledRun
@@ -47,8 +47,7 @@ def _gain_moments(p: np.ndarray, group_size: int, recipe: Recipe) -> tuple[np.nd
 
     j = np.arange(group_size + 1, dtype=np.float64)
     weight = np.asarray(update_weight(j / group_size, recipe.replace(reward_wrong=0.0, reward_correct=1.0), group_size))
-    choose = np.array([math.comb(group_size, int(k)) for k in j], dtype=np.float64)
-    pmf = choose * p[:, None] ** j * (1.0 - p[:, None]) ** (group_size - j)
+    pmf = binom.pmf(j[None, :], group_size, p[:, None])
     mean = pmf @ weight
     return mean, pmf @ weight**2 - mean**2
 
@@ -173,7 +172,7 @@ def figure_b_row(solve_rates, counts, study: dict[str, np.ndarray], config: Cont
         )
         worst = max(worst, float(np.max(np.abs(gap) / sd)))
         count += gap.size
-    bound = NormalDist().inv_cdf(1 - level / (2 * count))
+    bound = float(norm.ppf(1 - level / (2 * count)))
     return Row(
         "§8, controlled run",
         "figure, panel (b): measured share per tenth of p against the finite-G closed form, largest |z| "

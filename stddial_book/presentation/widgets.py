@@ -20,9 +20,8 @@ EXPLORER_GROUP_SIZES_DEFAULT = (2, 4, 8, 16, 32, 64)
 
 def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_name: str = "grpo"):
     """One prompt with solve rate p, groups of G: the distribution of k and each outcome's weight."""
-    import math
-
     import matplotlib.pyplot as plt
+    from scipy.stats import binom
 
     from stddial_book.presentation.style import RECIPE_COLORS
     from stddial_book.theory.identity import update_weight
@@ -31,7 +30,7 @@ def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_
 
     recipe = get_recipe(recipe_name)
     k = np.arange(group_size + 1)
-    pmf = np.array([math.comb(group_size, int(j)) * solve_rate**j * (1 - solve_rate) ** (group_size - j) for j in k])
+    pmf = binom.pmf(k, group_size, solve_rate)
     weights = update_weight(k / group_size, recipe, group_size)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
     colors = ["0.6" if j in (0, group_size) else RECIPE_COLORS[recipe.name] for j in k]
@@ -138,7 +137,7 @@ def silent_explorer_data(group_sizes=EXPLORER_GROUP_SIZES, solve_rates=EXPLORER_
     silent), P(silent) and E[w]; per recipe its :func:`explorer_note`. Returned as plain lists,
     ready for JSON.
     """
-    import math
+    from scipy.stats import binom
 
     from stddial_book.theory.identity import update_weight
     from stddial_book.theory.recipes import PRESETS
@@ -158,7 +157,7 @@ def silent_explorer_data(group_sizes=EXPLORER_GROUP_SIZES, solve_rates=EXPLORER_
             weights = [round(float(w), 5) for w in update_weight(k / G, recipe, G)]
             rows = []
             for p in solve_rates:
-                pmf = [math.comb(G, int(j)) * p**j * (1 - p) ** (G - j) for j in k]
+                pmf = binom.pmf(k, G, p).tolist()
                 rows.append(
                     {
                         "pmf": [round(x, 5) for x in pmf],

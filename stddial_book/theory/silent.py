@@ -42,7 +42,7 @@ MAX_EXACT_GROUP_SIZE = 10**7
 #: The largest G :func:`expected_group_std` (and so :func:`gradient_fidelity`) takes, and the largest answer
 #: :func:`minimal_group_size` searches for. Above :data:`MAX_EXACT_GROUP_SIZE` the binomial sum runs over
 #: the k within 15 standard deviations of Gp (the rest of the distribution holds below 1e-48 of its mass),
-#: with each probability from Loader's saddle-point form (no log-gamma of huge numbers), to about 1e-13.
+#: with each probability from ``scipy.stats.binom.pmf``, to about 1e-13.
 MAX_GROUP_SIZE = 10**12
 
 
@@ -82,8 +82,7 @@ def expected_group_std(solve_rate: ArrayLike, group_size: ArrayLike, correction:
     By Jensen's inequality it lies below sqrt(E[σ̂²]). ``correction=1`` scales by sqrt(G/(G − 1)).
     Broadcasts over ``solve_rate`` and ``group_size``. Chapter 5. G up to :data:`MAX_EXACT_GROUP_SIZE`
     takes all G + 1 terms up to G = 4096; larger G (up to :data:`MAX_GROUP_SIZE`) only the k within 15
-    standard deviations of Gp, with each probability in Loader's saddle-point form, accurate to about
-    1e-13 (log-gamma probabilities would lose about 1e-10 at G = 10⁵).
+    standard deviations of Gp. Every probability is ``scipy.stats.binom.pmf`` (:func:`_binomial_pmf`).
     """
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
@@ -107,14 +106,10 @@ def expected_group_std(solve_rate: ArrayLike, group_size: ArrayLike, correction:
                 out[sel] = out[sel] * math.sqrt(size / (size - 1.0))
             continue
         k = np.arange(size + 1, dtype=np.float64)
-        log_choose = _log_choose(size)
-        pk = p_b[sel][:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_pmf = log_choose + _xlogy(k, pk) + _xlogy(size - k, 1.0 - pk)
         sigma_k = np.sqrt(k / size * (1.0 - k / size))
         if use_bessel:
             sigma_k = sigma_k * math.sqrt(size / (size - 1.0))
-        out[sel] = np.exp(log_pmf) @ sigma_k
+        out[sel] = _binomial_pmf(size, p_b[sel]) @ sigma_k
     template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
     return like(out, template)
 
@@ -131,10 +126,7 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: Recip
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
     j = np.arange(size + 1, dtype=np.float64)
-    log_choose = _log_choose(size)
-    flat = p.reshape(-1, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pmf = np.exp(log_choose + _xlogy(j, flat) + _xlogy(size - j, 1.0 - flat))
+    pmf = _binomial_pmf(size, p.reshape(-1))
     weights = to_numpy(update_weight(j / size, recipe, size), "weights")
     return like((pmf @ weights).reshape(p.shape), solve_rate)
 
@@ -233,22 +225,24 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
 
 def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int) -> np.ndarray:
     """P(j correct in a group of G drawn without replacement from n stored samples, k of them
-    correct), for j = 0..G: shape (len(k), G + 1).
+    correct), for j = 0..G: shape (len(k), G + 1); ``scipy.stats.hypergeom.pmf(j, n, k, G)``.
 
     Averaging any function of j under it is an unbiased estimate of that function's expectation
     under j ~ Binomial(G, p) when the n samples are Bernoulli(p) (a U-statistic); it is also the
     subsampled silent fraction of chapter 7. Needs 1 ≤ G ≤ n (a "group" of one is allowed here:
-    it is always silent, and the silent-fraction curves start there). Computed through log-gamma,
-    whose rounding grows with n (relative error about 1e-13 at n = 64, 1e-8 at n = 10^7); n above
+    it is always silent, and the silent-fraction curves start there). scipy's rounding grows with n
+    (each row sums to 1 within 1e-15 up to n = 10^5, 2e-9 at n = 10^7, 1e-7 at n = 10^9); n above
     10^7 is refused.
     """
+    from scipy.stats import hypergeom
+
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
         raise ValueError(f"group_size must be a positive integer; got {' '.join(repr(group_size).split())[:40]}.")
     size = _check_exact_size(int(group_size))
     num_samples = check_int(num_samples, "num_samples")
     if num_samples > 10**7:
         raise ValueError(
-            f"num_samples={num_samples} is above 10^7, where the log-gamma form loses precision; "
+            f"num_samples={num_samples} is above 10^7, where scipy's hypergeometric pmf loses precision; "
             "subsample the stored samples (the pmf depends on k/n and G only through the counts)."
         )
     if num_samples < size:
@@ -264,20 +258,7 @@ def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int
             f"stored samples); got values from {counts.min():g} to {counts.max():g}."
         )
     k = np.atleast_1d(counts.astype(np.int64))
-    lg = np.vectorize(math.lgamma)
-
-    def log_choose(a, b):
-        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
-
-    kk, jj = k[:, None], np.arange(size + 1)[None, :]
-    valid = (jj <= kk) & (size - jj <= num_samples - kk)
-    with np.errstate(invalid="ignore"):
-        log_p = (
-            log_choose(np.maximum(kk, jj), jj)
-            + log_choose(np.maximum(num_samples - kk, size - jj), size - jj)
-            - log_choose(num_samples, size)
-        )
-    return np.where(valid, np.exp(np.where(valid, log_p, 0.0)), 0.0)
+    return hypergeom.pmf(np.arange(size + 1)[None, :], num_samples, k[:, None], size)
 
 
 def _check_exact_size(size):
@@ -291,71 +272,34 @@ def _check_exact_size(size):
     return size
 
 
-def _log_choose(size: int) -> np.ndarray:
-    """log C(G, j) for j = 0..G: lgamma(G + 1) − lgamma(j + 1) − lgamma(G − j + 1), each lgamma taken once."""
-    lgam = np.fromiter(map(math.lgamma, range(1, size + 2)), dtype=np.float64, count=size + 1)  # lgamma(j + 1)
-    return (lgam[size] - lgam) - lgam[::-1]  # the same float operations, in the same order, as term by term
+def _binomial_pmf(group_size: int, solve_rate: np.ndarray) -> np.ndarray:
+    """P(k correct of G | p) = C(G, k) pᵏ (1 − p)^(G−k) for k = 0..G, one row per p: ``scipy.stats.binom.pmf``."""
+    from scipy.stats import binom
+
+    k = np.arange(group_size + 1, dtype=np.float64)
+    return binom.pmf(k[None, :], group_size, np.asarray(solve_rate, dtype=np.float64).reshape(-1, 1))
 
 
 #: Terms the banded binomial sum takes at most before it samples every h-th k (h ≪ the standard deviation).
 _BAND_TERMS = 20_000
 
 
-#: Up to this G, :func:`expected_group_std` takes all G + 1 terms with log-gamma probabilities (as it always
-#: has: the book's numbers are unchanged); above, their rounding would grow (about 1e-10 relative at
-#: G = 10⁵) and the banded sum of Loader's probabilities is used.
+#: Up to this G, :func:`expected_group_std` takes all G + 1 terms; above, only the band of k that holds the
+#: binomial's mass (:func:`_banded_group_std`), which keeps the sum fast at any G.
 _FULL_SUM_MAX = 4096
-
-
-def _stirlerr(n: np.ndarray) -> np.ndarray:
-    """log(n!) − log(√(2πn) (n/e)ⁿ), the error of Stirling's formula, for n ≥ 1 (Loader, 2000)."""
-    n = np.asarray(n, dtype=np.float64)
-    small = n <= 15
-    out = np.empty(n.shape)
-    if small.any():
-        m = n[small]
-        out[small] = [math.lgamma(x + 1.0) - (x + 0.5) * math.log(x) + x - 0.5 * math.log(2.0 * math.pi) for x in m]
-    big = n[~small]
-    inv2 = 1.0 / (big * big)
-    out[~small] = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - inv2 / 1188) * inv2) * inv2) * inv2) / big
-    return out
-
-
-def _bd0(x: np.ndarray, mean: float) -> np.ndarray:
-    """x log(x/m) + m − x without cancellation (Loader, 2000): a series in v = (x − m)/(x + m) near m."""
-    diff = x - mean
-    out = np.empty_like(x)
-    near = np.abs(diff) < 0.1 * (x + mean)
-    if not near.all():
-        far = x[~near]
-        with np.errstate(over="ignore"):  # a term beyond the float range only makes its probability 0
-            out[~near] = far * np.log(far / mean) + mean - far
-    if near.any():
-        xn, dn = x[near], diff[near]
-        v = dn / (xn + mean)
-        total = dn * v
-        term = 2.0 * xn * v
-        v2 = v * v
-        for j in range(1, 12):  # |v| < 0.1: each term is at least 100 times smaller than the one before
-            term = term * v2
-            step = term / (2 * j + 1)
-            total = total + step
-            if not np.any(np.abs(step) > 1e-17 * np.abs(total)):
-                break
-        out[near] = total
-    return out
 
 
 def _banded_group_std(size: int, p: float) -> float:
     """E[σ̂ | p, G] for one G, summing only the k within 15 standard deviations (plus 150) of Gp.
 
     Bernstein's inequality puts the rest of the binomial below 2e-48 of its mass. Each term's
-    probability is Loader's saddle-point form, exp(stirlerr(G) − stirlerr(k) − stirlerr(G − k)
-    − bd0(k, Gp) − bd0(G − k, G(1 − p))) · √(G / (2π k (G − k))), accurate to about 1e-15 for any G
-    (log-gamma differences of huge numbers are not); k = 0 and G add nothing (σ = 0 there). Beyond
-    :data:`_BAND_TERMS` terms every h-th k is taken, weighted by h: the summand is smooth on the scale of
-    the standard deviation (thousands of k), so the sum changes by far less than float64 resolves.
+    probability is ``scipy.stats.binom.pmf`` (accurate at any G, where log-gamma differences of huge
+    numbers are not); k = 0 and G add nothing (σ = 0 there). Beyond :data:`_BAND_TERMS` terms every
+    h-th k is taken, weighted by h: the summand is smooth on the scale of the standard deviation
+    (thousands of k), so the sum changes by far less than float64 resolves.
     """
+    from scipy.stats import binom
+
     q = 1.0 - p
     if p <= 0.0 or q <= 0.0:
         return 0.0  # every group is silent: σ̂ = 0
@@ -366,15 +310,5 @@ def _banded_group_std(size: int, p: float) -> float:
         return 0.0
     step = max(1, -(-(hi - lo + 1) // _BAND_TERMS))
     k = np.arange(lo, hi + 1, step, dtype=np.float64)
-    rest = size - k
-    log_pmf = (
-        _stirlerr(np.array([float(size)]))[0] - _stirlerr(k) - _stirlerr(rest) - _bd0(k, mean) - _bd0(rest, size * q)
-    )
-    pmf = np.exp(log_pmf) * np.sqrt(size / (2.0 * math.pi * k * rest))
     frac = k / size
-    return float(step * np.sum(pmf * np.sqrt(frac * (1.0 - frac))))
-
-
-def _xlogy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """x·log(y) with 0·log(0) = 0."""
-    return np.where(x == 0, 0.0, x * np.log(np.where(x == 0, 1.0, y)))
+    return float(step * np.sum(binom.pmf(k, size, p) * np.sqrt(frac * (1.0 - frac))))

@@ -222,7 +222,7 @@ class DialDiagnostics(_callback_base()):
         self.recipe = None if recipe is None else as_recipe(recipe)
         self.group_size = group_size
         self.records: list[dict[str, Any]] = []
-        self._trainer = trainer
+        self._given, self._trainer = trainer, None
         self._window: list[dict[str, Any]] = []  # batches since the last log
         self._step_batches: list[dict[str, Any]] = []  # batches since the last optimizer step
         self._seen: Any = None
@@ -231,7 +231,7 @@ class DialDiagnostics(_callback_base()):
     # -- setting up -------------------------------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        trainer = self._trainer or _calling_trainer()
+        trainer = self._given or _calling_trainer()  # the trainer now training (one callback, several runs)
         self._check_trainer(trainer, args)
         self._trainer = trainer
         callbacks = trainer.callback_handler.callbacks

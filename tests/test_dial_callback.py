@@ -138,6 +138,23 @@ def test_a_group_size_other_than_num_generations_is_refused(model_dir, tmp_path)
         trainer.train()
 
 
+def test_two_reward_functions_of_one_name_are_refused(model_dir, tmp_path):
+    from stddial_book import DialDiagnostics
+
+    trainer = tiny_trainer(model_dir, tmp_path / "run", [parity_reward, parity_reward], [DialDiagnostics()])
+    with pytest.raises(ValueError, match=r"two reward functions share a name in \['parity_reward', 'parity_reward'\]"):
+        trainer.train()
+
+
+def test_without_a_trainer_it_says_how_to_give_one():
+    from transformers import TrainerControl, TrainerState
+
+    from stddial_book import DialDiagnostics
+
+    with pytest.raises(RuntimeError, match=r"found no Trainer running it; pass it: DialDiagnostics\(trainer=trainer\)"):
+        DialDiagnostics().on_train_begin(None, TrainerState(), TrainerControl())
+
+
 def test_a_trl_outside_the_read_versions_is_refused_in_one_line():
     from stddial_book.bridges.dial_diagnostics import check_trl_version
 

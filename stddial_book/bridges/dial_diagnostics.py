@@ -259,6 +259,11 @@ class DialDiagnostics(_callback_base()):
                 f"{args.num_generations}: drop group_size (it is read from the trainer) or set num_generations."
             )
         names = list(getattr(trainer, "reward_func_names", []))
+        if len(set(names)) < len(names):
+            raise ValueError(
+                f"two reward functions share a name in {names}, so TRL logs them in one column: "
+                "give each its own __name__ for DialDiagnostics."
+            )
         if isinstance(self.verifier, str) and self.verifier not in names:
             raise ValueError(
                 f"DialDiagnostics(verifier={self.verifier!r}) names no reward function; choose from {names}."
@@ -293,6 +298,11 @@ class DialDiagnostics(_callback_base()):
         trainer, group_size = self._trainer, int(args.num_generations)
         rewards, advantages = _trl_batch(trainer)
         names = list(trainer.reward_func_names)
+        if any(len(rewards[n]) != len(advantages) for n in names):
+            raise ValueError(
+                f"TRL's reward columns {names} do not line up with its {len(advantages)} advantages: "
+                f"use TRL >={DIAL_TRL_VERSIONS[0]},<{DIAL_TRL_VERSIONS[1]} with reward functions of distinct names."
+            )
         columns = np.array([rewards[n] for n in names], dtype=float)
         verifier = names.index(self.verifier) if isinstance(self.verifier, str) else self.verifier
         passed = columns[verifier] > self.threshold  # an unscored completion (NaN) did not pass

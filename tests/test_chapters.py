@@ -387,7 +387,15 @@ def _identity_derivation() -> dict[str, Any]:
     }
 
 
-@headlines("04_identity_real_gradients", "n_params", "err_grpo_max", "err_dr_max", "err_wrong_min")
+@headlines(
+    "04_identity_real_gradients",
+    "n_params",
+    "err_grpo_max",
+    "err_dr_max",
+    "err_wrong_min",
+    "smol_err_grpo",
+    "smol_err_wrong",
+)
 def _identity_real_gradients() -> dict[str, Any]:
     from stddial_book.rl.profiles import PROFILES
 
@@ -397,6 +405,8 @@ def _identity_real_gradients() -> dict[str, Any]:
         "err_grpo_max": Within(0.0, 1e-10, rounding),
         "err_dr_max": Within(0.0, 1e-10, rounding),
         "err_wrong_min": Within(0.01, math.inf, "a per-sequence normaliser misses Dr. GRPO's prediction"),
+        "smol_err_grpo": Within(0.0, 1e-10, "on SmolLM2's own float64 gradients too"),
+        "smol_err_wrong": Within(0.01, math.inf, "and SmolLM2's per-sequence Dr. GRPO misses it"),
     }
 
 

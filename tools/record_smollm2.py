@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     record["stages"]["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
     _write(out / "driver.json", record)
 
-    from stddial_book.bridges.lm_pilot import choose_learning_rate, pass_rate_curve
+    from stddial_book.experiments.lm_study import choose_learning_rate, pass_rate_curve
 
     curves = {float(r): pass_rate_curve(out / "pilot" / r / f"grpo-seed{PILOT_SEED}") for r in PILOT_RATES}
     rate = choose_learning_rate(curves)

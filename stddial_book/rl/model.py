@@ -30,6 +30,7 @@ __all__ = [
     "CharCodec",
     "make_tokenizer",
     "tiny_model",
+    "rmsnorm_in_own_dtype",
     "model_for_profile",
     "save",
     "load",
@@ -169,7 +170,7 @@ def tiny_model(
     if dtype is not None:
         model = model.to(dtype)
     if dtype == torch.float64:
-        _rmsnorm_in_own_dtype(model)
+        rmsnorm_in_own_dtype(model)
     return model
 
 
@@ -183,7 +184,7 @@ def model_for_profile(profile, seed: int = 0, dtype=None):
     return tiny_model(seed=seed, dtype=dtype, **profile.model)
 
 
-def _rmsnorm_in_own_dtype(model) -> None:
+def rmsnorm_in_own_dtype(model) -> None:
     """Make every RMSNorm compute in the model's dtype.
 
     transformers' Llama RMSNorm computes in float32 whatever the input (a guard for float16);

@@ -4,7 +4,7 @@ learning-rate pilot, the rule, then the main runs, each run in its own `record-l
     python tools/record_smollm2.py --out NEW_FOLDER [--jobs N] [--allow-cpu] [--steps 40] [--seeds 0 1 2]
 
 Writes only into NEW_FOLDER, which it creates (refused when it exists): measure-train/, measure-heldout/
-(`measure`, 64 samples), pilot/<lr>/ and main/<recipe>-seed<k>/ (`record-lm`'s --out), work/ (checkpoints),
+(`measure`, 64 samples), pilot/<recipe>-<lr>/ and main/<recipe>-seed<k>/ (`record-lm`'s --out), work/ (checkpoints),
 logs/ (each process's output) and driver.json (the chosen rate, the commands, wall times). On a GPU the runs
 of one stage share it as parallel processes; on a CPU give --jobs 2 at most (one thread each).
 """
@@ -54,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per process")
     parser.add_argument("--allow-cpu", action="store_true")
+    parser.add_argument(
+        "--pilot-recipes", nargs="+", default=["grpo"], choices=RECIPES,
+        help="recipes that pilot their own learning rate (default: grpo, whose rate every recipe then uses)",
+    )  # fmt: skip
+    parser.add_argument("--plan", default="data/runs/smollm2/PLAN.md", help="the plan the runs follow")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.steps < 10:
         print(
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "--micro-batch-size", str(args.micro_batch_size), "--eval", str(HELDOUT),
         "--eval-samples", str(args.eval_samples), "--measure-pool", "--save-every", "20", "--no-progress", *cpu,
     ]  # fmt: skip
-    record: dict = {"plan": "data/runs/smollm2/PLAN.md", "stages": {}}
+    record: dict = {"plan": args.plan, "stages": {}}
     start = time.perf_counter()
 
     measures = [
@@ -83,25 +88,35 @@ def main(argv: list[str] | None = None) -> int:
                "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], out / "logs" / f"measure-{name}.log")
         for name, src in (("train", TRAIN), ("heldout", HELDOUT))
     ]  # fmt: skip
+    # one folder per recipe and rate: pilot/<recipe>-<rate>/<recipe>-seed100
     pilots = [
-        (py + ["record-lm", *common, "--recipes", "grpo", "--seeds", str(PILOT_SEED), "--learning-rate", rate,
-               "--work", str(out / "work" / f"pilot-{rate}"), "--out", str(out / "pilot" / rate)],
-         out / "logs" / f"pilot-{rate}.log")
-        for rate in PILOT_RATES
+        (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(PILOT_SEED), "--learning-rate", rate,
+               "--work", str(out / "work" / f"pilot-{recipe}-{rate}"), "--out", str(out / "pilot" / f"{recipe}-{rate}")],
+         out / "logs" / f"pilot-{recipe}-{rate}.log")
+        for rate in PILOT_RATES for recipe in args.pilot_recipes
     ]  # fmt: skip
     record["stages"]["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
     _write(out / "driver.json", record)
 
     from stddial_book.experiments.lm_study import choose_learning_rate, pass_rate_curve
 
-    curves = {float(r): pass_rate_curve(out / "pilot" / r / f"grpo-seed{PILOT_SEED}") for r in PILOT_RATES}
-    rate = choose_learning_rate(curves)
-    record["pilot"] = {"curves": curves, "chosen_learning_rate": rate}
+    rates, chosen = {}, {}
+    for recipe in args.pilot_recipes:
+        curves = {
+            float(r): pass_rate_curve(out / "pilot" / f"{recipe}-{r}" / f"{recipe}-seed{PILOT_SEED}")
+            for r in PILOT_RATES
+        }
+        chosen[recipe] = choose_learning_rate(curves)
+        record.setdefault("pilots", {})[recipe] = {"curves": curves, "chosen_learning_rate": chosen[recipe]}
+    for recipe in RECIPES:  # a recipe without its own pilot takes the first pilot's rate
+        rates[recipe] = chosen.get(recipe, chosen[args.pilot_recipes[0]])
+    if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
+        record["pilot"] = record["pilots"]["grpo"]
     _write(out / "driver.json", record)
-    print(f"pilot: learning rate {rate:g}", flush=True)
+    print(f"pilot: learning rates {rates}", flush=True)
 
     mains = [
-        (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rate),
+        (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
                "--work", str(out / "work" / f"{recipe}-seed{seed}"), "--out", str(out / "main" / f"{recipe}-seed{seed}")],
          out / "logs" / f"{recipe}-seed{seed}.log")
         for seed in args.seeds for recipe in RECIPES

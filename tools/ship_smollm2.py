@@ -35,7 +35,10 @@ def _runs(recording: Path) -> dict[str, Path]:
     for run in sorted(p for p in (recording / "main").glob("*/*") if p.is_dir()):
         found[f"main/{run.name}"] = run
     for run in sorted(p for p in (recording / "pilot").glob("*/*") if p.is_dir()):
-        found[f"pilot/lr{run.parent.name}"] = run
+        # <recipe>-<rate>, or only <rate> (the first plan's layout; a rate such as 1e-4 holds a dash itself)
+        recipe = next((r for r in ("grpo", "dr_grpo", "dapo") if run.parent.name.startswith(r + "-")), "")
+        rate = run.parent.name.removeprefix(recipe + "-") if recipe else run.parent.name
+        found[f"pilot/{recipe + '-' if recipe else ''}lr{rate}"] = run
     return found
 
 

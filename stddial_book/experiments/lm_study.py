@@ -295,9 +295,9 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     runs, the pilot's curves and the rate its rule picks, and the base model's measured pool (k of n per
     question). ``path`` must not exist."""
     recording, path = Path(recording), Path(path)
-    pilot = {}
-    for run in sorted((recording / "pilot").glob("lr*")):
-        pilot[run.name.removeprefix("lr")] = pass_rate_curve(run)
+    pilot = {}  # GRPO's pilot: pilot/lr<rate> (the first plan's layout) or pilot/grpo-lr<rate>
+    for run in sorted([*(recording / "pilot").glob("lr*"), *(recording / "pilot").glob("grpo-lr*")]):
+        pilot[run.name.removeprefix("grpo-").removeprefix("lr")] = pass_rate_curve(run)
     study = {
         **lm_study(recording / "main"),
         "pilot": {

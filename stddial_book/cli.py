@@ -240,13 +240,33 @@ def _add_diagnose(sub) -> None:
     """``diagnose``: a reader's own solve-rate table, through the book's closed forms."""
     p = sub.add_parser(
         "diagnose",
-        help="your prompts' solve rates: silent groups by G, DAPO's refill, G*, allocation plans",
-        description="Read per-prompt solve counts (or pass rates) from a CSV, Parquet or JSONL file or a "
-        "Hugging Face dataset id, and print the silent fraction by G (closed form and subsampled), DAPO's "
-        "draws per kept group, the group-size law's G*, the gradient mass by tenth of p and each allocation "
-        "rule's plan for a budget.",
+        help="your prompts' solve rates: silent groups by G, DAPO's refill, G*, allocation plans, what to prune",
+        description="Read per-prompt solve counts (or pass rates), or per-completion rows (a prompt column and a "
+        "0/1 reward: TRL's completions/*.parquet log, an evaluation harness's samples), grouped per prompt, from "
+        "a CSV, Parquet or JSONL file, a folder of Parquet files or a Hugging Face dataset id, and print the "
+        "silent fraction by G (closed form and subsampled), DAPO's draws per kept group, the group-size law's "
+        "G*, the gradient mass by tenth of p, each allocation rule's plan for a budget of generated samples, "
+        "and a recommendation: what to prune, the G to use, the silent fraction left.",
     )
-    p.add_argument("file", metavar="FILE", help="a .csv, .parquet or .jsonl file (one row per prompt) or a dataset id")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="a .csv, .parquet or .jsonl file, a folder of .parquet files (TRL's OUTPUT_DIR/completions) or a dataset id",
+    )
+    p.add_argument(
+        "--rows",
+        default="auto",
+        choices=("auto", "prompts", "completions"),
+        help="what one row is; completions are grouped per prompt (default: auto, from the columns)",
+    )
+    p.add_argument(
+        "--prompt", metavar="COL", help="column naming each prompt (default: prompt_id, id, uid, prompt, ...)"
+    )
+    p.add_argument(
+        "--reward",
+        metavar="COL",
+        help="per completion: the 0/1 reward column (default: correct, reward, ..., or a TRL log's one 0/1 reward)",
+    )
     p.add_argument("--correct", default="correct", metavar="COL", help="column of successes k (default: correct)")
     p.add_argument(
         "--samples",
@@ -261,30 +281,57 @@ def _add_diagnose(sub) -> None:
         type=_count(1, 10**12),
         default=None,
         metavar="N",
-        help="samples the plans share (default: 8 per prompt)",
+        help="generated samples (completions) the plans share (default: 8 per prompt)",
     )
-    p.add_argument("--epsilon", type=float, default=0.05, metavar="EPS", help="tolerance of the group-size law")
+    p.add_argument(
+        "--epsilon", type=float, default=0.05, metavar="EPS", help="tolerance of the group-size law (default: 0.05)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--out", type=Path, default=None, help="a new directory for the figure and the report")
+    p.add_argument(
+        "--kept-ids",
+        default=None,
+        metavar="FILE",
+        help="a new file for the ids of the prompts the recommendation keeps (0 < p < 1), one JSON value a line",
+    )
 
 
 def run_diagnose(args) -> dict:
     """The ``diagnose`` subcommand: checks --out first, reads the file, prints the report, writes --out last."""
     from stddial_book.core.outdir import check_claimable
     from stddial_book.experiments.diagnose import diagnose, diagnosis_text, load_pool
+    from stddial_book.experiments.diagnose_advice import check_new_file, kept_ids, write_kept_ids
 
     if args.out is not None:
         check_claimable(args.out, "--out", "diagnose")
-    pool = load_pool(args.file, args.correct, args.samples, args.pass_rate, args.config)
+    if args.kept_ids is not None:
+        check_new_file(args.kept_ids)
+    pool = load_pool(
+        args.file,
+        args.correct,
+        args.samples,
+        args.pass_rate,
+        args.config,
+        rows=args.rows,
+        prompt=args.prompt,
+        reward=args.reward,
+    )
+    if args.kept_ids is not None:
+        kept_ids(pool)  # refuses a pool without ids before anything is written
     report = diagnose(pool, budget=args.budget, epsilon=args.epsilon)
+    for warning in report["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     text = diagnosis_text(report)
+    written = []
     if args.out is not None:
         from stddial_book.presentation.diagnose_figure import write_diagnosis
 
-        written = write_diagnosis(report, args.out, text)
-        report["written"] = [str(path) for path in written]
+        written += [str(path) for path in write_diagnosis(report, args.out, text)]
+    if args.kept_ids is not None:
+        written.append(str(write_kept_ids(pool, args.kept_ids)))
+    report["written"] = written
     print(json.dumps(report, indent=2, allow_nan=False) if args.json else text, end="\n" if args.json else "")
-    if args.out is not None and not args.json:
+    if report["written"] and not args.json:
         print(f"wrote {', '.join(report['written'])}")
     return report
 

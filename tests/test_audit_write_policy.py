@@ -231,10 +231,14 @@ def test_diagnose_refuses_a_fifo_repeated_ids_huge_counts_and_prints_no_escape(t
     os.mkfifo(fifo)
     assert main(["diagnose", str(fifo)]) == 2  # returns: the pipe is never opened
     assert "not a regular file" in one_line_error(capsys)
-    repeated = tmp_path / "repeated.csv"
+    repeated = tmp_path / "repeated.csv"  # a per-prompt table whose ids repeat: read row by row, with a warning
     repeated.write_text("prompt_id,correct,samples\n" + "".join(f"{i % 2},1,8\n" for i in range(8)))
-    assert main(["diagnose", str(repeated)]) == 2
-    assert "names 2 prompts in 8 rows" in one_line_error(capsys)
+    assert main(["diagnose", str(repeated)]) == 0
+    assert "warning: column 'prompt_id' names 2 prompts in 8 rows" in capsys.readouterr().err
+    ones = tmp_path / "ones.csv"  # ... and refused where each row is one sample: those rows are completions
+    ones.write_text("prompt_id,correct,samples\n" + "".join(f"{i % 2},1,1\n" for i in range(8)))
+    assert main(["diagnose", str(ones)]) == 2
+    assert "look like completions" in one_line_error(capsys)
     plain = tmp_path / "plain.csv"
     plain.write_text("correct\n3\n")
     assert main(["diagnose", str(plain), "--samples", str(10**29)]) == 2

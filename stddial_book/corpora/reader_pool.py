@@ -1,7 +1,9 @@
 """A reader's own solve-rate data as a pool of prompts: what ``python -m stddial_book diagnose`` reads.
 
-A table with one row per prompt, in CSV, Parquet or JSONL (or a Hugging Face dataset id, read with
-``datasets.load_dataset``), holding either
+A table in CSV, Parquet or JSONL (or a Hugging Face dataset id, read with ``datasets.load_dataset``,
+or a folder of Parquet files such as TRL's ``completions/`` log), with either one row per completion
+(a prompt column and a 0/1 reward or correctness column: TRL's completion logs, evaluation harnesses'
+sample logs; the rows are grouped per prompt into k of n) or one row per prompt, holding either
 
 - counts: ``correct`` successes of ``samples`` rollouts (column names configurable; ``samples`` may
   also be one whole number for every prompt), or
@@ -15,26 +17,39 @@ column and the fix.
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from stddial_book.core.checks import printable
 from stddial_book.corpora.histograms import KHistogram, SolveCounts
+from stddial_book.corpora.reader_files import ReaderDataError, read_reader_table
 
-__all__ = ["ReaderDataError", "ReaderPool", "load_reader_pool", "read_reader_table", "as_reader_pool", "TABLE_SUFFIXES"]
+__all__ = [
+    "ReaderPool",
+    "load_reader_pool",
+    "as_reader_pool",
+    "PROMPT_ID_COLUMNS",
+    "REWARD_COLUMNS",
+    "ROW_LAYOUTS",
+]
 
 
-#: The file formats the loader reads, by suffix.
-TABLE_SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+#: Columns that name a prompt, looked for in this order when ``prompt`` is not given.
+PROMPT_ID_COLUMNS = ("prompt_id", "id", "uid", "prompt", "problem", "question")
 
-_FORMATS = "a .csv, .parquet or .jsonl file (one row per prompt) or a Hugging Face dataset id"
+#: Columns of a per-completion table that hold its 0/1 reward, looked for in this order when ``reward`` is not given.
+REWARD_COLUMNS = ("correct", "is_correct", "correctness", "reward", "accuracy")
 
+#: What one row of a table is: ``auto`` decides from the columns (see :func:`load_reader_pool`).
+ROW_LAYOUTS = ("auto", "prompts", "completions")
 
-class ReaderDataError(ValueError):
-    """A reader's table that cannot be read as solve-rate data; the message names the problem and the fix."""
+#: Columns of TRL's completion log that are never a reward (``GRPOTrainer.log``: step, prompt, completion,
+#: one column per reward function, extra columns, advantage).
+_NOT_REWARDS = ("step", "prompt", "completion", "advantage", "sample_idx", "sample", "samples")
 
 
 @dataclass(frozen=True)
@@ -45,8 +60,11 @@ class ReaderPool:
     solve_rates: np.ndarray
     num_correct: np.ndarray | None = None  # k per prompt, None when only pass rates were given
     num_samples: np.ndarray | None = None  # n per prompt, None when unknown
-    kind: str = "counts"  # "counts" or "pass rates"
+    kind: str = "counts"  # "counts", "pass rates" or "completions grouped per prompt"
     limits: tuple[str, ...] = ()
+    prompt_ids: list | None = None  # one id per prompt (the prompt column's values), None when the table has none
+    id_column: str | None = None  # the column the ids came from
+    warnings: tuple[str, ...] = ()  # what the reader should check (ids that repeat in a per-prompt table)
 
     @property
     def num_prompts(self) -> int:
@@ -98,32 +116,249 @@ def load_reader_pool(
     pass_rate: str | None = None,
     config: str | None = None,
     split: str = "train",
+    *,
+    rows: str = "auto",
+    prompt: str | None = None,
+    reward: str | None = None,
 ) -> ReaderPool:
-    """A reader's per-prompt solve-rate table as a :class:`ReaderPool`.
+    """A reader's solve-rate table as a :class:`ReaderPool`, one entry per prompt, with its id.
 
-    ``source``: a .csv, .parquet or .jsonl file, or a hub dataset id (``config`` and ``split`` go to
-    ``datasets.load_dataset``). Counts: column ``correct`` (successes) and ``samples`` (a column
-    name, or one whole number n for every prompt). With ``pass_rate`` (a column of p in [0, 1]) the
-    counts are k = p·n when n is known (``samples`` a number or a column of the table), and unknown
-    otherwise.
+    ``source``: a .csv, .parquet or .jsonl file, a folder of .parquet files (TRL's ``completions/``
+    log, one file per logged step), or a hub dataset id (``config`` and ``split`` go to
+    ``datasets.load_dataset``). ``prompt`` names the column that names each prompt (default: the
+    first of :data:`PROMPT_ID_COLUMNS` present); its values are kept as ``prompt_ids``.
+
+    ``rows`` says what one row is. ``"completions"``: one row per completion, grouped per prompt
+    into k correct of n; ``reward`` names the 0/1 (or ±1) reward or correctness column (default:
+    ``correct`` when named, else the first of :data:`REWARD_COLUMNS`, else the one reward column of
+    a TRL log that holds only 0 and 1); a row with no reward (None or NaN) is left out and said so.
+    ``"prompts"``: counts, column ``correct`` (successes) and ``samples`` (a column name, or one
+    whole number n for every prompt); with ``pass_rate`` (a column of p in [0, 1]) the counts are
+    k = p·n when n is known, unknown otherwise; ids that repeat are read row by row, with a
+    warning (refused where every row holds one sample: those rows are completions). ``"auto"``:
+    prompts when ``pass_rate`` is given or the ``samples`` column (or number) is there, completions
+    when ``reward`` is given, the table has a ``completion`` column, or the prompt ids repeat.
     """
     table, name = read_reader_table(source, config, split)
-    for option, value in (("correct", correct), ("pass_rate", pass_rate)):
+    for option, value in (("correct", correct), ("pass_rate", pass_rate), ("prompt", prompt), ("reward", reward)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{option} must be a column name (a string); got {type(value).__name__}.")
-    fixed_n = _fixed_samples(samples, table)
+    if rows not in ROW_LAYOUTS:
+        raise ReaderDataError(f"--rows {printable(str(rows))[:40]}: choose one of {', '.join(ROW_LAYOUTS)}.")
     if table.num_rows == 0:
-        raise ReaderDataError(f"{name} holds no rows; pass a table with one row per prompt.")
+        raise ReaderDataError(f"{name} holds no rows; pass a table with one row per prompt or per completion.")
+    id_column = _id_column(table, name, prompt)
+    layout = rows if rows != "auto" else _layout(table, samples, pass_rate, reward, id_column)
+    if layout == "completions":
+        if pass_rate is not None:
+            raise ReaderDataError(
+                f"{name}: --pass-rate reads one row per prompt; leave it out to group the completions per prompt."
+            )
+        column = reward if reward is not None else _reward_column(table, name, correct, id_column)
+        return _completions_pool(table, name, id_column, column)
+    fixed_n = _fixed_samples(samples, table)
     if pass_rate is not None:
-        return _rates_pool(table, name, pass_rate, samples, fixed_n)
-    if correct not in table.column_names:
-        raise _missing(
-            name, correct, table, "name the column of successes with --correct NAME, or give --pass-rate NAME"
+        pool = _rates_pool(table, name, pass_rate, samples, fixed_n)
+    else:
+        if correct not in table.column_names:
+            raise _missing(
+                name, correct, table, "name the column of successes with --correct NAME, or give --pass-rate NAME"
+            )
+        k = _whole_column(table, name, correct, "--correct")
+        n = np.full(k.shape, fixed_n) if fixed_n is not None else _samples_column(table, name, samples)
+        _check_counts(name, k, n, correct, samples)
+        pool = _counts_pool(name, k, n)
+    return _with_ids(pool, table, name, id_column)
+
+
+def _id_column(table, name: str, prompt: str | None) -> str | None:
+    """The column that names each prompt: ``prompt`` (which must exist), else the first of :data:`PROMPT_ID_COLUMNS`."""
+    if prompt is not None:
+        if prompt not in table.column_names:
+            raise _missing(name, prompt, table, "name the column that names each prompt with --prompt COL")
+        return prompt
+    return next((c for c in PROMPT_ID_COLUMNS if c in table.column_names), None)
+
+
+def _layout(table, samples: Any, pass_rate: str | None, reward: str | None, id_column: str | None) -> str:
+    """``"prompts"`` or ``"completions"``, for ``rows="auto"`` (see :func:`load_reader_pool`)."""
+    if pass_rate is not None:
+        return "prompts"
+    if reward is not None:
+        return "completions"
+    names = table.column_names
+    if not isinstance(samples, str) or samples in names or samples.strip().isdigit():
+        return "prompts"
+    if "completion" in names:
+        return "completions"
+    if id_column is not None and _distinct(table.column(id_column)) < table.num_rows:
+        return "completions"
+    return "prompts"
+
+
+def _keys(column):
+    """``(keys, nested)``: the column as a flat array to group by; nested values (TRL's conversational
+    prompts, lists of messages) as their JSON text, with ``nested`` True."""
+    import pyarrow as pa
+    import pyarrow.types as patypes
+
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if patypes.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    if patypes.is_nested(values.type):
+        text = [None if v is None else json.dumps(v, sort_keys=True, ensure_ascii=False) for v in values.to_pylist()]
+        return pa.array(text, pa.string()), True
+    return values, False
+
+
+def _distinct(column) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.count_distinct(_keys(column)[0], mode="all").as_py())
+
+
+def _with_ids(pool: ReaderPool, table, name: str, id_column: str | None) -> ReaderPool:
+    """``pool`` with its prompts' ids; a warning where ids repeat, a refusal where the rows are completions."""
+    if id_column is None:
+        return pool
+    ids = table.column(id_column).to_pylist()
+    distinct = _distinct(table.column(id_column))
+    if distinct == len(ids):
+        return replace(pool, prompt_ids=ids, id_column=id_column)
+    if pool.num_samples is not None and np.all(pool.num_samples == 1):
+        raise ReaderDataError(
+            f"{name}: column {id_column!r} names {distinct:,} prompts in {len(ids):,} rows of one sample each: "
+            "these rows look like completions; leave out --samples (or pass --rows completions) to group them per prompt."
         )
-    k = _whole_column(table, name, correct, "--correct")
-    n = np.full(k.shape, fixed_n) if fixed_n is not None else _samples_column(table, name, samples)
-    _check_counts(name, k, n, correct, samples)
-    return _counts_pool(name, k, n)
+    warning = (
+        f"column {id_column!r} names {distinct:,} prompts in {len(ids):,} rows; each row is read as one prompt "
+        "(a repeated prompt counts once per row). If the rows are parts of one prompt's samples, add up each "
+        "prompt's successes and samples into one row."
+    )
+    return replace(pool, prompt_ids=ids, id_column=id_column, warnings=(warning,))
+
+
+def _reward_column(table, name: str, correct: str, id_column: str | None) -> str:
+    """The 0/1 reward column of a per-completion table when ``reward`` is not given (see :func:`load_reader_pool`)."""
+    names = table.column_names
+    if correct != "correct":
+        if correct not in names:
+            raise _missing(name, correct, table, "name the 0/1 reward column of each completion with --reward COL")
+        return correct
+    found = next((c for c in REWARD_COLUMNS if c in names), None)
+    if found is not None:
+        return found
+    others = [c for c in names if c not in _NOT_REWARDS and c != id_column and _is_numeric(table.column(c).type)]
+    binary = [c for c in others if _two_valued(table.column(c))]
+    if len(binary) == 1:
+        return binary[0]
+    listed = ", ".join(repr(c) for c in (binary or others)[:8])
+    if binary:
+        raise ReaderDataError(
+            f"{name}: columns {listed} all hold 0/1 rewards; name the correctness one with --reward COL."
+        )
+    if others:
+        raise ReaderDataError(
+            f"{name}: no reward column holds only 0 and 1 (it has {listed}); diagnose counts correct completions: "
+            "name a 0/1 correctness reward with --reward COL (in TRL, a reward function returning 1.0 or 0.0)."
+        )
+    raise _missing(name, "correct", table, "name the 0/1 reward column of each completion with --reward COL")
+
+
+def _is_numeric(kind) -> bool:
+    import pyarrow.types as patypes
+
+    return patypes.is_integer(kind) or patypes.is_floating(kind) or patypes.is_boolean(kind)
+
+
+def _two_valued(column) -> bool:
+    """Whether the column's values (nulls and NaN aside) are 0 and 1, or −1 and 1."""
+    import pyarrow.compute as pc
+
+    levels = np.asarray(pc.unique(pc.drop_null(column)).to_numpy(zero_copy_only=False), dtype=np.float64)
+    levels = set(levels[~np.isnan(levels)].tolist())
+    return bool(levels) and (levels <= {0.0, 1.0} or levels <= {-1.0, 1.0})
+
+
+def _reward_values(table, name: str, column: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(correct, missing, notes)`` per row of a reward column: 0/1 (or ±1, 1 = correct), None/NaN missing."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = table.column(column)
+    if not _is_numeric(values.type) and not pa.types.is_null(values.type):
+        first = next((v for v in values.to_pylist() if v is not None), None)
+        raise ReaderDataError(
+            f"{name}: column {column!r} holds {values.type} values such as {first!r:.30}, not rewards; "
+            "name the 0/1 reward column of each completion with --reward COL."
+        )
+    if pa.types.is_boolean(values.type):
+        values = pc.cast(values, pa.int8())
+    arr = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    missing = np.isnan(arr)
+    levels = set(np.unique(arr[~missing]).tolist())
+    if levels <= {0.0, 1.0}:
+        return arr == 1.0, missing, []
+    if levels <= {-1.0, 1.0}:
+        return arr == 1.0, missing, [f"column {column!r} holds rewards of ±1: 1 is read as correct, −1 as wrong"]
+    bad = int(np.flatnonzero(~missing & (arr != 0.0) & (arr != 1.0))[0])
+    raise ReaderDataError(
+        f"{name}: column {column!r} holds {arr[bad]:g} in row {bad + 1}, not a 0/1 reward; diagnose counts correct "
+        "completions: name a 0/1 correctness column with --reward COL, or threshold the reward into one first."
+    )
+
+
+def _completions_pool(table, name: str, id_column: str | None, column: str) -> ReaderPool:
+    """One row per completion, grouped per prompt (in order of first appearance): k correct of n."""
+    if id_column is None:
+        raise ReaderDataError(
+            f"{name}: no column names the prompt of each completion (looked for {', '.join(PROMPT_ID_COLUMNS)}); "
+            "name it with --prompt COL."
+        )
+    if column not in table.column_names:
+        raise _missing(name, column, table, "name the 0/1 reward column of each completion with --reward COL")
+    correct, missing, limits = _reward_values(table, name, column)
+    keys, nested = _keys(table.column(id_column))
+    if keys.null_count:
+        row = int(np.flatnonzero(np.asarray(keys.is_null().to_numpy(zero_copy_only=False)))[0])
+        raise ReaderDataError(
+            f"{name}: column {id_column!r} is empty in row {row + 1}; every completion needs its prompt: drop "
+            "that row or fill it in."
+        )
+    encoded = keys.dictionary_encode()
+    index = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)[~missing]
+    ids = encoded.dictionary.to_pylist()
+    n = np.bincount(index, minlength=len(ids))
+    k = np.rint(np.bincount(index, weights=correct[~missing], minlength=len(ids))).astype(np.int64)
+    keep = n > 0
+    if not keep.any():
+        raise ReaderDataError(
+            f"{name}: column {column!r} holds no reward in any row; name the reward with --reward COL."
+        )
+    if missing.any():
+        limits.append(
+            f"{int(missing.sum()):,} completions have no reward (empty or NaN: the reward function returned None) "
+            "and were left out" + (f", and with them {int((~keep).sum()):,} prompts" if not keep.all() else "")
+        )
+    limits += _step_note(table)
+    ids = [json.loads(v) if nested else v for v, kept in zip(ids, keep) if kept]
+    kind = f"{int(n.sum()):,} completions grouped per prompt (prompt column {id_column!r}, reward {column!r})"
+    pool = _counts_pool(name, k[keep], n[keep], kind, limits)
+    return replace(pool, prompt_ids=ids, id_column=id_column)
+
+
+def _step_note(table) -> list[str]:
+    """A limit where a completion log spans several training steps (TRL's ``step`` column)."""
+    if "step" not in table.column_names or not _is_numeric(table.column("step").type):
+        return []
+    steps = np.asarray(table.column("step").to_numpy(zero_copy_only=False), dtype=np.float64)
+    steps = steps[~np.isnan(steps)]
+    if np.unique(steps).size < 2:
+        return []
+    return [
+        f"the completions come from {np.unique(steps).size} logged steps ({steps.min():g} to {steps.max():g}): a "
+        "prompt's samples pool completions of the policy at different steps"
+    ]
 
 
 def _fixed_samples(samples: Any, table) -> int | None:
@@ -174,7 +409,11 @@ def _rates_pool(table, name: str, pass_rate: str, samples: Any, fixed_n: int | N
 def _samples_column(table, name: str, samples: str) -> np.ndarray:
     if samples not in table.column_names:
         raise _missing(
-            name, samples, table, "name the column of samples per prompt with --samples NAME, or give a number"
+            name,
+            samples,
+            table,
+            "name the column of samples per prompt with --samples NAME, or give a number; if each row is one "
+            "completion, pass --rows completions to group them per prompt",
         )
     n = _whole_column(table, name, samples, "--samples")
     zero = np.flatnonzero(n < 1)
@@ -243,82 +482,3 @@ def _whole_column(table, name: str, column: str, option: str) -> np.ndarray:
     if arr.size and arr.max() > 2**53:
         raise ReaderDataError(f"{name}: column {column!r} holds counts above 2**53, beyond exact float64 counts.")
     return arr.astype(np.int64)
-
-
-def read_reader_table(source: str | os.PathLike, config: str | None = None, split: str = "train"):
-    """``(pyarrow.Table, name)`` for a .csv, .parquet or .jsonl file or a hub dataset id; a
-    :class:`ReaderDataError` naming the file and the fix when it cannot be read as a table."""
-    if not isinstance(source, (str, os.PathLike)) or isinstance(os.fspath(source), bytes):
-        raise TypeError(f"source must be a path or a dataset id (a string); got {type(source).__name__}.")
-    path = Path(os.path.expanduser(os.fspath(source)))
-    name = os.fspath(source)
-    fmt = TABLE_SUFFIXES.get(path.suffix.lower())
-    if fmt is None and path.suffix.lower() == ".json":
-        fmt = "jsonl"
-    if not path.exists():
-        if fmt is None and _looks_like_hub_id(name):
-            return _hub_table(name, config, split), name
-        raise ReaderDataError(f"{name} does not exist; pass {_FORMATS}.")
-    if path.is_dir():
-        raise ReaderDataError(f"{name} is a folder; pass {_FORMATS}.")
-    if fmt is None:
-        raise ReaderDataError(f"{name}: unknown file type {path.suffix or '(no suffix)'!r}; pass {_FORMATS}.")
-    try:
-        with open(path, "rb") as handle:
-            empty = not handle.read(1)
-    except OSError as err:
-        raise ReaderDataError(f"{name} cannot be read ({err.strerror}); check the path and its permissions.") from None
-    if empty:
-        raise ReaderDataError(f"{name} is an empty file; pass a table with one row per prompt.")
-    return _read_file(path, name, fmt), name
-
-
-def _read_file(path: Path, name: str, fmt: str):
-    import pyarrow as pa
-
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            return pq.read_table(path)
-        if fmt == "csv":
-            import pyarrow.csv as pcsv
-
-            return pcsv.read_csv(path)
-        import pyarrow.json as pjson
-
-        return pjson.read_json(path)
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-        reason = " ".join(str(err).split())[:100] or type(err).__name__
-        shape = "one JSON object per line" if fmt == "jsonl" else f"a {fmt} table"
-        raise ReaderDataError(
-            f"{name} is not a table that can be read as {fmt} ({reason}); pass {shape} with one row per prompt."
-        ) from None
-
-
-def _looks_like_hub_id(text: str) -> bool:
-    parts = text.split("/")
-    return len(parts) == 2 and all(parts) and not text.startswith((".", "~")) and " " not in text
-
-
-def _hub_table(repo: str, config: str | None, split: str):
-    """A hub dataset's split as a pyarrow table; fails at once, on one line, when the hub cannot be reached."""
-    from stddial_book.core.hub import hub_unavailable_reason
-
-    reason = hub_unavailable_reason()
-    if reason is not None:
-        raise ReaderDataError(
-            f"cannot fetch the dataset {repo}: {reason}; download it elsewhere and pass a .csv, .parquet or "
-            ".jsonl file of it instead."
-        )
-    import datasets
-
-    try:
-        dataset = datasets.load_dataset(repo, config, split=split)
-    except Exception as err:  # the hub's errors vary (missing repo, config, split, network): one line each
-        reason = " ".join(str(err).split())[:160] or type(err).__name__
-        raise ReaderDataError(
-            f"cannot load the dataset {repo} (config {config!r}, split {split!r}): {reason}; check the id, "
-            "--config and the split, or pass a local file."
-        ) from None
-    return dataset.with_format("arrow")[:]

@@ -26,13 +26,9 @@ from stddial_book.corpora.histograms import (
     gradient_budget,
     silent_fraction,
 )
-from stddial_book.corpora.reader_pool import (
-    ReaderDataError,
-    ReaderPool,
-    as_reader_pool,
-    load_reader_pool,
-    read_reader_table,
-)
+from stddial_book.corpora.reader_files import ReaderDataError
+from stddial_book.corpora.reader_pool import ReaderPool, as_reader_pool, load_reader_pool
+from stddial_book.experiments.diagnose_advice import recommendation, recommendation_lines
 from stddial_book.theory.group_size import group_size_law, large_group_gradient
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 from stddial_book.theory.silent import silent_probability
@@ -47,9 +43,7 @@ __all__ = [
     "allocation_plans",
     "diagnosis_text",
     "DIAGNOSE_MAX_SAMPLES",
-    "PROMPT_ID_COLUMNS",
     "check_source",
-    "check_prompt_ids",
     "load_pool",
 ]
 
@@ -81,9 +75,12 @@ def diagnose(
     ``silent_fraction_subsampled`` (G as a string -> fraction; ``None`` where G exceeds the stored samples or n is
     unknown), ``dapo_draws_per_kept_group`` (1 / (1 − silent fraction), closed form; ``None`` where every group is
     silent), ``group_size_law`` (G* = 1/(8εp(1 − p)) at the median p and per decile of p, over the prompts with
-    0 < p < 1), ``gradient_mass_by_decile`` (GRPO's and Dr. GRPO's large-group budget) and ``allocation`` (each
-    rule's plan for ``budget`` samples, default 8 per prompt; a pool of more than :data:`PLAN_PROMPTS` prompts is
-    planned on that many drawn at random with ``seed``, the budget scaled to them).
+    0 < p < 1), ``gradient_mass_by_decile`` (GRPO's and Dr. GRPO's large-group budget), ``allocation`` (each
+    rule's plan for ``budget`` generated samples, default 8 per prompt, compared in generated samples; a pool of
+    more than :data:`PLAN_PROMPTS` prompts is planned on that many drawn at random with ``seed``, the budget
+    scaled to them), ``recommendation`` (:func:`stddial_book.experiments.diagnose_advice.recommendation`: what to
+    prune, the G the law asks for, the silent fraction after pruning, how sure the pruning is) and ``warnings``
+    (what the reader should check in the data, e.g. prompt ids that repeat in a per-prompt table).
     """
     pool = as_reader_pool(counts)
     sizes = sorted({check_group_size(g, "group_sizes") for g in _as_list(group_sizes)})
@@ -103,6 +100,8 @@ def diagnose(
         "group_size_law": _group_size_law(pool.solve_rates, eps, limits),
         "gradient_mass_by_decile": _gradient_mass(pool),
         "allocation": _allocation(pool.solve_rates, budget, seed),
+        "recommendation": recommendation(pool, eps),
+        "warnings": list(pool.warnings),
     }
 
 
@@ -112,17 +111,21 @@ def diagnose_source(
     samples: str | int = "samples",
     pass_rate: str | None = None,
     config: str | None = None,
+    *,
+    rows: str = "auto",
+    prompt: str | None = None,
+    reward: str | None = None,
     **options,
 ) -> dict:
-    """:func:`diagnose` of a file or hub dataset, read by :func:`load_pool`."""
-    return diagnose(load_pool(source, correct, samples, pass_rate, config), **options)
+    """:func:`diagnose` of a file, folder or hub dataset, read by :func:`load_pool` (``source``, ``correct``,
+    ``samples``, ``pass_rate``, ``config``, ``rows``, ``prompt``, ``reward``: see
+    :func:`stddial_book.corpora.reader_pool.load_reader_pool`); ``options`` go to :func:`diagnose`."""
+    pool = load_pool(source, correct, samples, pass_rate, config, rows=rows, prompt=prompt, reward=reward)
+    return diagnose(pool, **options)
 
 
 #: The most samples per prompt a table or ``--samples`` may state: more is a typo, not a measurement.
 DIAGNOSE_MAX_SAMPLES = 10**12
-
-#: Columns that name a prompt: where one repeats, rows are not prompts and ``diagnose`` refuses.
-PROMPT_ID_COLUMNS = ("prompt_id", "id", "uid", "prompt", "problem", "question")
 
 
 def check_source(source: Any, samples: Any = "samples") -> None:
@@ -147,38 +150,26 @@ def check_source(source: Any, samples: Any = "samples") -> None:
         )
 
 
-def check_prompt_ids(table, name: str) -> None:
-    """Refuse a table whose prompt column (:data:`PROMPT_ID_COLUMNS`, the first present) repeats a
-    prompt: ``diagnose`` reads one row per prompt, and rows over duplicated ids are not prompts."""
-    for column in PROMPT_ID_COLUMNS:
-        if column in table.column_names:
-            values = table.column(column).to_pylist()
-            unique = len({repr(v) for v in values})
-            if unique < len(values):
-                raise ReaderDataError(
-                    f"{printable(name)}: column {column!r} names {unique:,} prompts in {len(values):,} rows; diagnose "
-                    "reads one row per prompt: add up each prompt's successes and samples into one row first."
-                )
-            return
-
-
 def load_pool(
     source: Any,
     correct: str = "correct",
     samples: str | int = "samples",
     pass_rate: str | None = None,
     config: str | None = None,
+    *,
+    rows: str = "auto",
+    prompt: str | None = None,
+    reward: str | None = None,
 ) -> ReaderPool:
-    """:func:`stddial_book.corpora.reader_pool.load_reader_pool` after the checks it lacks:
-    :func:`check_source` (a regular file, samples bounded) and :func:`check_prompt_ids` (one row per prompt)."""
+    """:func:`stddial_book.corpora.reader_pool.load_reader_pool` (per-prompt tables, per-completion rows
+    grouped per prompt, TRL's completion logs) after the checks it lacks: :func:`check_source` (a regular
+    file, samples bounded), and at most :data:`DIAGNOSE_MAX_SAMPLES` samples per prompt."""
     check_source(source, samples)
-    table, name = read_reader_table(source, config)
-    check_prompt_ids(table, name)
-    pool = load_reader_pool(source, correct, samples, pass_rate, config)
+    pool = load_reader_pool(source, correct, samples, pass_rate, config, rows=rows, prompt=prompt, reward=reward)
     if pool.num_samples is not None and pool.num_samples.size and int(pool.num_samples.max()) > DIAGNOSE_MAX_SAMPLES:
         raise ReaderDataError(
-            f"{printable(name)}: a prompt states {int(pool.num_samples.max()):,} samples, more than {DIAGNOSE_MAX_SAMPLES:,}; "
-            "check the samples column."
+            f"{printable(pool.name)}: a prompt states {int(pool.num_samples.max()):,} samples, more than "
+            f"{DIAGNOSE_MAX_SAMPLES:,}; check the samples column."
         )
     return pool
 
@@ -202,6 +193,7 @@ def _pool_summary(pool: ReaderPool) -> dict:
     return {
         "name": pool.name,
         "input": pool.kind,
+        "prompt_column": pool.id_column,
         "prompts": pool.num_prompts,
         "samples_per_prompt": n,
         "mean_p": float(p.mean()),
@@ -292,24 +284,64 @@ def _has_mass(hist: KHistogram) -> bool:
     return bool(np.sum(hist.counts[1:-1]) > 0)
 
 
-def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tuple[dict[str, Any], str]:
-    """Each allocation rule's group size per prompt for ``budget`` samples, and where the rules came from.
+#: Simulated steps averaged for a rule that samples in rounds (as ``plan_for_rates`` does).
+ROUND_REPEATS = 64
 
-    Every rule of ``stddial_book.rl.allocation.RULES`` through ``plan_for_rates(rule, solve_rates, budget,
-    rng=...)`` (rules that sample in rounds give the expected samples per prompt, as floats). A rule that
-    refuses the pool is reported by its message instead of a plan.
+
+def rule_settings(rule: str, budget: int) -> dict[str, Any]:
+    """The settings each rule is planned with, so that every rule may spend the same budget: DAPO's
+    refill keeps up to ``budget // 8`` groups of 8 (its default batch of 16 groups would stop after a
+    few percent of a large budget); every other rule takes its defaults."""
+    return {"batch_prompts": max(1, budget // DEFAULT_SAMPLES_PER_PROMPT)} if rule == "dapo" else {}
+
+
+def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tuple[dict[str, Any], str]:
+    """Each allocation rule's plan for ``budget`` generated samples, and where the rules came from.
+
+    Every rule of ``stddial_book.rl.allocation.RULES``, with :func:`rule_settings`. A rule that plans
+    ahead gives one group size per prompt (``plan_for_rates``); a rule that samples in rounds (DAPO,
+    SPEED, Reinforce-Ada) gives a dict of what :data:`ROUND_REPEATS` simulated steps with Bernoulli
+    rewards drew and kept, on average (``allocate``). A rule that refuses the pool is reported by its
+    message instead of a plan.
     """
     import stddial_book.rl.allocation as allocation
 
     plans: dict[str, Any] = {}
     for rule in allocation.RULES:
+        settings = rule_settings(rule, budget)
         try:
-            plans[rule] = allocation.plan_for_rates(rule, solve_rates, budget, rng=np.random.default_rng(seed))
+            plans[rule] = _round_rule(allocation, rule, settings, solve_rates, budget, seed)
+            if plans[rule] is None:
+                rng = np.random.default_rng(seed)
+                plans[rule] = allocation.plan_for_rates(rule, solve_rates, budget, rng=rng, **settings)
         except (ValueError, TypeError) as err:
             plans[rule] = " ".join(str(err).split())
         except MemoryError:
             plans[rule] = f"not enough memory to plan {len(solve_rates)} prompts with {budget} samples"
-    return plans, "stddial_book.rl.allocation.plan_for_rates, every rule of RULES"
+    return plans, "stddial_book.rl.allocation: plan_for_rates (plans ahead), allocate (rules in rounds)"
+
+
+def _round_rule(allocation, rule: str, settings: dict, p: np.ndarray, budget: int, seed: int) -> dict | None:
+    """What a rule that samples in rounds generates and keeps per step, averaged over :data:`ROUND_REPEATS`
+    simulated steps (``None`` for a rule that plans ahead)."""
+    if not hasattr(allocation, "allocate"):
+        return None
+    made = allocation.RULES[rule](**settings)
+    if hasattr(made, "plan"):
+        return None
+    from stddial_book.rl.pool_state import new_pool_state
+
+    rng = np.random.default_rng(seed)
+    draw = allocation.bernoulli_draw(p, rng)
+    steps = [allocation.allocate(made, new_pool_state(p.size), budget, draw, rng) for _ in range(ROUND_REPEATS)]
+    sizes = np.concatenate([step.group_sizes for step in steps])
+    return {
+        "generated": float(np.mean([step.generated for step in steps])),
+        "groups": float(np.mean([step.group_sizes.size for step in steps])),
+        "live_samples": float(np.mean([step.signal_samples for step in steps])),
+        "group_sizes": sizes,
+        "prompts_sampled": float(np.mean([np.unique(step.drawn_prompts).size for step in steps])),
+    }
 
 
 def _allocation(p: np.ndarray, budget: int | None, seed: int) -> dict:
@@ -323,49 +355,63 @@ def _allocation(p: np.ndarray, budget: int | None, seed: int) -> dict:
         planned = p[np.sort(np.random.default_rng(seed).choice(p.size, PLAN_PROMPTS, replace=False))]
         plan_budget = max(1, round(budget * PLAN_PROMPTS / p.size))
     plans, origin = allocation_plans(planned, plan_budget, seed)
+    note = "as stated" if stated else f"no budget stated: {DEFAULT_SAMPLES_PER_PROMPT} per prompt"
     return {
         "budget": budget,
-        "budget_note": "as stated" if stated else f"{DEFAULT_SAMPLES_PER_PROMPT} samples per prompt (no budget stated)",
+        "unit": "generated samples (completions), screening and discarded groups included",
+        "budget_note": note,
         "plan_prompts": int(planned.size),
         "plan_budget": plan_budget,
         "rules_from": origin,
+        "settings": {rule: rule_settings(rule, plan_budget) for rule in plans},
         "plans": {rule: _plan_summary(planned, plan, plan_budget) for rule, plan in plans.items()},
     }
 
 
 def _plan_summary(p: np.ndarray, plan: Any, budget: int) -> dict:
-    """What a plan spends and how much of it lands in groups that are not silent (in expectation, p fixed)."""
+    """What a plan generates and how much of it lands in live groups (0 < k < G) that reach the update, both
+    in generated samples: a plan ahead in expectation with p fixed, a rule in rounds averaged over its steps."""
     if isinstance(plan, str):
         return {"error": plan}
+    if isinstance(plan, dict):
+        sizes = plan["group_sizes"]
+        return {
+            "kind": f"samples in rounds (mean of {ROUND_REPEATS} simulated steps)",
+            "samples": plan["generated"],
+            "generated_share": plan["generated"] / budget,
+            "over_budget": bool(plan["generated"] > budget),
+            "prompts_sampled": plan["prompts_sampled"],
+            "prompts_with_a_group": plan["groups"],
+            "G_min": float(sizes.min()) if sizes.size else None,
+            "G_median": float(np.median(sizes)) if sizes.size else None,
+            "G_max": float(sizes.max()) if sizes.size else None,
+            "silent_groups": 0.0 if sizes.size else None,  # silent groups are discarded, never updated on
+            "live_samples": plan["live_samples"],
+            "live_share": plan["live_samples"] / budget,
+        }
     sizes = np.asarray(plan)
     if sizes.shape != p.shape or sizes.dtype.kind not in "iuf" or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
         return {"error": f"the plan is not one group size per prompt (shape {sizes.shape}, dtype {sizes.dtype})"}
-    whole = bool(np.all(sizes == np.round(sizes)))
-    out = {
-        "kind": "group sizes" if whole else "expected samples per prompt (sampled in rounds)",
+    sizes = np.rint(sizes).astype(np.int64)
+    grouped = sizes >= 2  # a group of one has no spread: always silent
+    silent = np.ones(p.shape)
+    if grouped.any():  # a plan ahead: each prompt's group is silent with probability p^G + (1 - p)^G
+        silent[grouped] = silent_probability(p[grouped], sizes[grouped])
+    live = float(np.sum(sizes * (1.0 - silent)))
+    return {
+        "kind": "group sizes planned ahead",
         "samples": float(sizes.sum()),
+        "generated_share": float(sizes.sum()) / budget,
         "over_budget": bool(sizes.sum() > budget),
         "prompts_sampled": int(np.sum(sizes > 0)),
-        "prompts_with_a_group": None,
-        "G_min": float(sizes.min()),
-        "G_median": float(np.median(sizes)),
-        "G_max": float(sizes.max()),
-        "silent_groups": None,
-        "samples_in_live_groups": None,
+        "prompts_with_a_group": int(grouped.sum()),
+        "G_min": float(sizes[grouped].min()) if grouped.any() else None,
+        "G_median": float(np.median(sizes[grouped])) if grouped.any() else None,
+        "G_max": float(sizes[grouped].max()) if grouped.any() else None,
+        "silent_groups": float(silent[grouped].mean()) if grouped.any() else None,
+        "live_samples": live,
+        "live_share": live / budget,
     }
-    if whole:  # a plan ahead: each prompt's group is silent with probability p^G + (1 - p)^G
-        sizes = sizes.astype(np.int64)
-        drawn = sizes >= 1
-        silent = np.zeros(p.shape)
-        if drawn.any():
-            silent[drawn] = silent_probability(p[drawn], sizes[drawn])
-        spent = int(sizes.sum())
-        out.update(
-            prompts_with_a_group=int(np.sum(sizes >= 2)),
-            silent_groups=float(silent[drawn].mean()) if drawn.any() else None,
-            samples_in_live_groups=float(np.sum(sizes * (1.0 - silent)) / spent) if spent else None,
-        )
-    return out
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -381,8 +427,9 @@ def diagnosis_text(report: dict) -> str:
     pool, law = report["pool"], report["group_size_law"]
     n = pool["samples_per_prompt"]
     lines = [
-        f"{pool['name']}: {pool['prompts']:,} prompts, {pool['input']}, "
-        + (f"n = {n} samples per prompt" if n is not None else "n unknown"),
+        f"{pool['name']}: {pool['prompts']:,} prompts",
+        f"{pool['input']}; " + (f"n = {n} samples per prompt" if n is not None else "n unknown"),
+        *[f"warning: {text}" for text in report.get("warnings", [])],
         f"solve rate p{' = k/n' if n is not None else ''}: mean {pool['mean_p']:.3f}, median {pool['median_p']:.3f}; never solved "
         f"{_pct(pool['never_solved'])}, always solved {_pct(pool['always_solved'])}",
         "",
@@ -413,6 +460,8 @@ def diagnosis_text(report: dict) -> str:
             f"{_num(row['G_star'], 1):>8}  {_pct(mass['GRPO'][i]):>9}  {_pct(mass['Dr. GRPO'][i]):>8}"
         )
     lines += _allocation_lines(report["allocation"])
+    if "recommendation" in report:
+        lines += recommendation_lines(report["recommendation"], pool["prompts"])
     if report["limits"]:
         lines += ["", "limits:"] + [f"  - {text}" for text in report["limits"]]
     # the first line names the reader's file, whose path is not broken
@@ -435,27 +484,38 @@ def _wrapped(lines: list[str], width: int = 78) -> list[str]:
 
 
 def _allocation_lines(alloc: dict) -> list[str]:
-    lines = ["", f"allocation of {alloc['budget']:,} samples ({alloc['budget_note']}); rules: {alloc['rules_from']}"]
+    lines = [
+        "",
+        f"allocation of {alloc['budget']:,} generated samples ({alloc['budget_note']}); every column below is in "
+        "generated samples, screening and discarded groups included",
+    ]
     if alloc["plan_budget"] != alloc["budget"]:
         lines.append(
             f"  planned on {alloc['plan_prompts']} prompts drawn at random, with the budget scaled to "
             f"{alloc['plan_budget']:,} samples"
         )
-    lines.append(f"{'rule':>15}  {'spent':>6}  {'groups':>6}  {'G min/median/max':>16}  {'silent':>6}  {'live':>6}")
+    lines.append(f"{'rule':>15}  {'spent':>6}  {'live':>6}  {'groups':>6}  {'G min/median/max':>16}  {'silent':>6}")
     for rule, plan in alloc["plans"].items():
         if "error" in plan:
             lines.append(f"{rule:>15}  refused: {plan['error']}")
             continue
-        spread = f"{plan['G_min']:.3g}/{plan['G_median']:.3g}/{plan['G_max']:.3g}"
-        groups = plan["prompts_with_a_group"]
+        spread = "-" if plan["G_min"] is None else f"{plan['G_min']:.3g}/{plan['G_median']:.3g}/{plan['G_max']:.3g}"
         lines.append(
-            f"{rule:>15}  {_pct(plan['samples'] / alloc['plan_budget']):>6}  "
-            f"{_pct(None if groups is None else groups / alloc['plan_prompts']):>6}  {spread:>16}  "
-            f"{_pct(plan['silent_groups']):>6}  {_pct(plan['samples_in_live_groups']):>6}"
+            f"{rule:>15}  {_pct(plan['generated_share']):>6}  {_pct(plan['live_share']):>6}  "
+            f"{_pct(plan['prompts_with_a_group'] / alloc['plan_prompts']):>6}  {spread:>16}  "
+            f"{_pct(plan['silent_groups']):>6}"
         )
-    lines += [
-        "  spent: share of the budget used; groups: prompts given G >= 2; silent: expected share of silent",
-        "  groups; live: share of the samples in groups that are not silent. Rules that sample in rounds show",
-        "  the expected samples per prompt as G, and '-' for what needs a group size fixed ahead.",
-    ]
+    lines.append(
+        "  spent: samples generated / budget; live: samples in groups with 0 < k < G that reach the update / "
+        "budget, the one currency the rules compare in; groups: groups in the update per prompt; G: their sizes; "
+        "silent: expected share of them with every reward equal. dapo, speed and reinforce_ada sample in rounds "
+        "and discard silent groups (the mean of simulated steps)."
+    )
+    changed = {rule: settings for rule, settings in alloc.get("settings", {}).items() if settings}
+    for rule, settings in changed.items():
+        shown = ", ".join(f"{key} = {value:,}" for key, value in settings.items())
+        lines.append(f"  {rule}: {shown}, so that it can spend the budget")
+    plans = alloc["plans"]
+    if "knapsack" in plans and plans.get("knapsack") == plans.get("knapsack_oracle"):
+        lines.append("  knapsack and knapsack_oracle coincide here: both plan from the pass rates as known")
     return lines

@@ -142,3 +142,23 @@ def test_the_study_reads_the_bands_the_callback_logs():
     from stddial_book.bridges.lm_diagnostics import PASS_RATE_BANDS
 
     assert tuple(study_mod.MASS_BANDS) == tuple(PASS_RATE_BANDS)
+
+
+def test_the_base_measurement_under_both_verifiers_is_what_measure_wrote():
+    """data/smollm2/measured: the table and the record agree, the questions are the committed held-out file,
+    and it came from a clean commit."""
+    import csv
+    import hashlib
+
+    record = json.loads(data_path("smollm2", "measured", "heldout.json").read_text())
+    with open(data_path("smollm2", "measured", "heldout.csv"), newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [r["prompt_id"] for r in table] == [r["prompt_id"] for r in record["rows"]]
+    for row, rec in zip(table, record["rows"]):
+        assert int(row["correct"]) == rec["correct"] == rec["correct_by"]["last-number"]
+        assert int(row["correct_math_verify"]) == rec["correct_by"]["math-verify"]
+        assert int(row["samples"]) == rec["samples"] == record["settings"]["samples"]
+    held = data_path("smollm2", "pool_heldout.jsonl").read_bytes()
+    assert record["settings"]["prompts_sha256"] == hashlib.sha256(held).hexdigest()
+    assert len(table) == len(held.splitlines())
+    assert record["provenance"]["dirty"] is False and len(record["provenance"]["git_commit"]) == 40

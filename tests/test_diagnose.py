@@ -382,3 +382,163 @@ def test_the_loader_raises_its_own_error_type(tmp_path) -> None:
         diagnose([1, 2, 3])
     with pytest.raises(ValueError, match="group_sizes"):
         diagnose(load_committed_histograms()["union"], group_sizes=(1, 2))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# per-completion rows, TRL's completion log, the recommendation and the kept ids
+
+
+def _completions(k: list[int], n: int, ids: list) -> dict[str, list]:
+    """One row per completion: prompt i's n completions, its first k[i] correct, the prompts interleaved."""
+    rows = [(ids[i], j, int(j < k[i])) for j in range(n) for i in range(len(k))]
+    return {"prompt_id": [r[0] for r in rows], "sample_idx": [r[1] for r in rows], "correct": [r[2] for r in rows]}
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+def test_per_completion_rows_are_grouped_per_prompt(tmp_path, suffix: str) -> None:
+    """k of 8 = 0, 3, 5, 8 written one completion a row: the same report as the per-prompt table, ids kept in order."""
+    k, ids = [0, 3, 5, 8], ["q7", "q2", "q9", "q4"]
+    rows = write_table(tmp_path / f"rows{suffix}", _completions(k, 8, ids))
+    table = write_table(tmp_path / f"table{suffix}", {"prompt_id": ids, "correct": k, "samples": [8] * 4})
+    pool = load_reader_pool(rows)
+    assert pool.prompt_ids == ids and pool.id_column == "prompt_id" and "32 completions grouped" in pool.kind
+    assert pool.num_correct.tolist() == k and pool.num_samples.tolist() == [8] * 4
+    by_rows, by_table = diagnose(pool, budget=64), diagnose(load_reader_pool(table), budget=64)
+    assert by_rows["silent_fraction"] == by_table["silent_fraction"]
+    assert by_rows["silent_fraction_subsampled"] == by_table["silent_fraction_subsampled"]
+    assert by_rows["recommendation"] == by_table["recommendation"]
+    assert load_reader_pool(table).prompt_ids == ids
+
+
+def test_a_trl_completion_log_folder_is_read_as_trl_writes_it(tmp_path, monkeypatch, capsys) -> None:
+    """TRL's ``GRPOTrainer.log`` table (step, prompt, completion, a column per reward function, advantage), written
+    with pandas' ``to_parquet`` into ``completions/completions_NNNNN.parquet``: conversational prompts grouped,
+    the one 0/1 reward found, a None reward left out and said so, the steps pooled and said so."""
+    pd = pytest.importorskip("pandas")
+    folder = tmp_path / "out" / "completions"
+    folder.mkdir(parents=True)
+    questions = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(3)]
+    solved = {0: [1.0, 1.0, 1.0, 1.0], 1: [1.0, 0.0, 0.0, None], 2: [0.0, 0.0, 0.0, 0.0]}
+    for step in (1, 2):
+        prompts, rewards = [], []
+        for i in (0, 1) if step == 1 else (1, 2):
+            prompts += [questions[i]] * 4
+            rewards += solved[i] if step == 1 or i == 2 else [1.0, 1.0, 0.0, 0.0]
+        table = {
+            "step": [step] * len(prompts),
+            "prompt": prompts,
+            "completion": [[{"role": "assistant", "content": "4"}]] * len(prompts),
+            "accuracy_reward": rewards,
+            "format_reward": [0.5] * len(prompts),
+            "advantage": [0.0] * len(prompts),
+        }
+        pd.DataFrame(table).to_parquet(folder / f"completions_{step:05d}.parquet")
+    monkeypatch.chdir(tmp_path)
+    assert main(["diagnose", str(folder), "--json", "--kept-ids", "kept.jsonl"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pool"]["prompts"] == 3 and report["pool"]["prompt_column"] == "prompt"
+    assert "reward 'accuracy_reward'" in report["pool"]["input"]
+    assert report["pool"]["samples_per_prompt"] == "4 to 7"  # prompt 1: 3 + 4 rewards, one None left out
+    assert any("1 completions have no reward" in line for line in report["limits"])
+    assert any("2 logged steps" in line for line in report["limits"])
+    kept = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert kept == [questions[1]]  # 3 of 7 correct: the only prompt with 0 < p < 1, as TRL's message list
+
+
+def test_the_recommendation_by_hand(tmp_path) -> None:
+    """k of 4 = 0, 1, 2, 4: prune the first and the last; G* = 1/(8 · 0.05 · 0.375 · 0.625) = 10.7 at the kept
+    prompts' median p = 3/8, so G = 11; the bound on a never-solved prompt's p is 1 − 0.05^(1/4)."""
+    pool = load_reader_pool(
+        write_table(tmp_path / "pool.csv", {"id": [1, 2, 3, 4], "correct": [0, 1, 2, 4], "samples": [4] * 4})
+    )
+    rec = diagnose(pool)["recommendation"]
+    assert (rec["prune_never_solved"], rec["prune_always_solved"], rec["kept_prompts"]) == (1, 1, 2)
+    assert rec["G_star"] == pytest.approx(1 / (8 * 0.05 * 0.375 * 0.625)) and rec["group_size"] == 11
+    kept_silent = ((0.25**11 + 0.75**11) + 2 * 0.5**11) / 2
+    assert rec["silent_kept"] == pytest.approx(kept_silent)
+    assert rec["silent_whole_pool"] == pytest.approx((2 + 2 * kept_silent) / 4)
+    assert rec["pruned_at_n"] == 4 and rec["pruned_p_bound"] == pytest.approx(1 - 0.05 ** (1 / 4))
+    text = " ".join(diagnosis_text(diagnose(pool)).split())  # the report wraps at 78 columns
+    assert "prune 2 of 4 prompts (50.0%)" in text and "G = 11 for the kept prompts" in text
+    assert "may still have p up to 0.53" in text and "may be learnable" in text
+    from stddial_book.experiments.diagnose_advice import kept_ids
+
+    assert kept_ids(pool) == [2, 3]
+
+
+def test_the_allocation_block_compares_rules_in_generated_samples(tmp_path) -> None:
+    """DAPO, given a batch that can spend the budget, spends it (not a few percent at a median of half a sample),
+    and every rule reports spent and live samples per budget sample."""
+    rng = np.random.default_rng(3)
+    k = rng.binomial(8, rng.beta(0.7, 0.7, 200))
+    path = write_table(tmp_path / "pool.csv", {"correct": k, "samples": [8] * k.size})
+    alloc = diagnose(load_reader_pool(path), budget=1600)["allocation"]
+    plans = alloc["plans"]
+    assert "generated samples" in alloc["unit"] and alloc["settings"]["dapo"] == {"batch_prompts": 200}
+    for rule, plan in plans.items():
+        assert 0 <= plan["live_share"] <= plan["generated_share"] <= 1 + 1e-9, rule
+    assert plans["dapo"]["generated_share"] > 0.95 and plans["dapo"]["G_median"] == 8
+    assert plans["dapo"]["live_share"] == pytest.approx(plans["uniform"]["live_share"], abs=0.03)
+    text = " ".join(diagnosis_text(diagnose(load_reader_pool(path), budget=1600)).split())
+    assert "allocation of 1,600 generated samples (as stated)" in text and "live" in text
+
+
+def test_kept_ids_go_into_a_new_file_only(tmp_path, monkeypatch, capsys) -> None:
+    path = write_table(tmp_path / "pool.csv", {"prompt_id": ["a", "b", "c"], "correct": [0, 3, 8], "samples": [8] * 3})
+    monkeypatch.chdir(tmp_path)
+    assert main(["diagnose", str(path), "--kept-ids", "kept.jsonl"]) == 0
+    assert "wrote" in capsys.readouterr().out and (tmp_path / "kept.jsonl").read_text() == '"b"\n'
+    before = snapshot(tmp_path)
+    cases = {  # refused on one line, before anything is written (--out included)
+        "already exists": [str(path), "--kept-ids", "kept.jsonl", "--out", "new"],
+        "does not exist": [str(path), "--kept-ids", "nowhere/kept.jsonl", "--out", "new"],
+        "no column naming its prompts": [
+            str(write_table(tmp_path / "plain.csv", {"correct": [1], "samples": [4]})),
+            "--kept-ids",
+            "k.jsonl",
+        ],
+    }
+    before = snapshot(tmp_path)
+    for phrase, args in cases.items():
+        assert main(["diagnose", *args]) == 2
+        assert phrase in one_line_error(capsys)
+        assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "case, phrase",
+    [
+        ("not 0/1", "not a 0/1 reward"),
+        ("two 0/1 rewards", "all hold 0/1 rewards"),
+        ("no prompt column", "--prompt COL"),
+        ("one sample a row", "look like completions"),
+        ("empty prompt", "is empty in row 2"),
+        ("reward column missing", "no column 'ok'"),
+    ],
+)
+def test_per_completion_input_is_refused_on_one_line(tmp_path, monkeypatch, capsys, case: str, phrase: str) -> None:
+    w = write_table
+    files = {
+        "not 0/1": ([str(w(tmp_path / "a.csv", {"prompt": ["x", "x"], "reward": [1.0, 0.5]}))], {}),
+        "two 0/1 rewards": ([str(w(tmp_path / "b.parquet", {"prompt": ["x", "x"], "r1": [1, 0], "r2": [0, 1]}))], {}),
+        "no prompt column": ([str(w(tmp_path / "c.csv", {"correct": [1, 0]})), "--rows", "completions"], {}),
+        "one sample a row": ([str(w(tmp_path / "d.csv", {"id": [1, 1], "correct": [1, 0]})), "--samples", "1"], {}),
+        "empty prompt": ([str(w(tmp_path / "e.parquet", {"prompt": ["x", None, "x"], "correct": [1, 0, 1]}))], {}),
+        "reward column missing": (
+            [str(w(tmp_path / "f.csv", {"prompt": ["x", "x"], "correct": [1, 0]})), "--reward", "ok"],
+            {},
+        ),
+    }
+    args, _ = files[case]
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    assert main(["diagnose", *args, "--out", "new"]) == 2
+    assert phrase in one_line_error(capsys)
+    assert snapshot(tmp_path) == before
+
+
+def test_repeated_ids_in_a_per_prompt_table_warn(tmp_path, capsys) -> None:
+    path = write_table(tmp_path / "pool.csv", {"prompt_id": [1, 1, 2], "correct": [1, 2, 3], "samples": [4] * 3})
+    report = diagnose(load_reader_pool(path))
+    assert report["pool"]["prompts"] == 3 and "names 2 prompts in 3 rows" in report["warnings"][0]
+    assert "warning: column 'prompt_id' names 2 prompts in 3 rows" in " ".join(diagnosis_text(report).split())

@@ -186,13 +186,13 @@ def tiny_pool(tmp_path_factory):
 
 @pytest.mark.trl
 def test_the_script_prunes_and_trains_two_steps_with_the_skip(tiny_pool, capsys) -> None:
-    from stddial_book.bridges.trl_allocation import main
+    from stddial_book.bridges.trl_allocation import build_parser, run
 
     root, pool, model = tiny_pool
     out = root / "run"
     argv = [str(pool), "--model", str(model), "--out", str(out), "--skip", "--lora-r", "4", "--max-steps", "2"]
     argv += ["--prompts-per-step", "4", "--max-new-tokens", "12", "--max-group-size", "4", "--learning-rate", "1e-3"]
-    result = main(argv)
+    result = run(build_parser().parse_args(argv))
     printed = capsys.readouterr().out
     # 24 prompts, 8 of them at k = 0 or 8: 16 kept; the law asks for 12 at median p = 7/16, capped at 4
     assert "kept 16 (0 < k < n)" in printed and "num_generations = 4" in printed
@@ -243,3 +243,67 @@ def test_the_module_runs_as_a_script() -> None:
     assert run.returncode == 0, run.stderr
     usage = " ".join(run.stdout.split())
     assert "--skip" in usage and "question, answer (#### N), correct, samples" in usage
+
+
+def _pool_file(path: Path) -> Path:
+    rows = [
+        {"question": f"{i} + {i}?", "answer": f"#### {2 * i}", "correct": k, "samples": 8}
+        for i, k in enumerate([0, 3, 5, 8])
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_plan_only_prints_the_plan_and_writes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    from stddial_book.bridges.trl_allocation import main
+
+    pool = _pool_file(tmp_path / "pool.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert main([str(pool), "--plan-only", "--recipe", "dr_grpo"]) == 0
+    printed = capsys.readouterr().out
+    assert "kept 2 (0 < k < n)" in printed and "num_generations = 12" in printed and '"loss_type": "dr_grpo"' in printed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pool.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["--max-steps", "-1"], "-1 is out of range"),
+        (["--max-steps", "ten"], "is not a whole number"),
+        (["--learning-rate", "nan"], "not a positive finite number"),
+        (["--epsilon", "2"], "not below 1"),
+        (["--lora-r", "-3"], "out of range"),
+        (["--max-group-size", "1"], "out of range"),
+        (["--recipe", "ppo"], "invalid choice"),
+        ([], "--out is required"),
+        (["--out", "."], "--out"),
+        (["--model", "no/such-model", "--out", "new"], "--model no/such-model"),
+        (["--pool-missing"], "does not exist"),
+        (["--bad-json"], "line 2 is not JSON"),
+        (["--no-counts"], "line 1 lacks correct, samples"),
+    ],
+)
+def test_bad_input_is_one_line_with_status_2_and_nothing_written(tmp_path, monkeypatch, capsys, args, phrase) -> None:
+    from stddial_book.bridges.trl_allocation import main
+
+    pool = _pool_file(tmp_path / "pool.jsonl")
+    if args and args[0] == "--pool-missing":
+        pool, args = tmp_path / "nowhere.jsonl", ["--plan-only"]
+    elif args and args[0] == "--bad-json":
+        pool, args = tmp_path / "bad.jsonl", ["--plan-only"]
+        pool.write_text('{"question": "1?", "answer": "#### 1", "correct": 1, "samples": 2}\n{oops\n')
+    elif args and args[0] == "--no-counts":
+        pool, args = tmp_path / "plain.jsonl", ["--plan-only"]
+        pool.write_text('{"question": "1?", "answer": "#### 1"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    try:
+        status = main([str(pool), *args])
+    except SystemExit as stop:  # argparse's refusal of an option
+        status = stop.code
+    assert status == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert phrase in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -18,6 +18,7 @@ prompts (huggingface/trl#3708, #3973); a skip shared by several processes (the h
 As a script, on a JSON-lines file of GSM8K's schema (``question``, ``answer`` ending in ``#### N``) whose rows also
 hold the measurement (``correct`` of ``samples``)::
 
+    python -m stddial_book.bridges.trl_allocation pool.jsonl --plan-only
     python -m stddial_book.bridges.trl_allocation pool.jsonl --model Qwen/Qwen2.5-0.5B-Instruct --out runs/plan
 """
 
@@ -28,6 +29,7 @@ import functools
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +58,8 @@ __all__ = [
     "SkipSampler",
     "allocated_trainer",
     "train_with_plan",
+    "POOL_FIELDS",
+    "read_pool_file",
 ]
 
 
@@ -361,14 +365,15 @@ def train_with_plan(
     settings such as ``max_steps`` and ``learning_rate``. Returns what it wrote."""
     from stddial_book.bridges.lm_data import load_model_and_tokenizer, load_prompts
     from stddial_book.bridges.lm_setup import detect_precision
-    from stddial_book.core.outdir import claim_dir
+    from stddial_book.core.outdir import check_claimable, claim_dir
 
-    rows = [json.loads(line) for line in Path(pool_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = read_pool_file(pool_file)
     plan = plan_allocation([r["correct"] for r in rows], [r["samples"] for r in rows], recipe, **(planning or {}))
+    check_claimable(out, "--out", "trl-allocation")  # before the model loads: nothing is written on a bad --out
     print(plan_text(plan), flush=True)
-    out = claim_dir(out, "trl-allocation", flag="out")
     precision = detect_precision()
-    model, tokenizer = load_model_and_tokenizer(model_id, precision["dtype"])
+    model, tokenizer = _load_model(model_id, precision["dtype"], load_model_and_tokenizer)
+    out = claim_dir(out, "trl-allocation", flag="--out")
     funcs, correct = _reward_funcs(recipe, plan.settings["max_completion_length"])
     lora = None
     if check_int(lora_r, "lora_r", minimum=0) > 0:
@@ -403,42 +408,158 @@ def train_with_plan(
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """The command line: ``python -m stddial_book.bridges.trl_allocation POOL.jsonl --model ID --out DIR``."""
-    parser = argparse.ArgumentParser(description="Prune a measured pool, choose G, train with TRL (chapter 16).")
+#: Pool rows' fields: GSM8K's schema plus the measurement (``correct`` of ``samples``).
+POOL_FIELDS = ("question", "answer", "correct", "samples")
+
+
+def read_pool_file(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a JSON-lines pool file (:data:`POOL_FIELDS` in each), or a one-line ``ValueError`` naming
+    the file, the line and the fix."""
+    name = os.fspath(path)
+    target = Path(os.path.expanduser(name))
+    if not target.is_file():
+        what = "does not exist" if not target.exists() else "is not a regular file"
+        raise ValueError(f"{name} {what}; pass a JSON-lines file with {', '.join(POOL_FIELDS)} on each line.")
+    rows = []
+    with open(target, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise ValueError(f"{name}: line {number} is not JSON; write one JSON object per line.") from None
+            missing = [key for key in POOL_FIELDS if not isinstance(row, dict) or key not in row]
+            if missing:
+                raise ValueError(
+                    f"{name}: line {number} lacks {', '.join(missing)}; each line needs {', '.join(POOL_FIELDS)} "
+                    "(python -m stddial_book measure writes correct and samples)."
+                )
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{name} holds no rows; pass a JSON-lines file with one measured question per line.")
+    return rows
+
+
+def _load_model(model_id: str, dtype: Any, loader: Callable) -> tuple[Any, Any]:
+    """``loader(model_id, dtype)``, with a model that cannot be loaded (missing folder, the hub offline, a bad
+    id) reported on one line before anything is written."""
+    local = Path(os.path.expanduser(model_id))
+    if not local.exists():
+        from stddial_book.core.hub import hub_unavailable_reason
+
+        reason = hub_unavailable_reason()
+        if reason is not None:
+            raise ValueError(
+                f"--model {model_id}: no such local folder, and the hub cannot be reached ({reason}); "
+                "download the model elsewhere and pass its folder."
+            )
+    try:
+        return loader(model_id, dtype)
+    except (OSError, RuntimeError, ValueError) as err:
+        reason = " ".join(str(err).split())[:160] or type(err).__name__
+        raise ValueError(
+            f"--model {model_id} cannot be loaded ({reason}); pass a causal LM's folder or hub id."
+        ) from None
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported on one line (``error: ...``, exit status 2), as the main CLI."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a positive number such as 1e-5.") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive finite number; give one such as 1e-5.")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    value = _positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not below 1; the law's tolerance lies in (0, 1), e.g. 0.05.")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m stddial_book.bridges.trl_allocation``: every option with its help and default."""
+    from stddial_book.bridges.lm_cli import count_type
+
+    parser = _OneLineParser(
+        prog="python -m stddial_book.bridges.trl_allocation",
+        description="Prune a measured pool, choose G by the group-size law, and train with TRL's GRPOTrainer "
+        "(chapter 16). --plan-only prints the plan and writes nothing.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("pool", help="JSON lines: question, answer (#### N), correct, samples")
-    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct")
-    parser.add_argument("--out", required=True, help="a new or empty directory")
-    parser.add_argument("--recipe", default="grpo", choices=("grpo", "dr_grpo", "dapo"))
+    parser.add_argument("--plan-only", action="store_true", help="print the plan (pruning, G, TRL settings) and stop")
+    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="a causal LM: a local folder or hub id")
+    parser.add_argument("--out", default=None, help="a new or empty directory (required unless --plan-only)")
+    parser.add_argument("--recipe", default="grpo", choices=("grpo", "dr_grpo", "dapo"), help="the recipe")
     parser.add_argument("--skip", action="store_true", help="GRESO's skip of prompts seen silent")
-    parser.add_argument("--lora-r", type=int, default=16, help="LoRA rank (0: train every weight)")
-    parser.add_argument("--max-steps", type=int, default=100)
-    parser.add_argument("--learning-rate", type=float, default=1e-5)
-    parser.add_argument("--epsilon", type=float, default=0.05)
-    parser.add_argument("--prompts-per-step", type=int, default=8)
-    parser.add_argument("--micro-batch-size", type=int, default=None)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--max-group-size", type=int, default=64)
-    a = parser.parse_args(argv)
+    parser.add_argument("--lora-r", type=count_type(0, 4096), default=16, help="LoRA rank (0: train every weight)")
+    parser.add_argument("--max-steps", type=count_type(1, 10**9), default=100, help="optimizer steps")
+    parser.add_argument("--learning-rate", type=_positive_float, default=1e-5, help="the optimizer's learning rate")
+    parser.add_argument("--epsilon", type=_tolerance, default=0.05, help="the group-size law's tolerance (0 to 1)")
+    parser.add_argument("--prompts-per-step", type=count_type(1, 10**6), default=8, help="prompts per optimizer step")
+    parser.add_argument(
+        "--micro-batch-size", type=count_type(1, 10**6), default=None, help="completions per forward pass (None: TRL's)"
+    )
+    parser.add_argument("--max-new-tokens", type=count_type(1, 10**6), default=256, help="the completion length cap")
+    parser.add_argument("--max-group-size", type=count_type(2, 10**6), default=64, help="the largest G the plan takes")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The command for parsed ``args``: the plan (``--plan-only``), or the plan and the training run."""
     planning = {
-        "epsilon": a.epsilon,
-        "prompts_per_step": a.prompts_per_step,
-        "micro_batch_size": a.micro_batch_size,
-        "max_new_tokens": a.max_new_tokens,
-        "max_group_size": a.max_group_size,
+        "epsilon": args.epsilon,
+        "prompts_per_step": args.prompts_per_step,
+        "micro_batch_size": args.micro_batch_size,
+        "max_new_tokens": args.max_new_tokens,
+        "max_group_size": args.max_group_size,
     }
+    if args.plan_only:
+        rows = read_pool_file(args.pool)
+        plan = plan_allocation([r["correct"] for r in rows], [r["samples"] for r in rows], args.recipe, **planning)
+        print(plan_text(plan))
+        print(json.dumps({"settings": plan.settings}, indent=1, default=str))
+        return {"plan": plan_text(plan).splitlines(), "settings": plan.settings, "gaps": list(plan.gaps)}
+    if args.out is None:
+        raise ValueError("--out is required to train: name a new directory, or pass --plan-only to print the plan.")
     return train_with_plan(
-        a.pool,
-        a.model,
-        a.out,
-        recipe=a.recipe,
-        skip=a.skip,
-        lora_r=a.lora_r,
+        args.pool,
+        args.model,
+        args.out,
+        recipe=args.recipe,
+        skip=args.skip,
+        lora_r=args.lora_r,
         planning=planning,
-        max_steps=a.max_steps,
-        learning_rate=a.learning_rate,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
     )
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: ``python -m stddial_book.bridges.trl_allocation POOL.jsonl [--plan-only] --model ID --out
+    DIR``; a bad input is reported on one line (``error: ...``) with exit status 2, before anything is written."""
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except ImportError as err:
+        print(f"error: {err.name or err} is not installed; pip install 'trl>=1.16,<2' peft", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

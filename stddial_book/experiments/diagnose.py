@@ -141,7 +141,7 @@ def check_source(source: Any, samples: Any = "samples") -> None:
         if mode is not None and not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
             raise ReaderDataError(
                 f"{printable(source)} is not a regular file (a pipe, device or socket) and was not read; "
-                "pass a .csv, .parquet or .jsonl file (one row per prompt)."
+                "pass a .csv, .parquet or .jsonl file (one row per prompt or per completion)."
             )
     text = str(samples).strip() if isinstance(samples, (str, int, np.integer)) and not isinstance(samples, bool) else ""
     if text.lstrip("+-").isdigit() and not 1 <= int(text) <= DIAGNOSE_MAX_SAMPLES:

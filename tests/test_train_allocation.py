@@ -90,7 +90,7 @@ def test_resume_continues_exactly_under_a_rule(rule, problems, warm, tmp_path) -
     random states, so the run ends where one straight run ends."""
     train_set, heldout = problems
     config = TINY.train_config(
-        "dapo", sample_budget=192, allocation=rule, allocation_options=OPTIONS[rule], allocation_candidates=24
+        "grpo", sample_budget=192, allocation=rule, allocation_options=OPTIONS[rule], allocation_candidates=24
     )
     straight = fresh(warm)
     train(straight, train_set, heldout, config, tmp_path / "a")
@@ -204,3 +204,22 @@ def test_a_prompts_rounds_become_one_group_and_kept_rows_follow_the_rule() -> No
     with pytest.raises(ValueError, match="which were not drawn"):
         kept_rows(merged, right, [5], [2], [2])
     assert kept_rows(merged, right, [], [], []).size == 0
+
+
+@pytest.mark.parametrize("rule", ["speed", "dial_grpo", "greso", "knapsack"])
+def test_dapos_refill_and_another_rule_are_refused_in_one_line(rule) -> None:
+    """DAPO's recipe refills silent groups; a rule that decides the step's groups itself would skip that refill
+    silently, so the combination is refused before anything runs (issue 37)."""
+    with pytest.raises(ValueError) as err:
+        TINY.train_config("dapo", sample_budget=192, allocation=rule, allocation_options=OPTIONS.get(rule, {}))
+    message = str(err.value)
+    assert "\n" not in message and "refill" in message and "dynamic_sampling=False" in message
+
+
+def test_dapos_refill_composes_with_the_dapo_rule_and_the_plain_loop() -> None:
+    """The refill itself as a rule ('dapo') and the plain loop ('uniform') both carry it out."""
+    for rule, options in (("dapo", {}), ("uniform", {})):
+        config = TINY.train_config("dapo", sample_budget=192, allocation=rule, allocation_options=options)
+        assert config.recipe.dynamic_sampling and config.allocation == rule
+    plain = TINY.train_config("dapo", sample_budget=192).recipe.replace(dynamic_sampling=False)
+    assert TINY.train_config(plain, sample_budget=192, allocation="speed", allocation_options=OPTIONS["speed"])

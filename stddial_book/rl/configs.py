@@ -208,6 +208,12 @@ class TrainConfig:
                     "allocation_budget and allocation_candidates apply to the other rules only."
                 )
             return
+        if self.recipe.dynamic_sampling and self.allocation != "dapo":
+            raise ValueError(
+                f"recipe {self.recipe.name!r} refills silent groups (dynamic_sampling), and allocation "
+                f"{self.allocation!r} decides the step's groups itself, so the refill would not happen: use "
+                "allocation 'uniform' or 'dapo' (the refill as a rule), or the recipe with dynamic_sampling=False."
+            )
         rule = self.allocation_rule()
         if self.allocation == "knapsack_oracle" and rule.solve_rates is None:
             raise ValueError(

@@ -22,6 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from stddial_book import __version__
 from stddial_book.bridges.lm_cli import add_measure, add_record_lm, count_type, main_measure, main_record_lm
 from stddial_book.core.checks import MAX_SEED
 from stddial_book.core.outdir import expand_path
@@ -82,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(three settings of one dial: the group's reward std).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"stddial-book {__version__}",
+        help="print the package's version and exit",
     )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="{sft,train,record,record-ablation,eval,diagnose,measure,record-lm}"

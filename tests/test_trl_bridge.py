@@ -77,7 +77,8 @@ def test_preset_settings(key: str) -> None:
     assert settings["use_bias_correction_kl"] is False  # TRL's default multiplies the k3 term by the ratio
     assert (settings["num_generations"], settings["max_completion_length"]) == (8, 8)
     assert (settings["top_k"], settings["top_p"], settings["temperature"]) == (0, 1.0, 1.0)
-    # the testbed's schedule: 32 prompts x 8 = 256 completions, two optimizer steps, each rollout used once
+    # the testbed's schedule: 32 prompts x 8 = 256 completions, two optimizer steps of 128, each rollout used
+    # once; by default 8 completions a pass (TRL's own per-device default), 16 passes accumulated a step
     assert [
         settings[k]
         for k in (
@@ -86,7 +87,7 @@ def test_preset_settings(key: str) -> None:
             "gradient_accumulation_steps",
             "num_iterations",
         )
-    ] == [256, 128, 1, 1]
+    ] == [256, 8, 16, 1]
     assert trl_settings(PRESETS[key], group_size=8, max_new_tokens=8) == settings
 
 
@@ -97,17 +98,75 @@ def test_schedule_micro_batches_and_processes() -> None:
         8,
         2,
     )
-    s = trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=16, num_minibatches=2, num_processes=2)
+    s = trl_settings(
+        "grpo",
+        group_size=4,
+        max_new_tokens=8,
+        prompts_per_step=16,
+        num_minibatches=2,
+        micro_batch_size=32,
+        num_processes=2,
+    )
     assert (s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (16, 1)
     # TRL's steps_per_generation = generation batch / (per device x processes) = optimizer steps x accumulation
     assert s["generation_batch_size"] // (s["per_device_train_batch_size"] * 2) == 2 * s["gradient_accumulation_steps"]
+
+
+@pytest.mark.parametrize(
+    "group_size, prompts_per_step, num_minibatches, num_processes, per_device, accumulation",
+    [
+        (12, 32, 1, 1, 8, 48),  # 384 completions a step: 8 a pass, not 384
+        (12, 32, 2, 1, 8, 24),
+        (7, 5, 1, 1, 7, 5),  # 35 a step: the largest divisor under 8 is 7
+        (8, 32, 2, 2, 8, 8),  # 64 a process
+        (3, 1, 1, 1, 3, 1),  # a step smaller than 8 goes in one pass
+        (37, 1, 1, 1, 1, 37),  # a prime step: one sample a pass
+    ],
+)
+def test_the_default_per_device_batch_fits(
+    group_size: int, prompts_per_step: int, num_minibatches: int, num_processes: int, per_device: int, accumulation: int
+) -> None:
+    """Without micro_batch_size a pass holds at most DEFAULT_PER_DEVICE_BATCH samples a device (TRL's own
+    default), the largest divisor of the process's share of the step, and the rest is accumulated."""
+    from stddial_book.bridges.trl_settings import DEFAULT_PER_DEVICE_BATCH
+
+    s = trl_settings(
+        "grpo",
+        group_size=group_size,
+        max_new_tokens=8,
+        prompts_per_step=prompts_per_step,
+        num_minibatches=num_minibatches,
+        num_processes=num_processes,
+    )
+    assert (s["per_device_train_batch_size"], s["gradient_accumulation_steps"]) == (per_device, accumulation)
+    assert s["per_device_train_batch_size"] <= DEFAULT_PER_DEVICE_BATCH
+    step = prompts_per_step * group_size // num_minibatches
+    assert s["per_device_train_batch_size"] * num_processes * s["gradient_accumulation_steps"] == step
+
+
+def test_an_optimizer_step_that_does_not_split_over_the_processes_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not split over num_processes=3"):
+        trl_settings("grpo", group_size=4, max_new_tokens=8, prompts_per_step=2, num_minibatches=1, num_processes=3)
+
+
+def test_a_train_config_keeps_its_whole_step_in_one_pass() -> None:
+    """trl_settings_for mirrors the book's trainer, whose micro_batch_size None is the whole optimizer step."""
+    full = trl_settings_for(TrainConfig(recipe="grpo", group_size=8, prompts_per_step=32, num_minibatches=2))
+    assert (full["per_device_train_batch_size"], full["gradient_accumulation_steps"]) == (128, 1)
+    split = trl_settings_for(
+        TrainConfig(recipe="grpo", group_size=8, prompts_per_step=32, num_minibatches=2, micro_batch_size=32)
+    )
+    assert (split["per_device_train_batch_size"], split["gradient_accumulation_steps"]) == (32, 4)
 
 
 def test_defaults_are_train_configs() -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     mapped = trl_settings("dapo", group_size=defaults["group_size"], max_new_tokens=defaults["max_new_tokens"])
     full = trl_settings_for(TrainConfig(recipe="dapo"))
-    assert {k: full[k] for k in mapped} == mapped  # the schedule's defaults are TrainConfig's
+    passes = ("per_device_train_batch_size", "gradient_accumulation_steps")
+    # the schedule's defaults are TrainConfig's; only how an optimizer step is cut into passes differs
+    assert {k: full[k] for k in mapped if k not in passes} == {k: v for k, v in mapped.items() if k not in passes}
+    assert full[passes[0]] * full[passes[1]] == mapped[passes[0]] * mapped[passes[1]]
 
 
 def test_settings_for_a_train_config() -> None:

@@ -149,7 +149,7 @@ def plan_allocation(
 
     ``correct``/``samples``: k of n per prompt from the starting model. ``epsilon``: the law's tolerance
     (fidelity 1 − ε). One optimizer step per generation batch of ``prompts_per_step`` × G completions
-    (``micro_batch_size`` per forward pass; None: the whole step), so TRL's shuffle across minibatches plays no part.
+    (``micro_batch_size`` per forward pass; None: trl_settings' default, at most 8 a device), so TRL's shuffle across minibatches plays no part.
     """
     recipe = as_recipe(recipe)
     keep = learnable_prompts(correct, samples)
@@ -509,7 +509,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epsilon", type=_tolerance, default=0.05, help="the group-size law's tolerance (0 to 1)")
     parser.add_argument("--prompts-per-step", type=count_type(1, 10**6), default=8, help="prompts per optimizer step")
     parser.add_argument(
-        "--micro-batch-size", type=count_type(1, 10**6), default=None, help="completions per forward pass (None: TRL's)"
+        "--micro-batch-size",
+        type=count_type(1, 10**6),
+        default=None,
+        help="completions per forward pass (default: at most 8 a device, the rest accumulated)",
     )
     parser.add_argument("--max-new-tokens", type=count_type(1, 10**6), default=256, help="the completion length cap")
     parser.add_argument("--max-group-size", type=count_type(2, 10**6), default=64, help="the largest G the plan takes")

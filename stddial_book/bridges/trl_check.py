@@ -201,6 +201,7 @@ def _one_batch_trainer(
         max_new_tokens=max_new_tokens,
         prompts_per_step=len(problems) // group_size,
         num_minibatches=1,
+        micro_batch_size=len(problems),  # the whole batch in one pass, as the book's step takes it
     )
     overrides = {
         "use_cpu": device.type == "cpu",

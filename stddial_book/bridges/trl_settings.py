@@ -28,6 +28,7 @@ __all__ = [
     "TRL_CHECKED_VERSION",
     "TRL_STD_EPS",
     "TRL_LOSS_TYPES",
+    "DEFAULT_PER_DEVICE_BATCH",
     "TRLGap",
     "trl_settings",
     "trl_settings_for",
@@ -48,6 +49,25 @@ TRL_LOSS_TYPES: dict[str, str] = {
 }
 
 
+#: The per-device batch :func:`trl_settings` chooses when none is given: TRL's own default
+#: ``per_device_train_batch_size`` (``GRPOConfig``), the batch TRL's examples train real models with.
+DEFAULT_PER_DEVICE_BATCH = 8
+
+
+def _default_micro_batch(minibatch: int, num_processes: int) -> int:
+    """The samples of one forward/backward pass over all processes when ``micro_batch_size`` is None: on each
+    process the largest divisor of its share of the optimizer step that is at most
+    :data:`DEFAULT_PER_DEVICE_BATCH`; the rest of the step goes into gradient accumulation."""
+    if minibatch % num_processes:
+        raise ValueError(
+            f"the optimizer step of {minibatch} samples does not split over num_processes={num_processes} "
+            "processes; choose prompts_per_step and num_minibatches so that it does."
+        )
+    share = minibatch // num_processes
+    per_device = max(d for d in range(1, min(share, DEFAULT_PER_DEVICE_BATCH) + 1) if share % d == 0)
+    return per_device * num_processes
+
+
 def _schedule(
     group_size: int, prompts_per_step: int, num_minibatches: int, micro_batch_size: int | None, num_processes: int
 ) -> dict[str, int]:
@@ -57,7 +77,7 @@ def _schedule(
     ``steps_per_generation`` = generation batch / (per-device batch × processes) slices, one per call of
     ``training_step``; the optimizer steps every ``gradient_accumulation_steps`` slices. So a minibatch
     (one optimizer step) is ``gradient_accumulation_steps`` slices of ``per_device_train_batch_size`` on
-    each process.
+    each process. Without ``micro_batch_size`` the slice follows :func:`_default_micro_batch`.
     """
     batch = prompts_per_step * group_size
     if prompts_per_step % num_minibatches:
@@ -66,7 +86,7 @@ def _schedule(
             f"num_minibatches={num_minibatches} optimizer steps of whole groups; pick a divisor of {prompts_per_step}."
         )
     minibatch = batch // num_minibatches
-    micro = minibatch if micro_batch_size is None else micro_batch_size
+    micro = _default_micro_batch(minibatch, num_processes) if micro_batch_size is None else micro_batch_size
     if minibatch % micro:
         raise ValueError(
             f"micro_batch_size={micro} does not divide the optimizer step of {minibatch} samples "
@@ -127,7 +147,16 @@ def trl_settings(
         num_minibatches: optimizer steps per rollout batch (TrainConfig's
             default 2); must divide P.
         micro_batch_size: samples per forward/backward pass inside an
-            optimizer step (None: the whole step).
+            optimizer step, over all processes. None: a per-device batch
+            that fits, by this rule: on each process, the largest divisor
+            of its share of the optimizer step (P·G / num_minibatches /
+            num_processes samples) that is at most
+            :data:`DEFAULT_PER_DEVICE_BATCH` (8, TRL's own default), the
+            rest of the step accumulated (``gradient_accumulation_steps``).
+            At G = 12 and the defaults, 8 samples a pass and 24
+            accumulation steps, where the whole step would be 192. Memory
+            then does not grow with P or G; give a smaller value for long
+            completions or a large model, a larger one to go faster.
         num_processes: data-parallel processes TRL runs on.
         temperature: the sampling temperature (1 = the policy itself).
 
@@ -215,7 +244,9 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
     Adds AdamW at the config's constant learning rate without weight decay, its gradient-norm clip,
     ``max_steps`` = the rollout batches its sample budget buys × its optimizer steps per batch, the
     seed, fp32 (GRPOConfig defaults to bf16) and no activation checkpointing (GRPOConfig turns it on by
-    default): what the book's trainer does (chapters 9-13, 14).
+    default): what the book's trainer does (chapters 9-13, 14). Its passes are the config's: the whole
+    optimizer step in one pass where its ``micro_batch_size`` is None (the book's tiny model; for a large
+    one set ``micro_batch_size``, or call :func:`trl_settings`, whose default fits).
     """
     from stddial_book.rl.configs import TrainConfig
 
@@ -231,7 +262,9 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
         max_new_tokens=config.max_new_tokens,
         prompts_per_step=config.prompts_per_step,
         num_minibatches=config.num_minibatches,
-        micro_batch_size=config.micro_batch_size,
+        # the config's None is the book's trainer's: the whole optimizer step in one pass
+        micro_batch_size=config.micro_batch_size
+        or config.prompts_per_step * config.group_size // config.num_minibatches,
         num_processes=num_processes,
         temperature=config.temperature,
     )

@@ -155,7 +155,7 @@ def test_the_shipped_study_is_the_recorded_runs_study() -> None:
     if not runs.is_dir():
         pytest.skip("the recorded ablation runs are in the repository only, not in an installed wheel")
     shipped = ar.load_ablation_summary()
-    assert shipped is not None, "data/ablation/ablation.json.gz is missing: run tools/ship_ablation.py --study-only"
+    assert shipped is not None, "data/ablation/ablation.json.gz is missing: run tools/ship_ablation.py --out NEW"
     fresh = ab.ablation_study(runs)
     reference = {k: [load_run(p)[1] for p in v] for k, v in recorded_runs("reference").items()}
     fresh["power"] = ab.power_analysis(reference, samples=ab.RUN_SAMPLES)

@@ -477,13 +477,13 @@ def _controlled_run() -> dict[str, Any]:
 
 @headlines("09_testbed", "params_quick", "params_full", "res_ref_run_s", "res_ref_sft_s")
 def _testbed() -> dict[str, Any]:
-    import json
 
     from stddial_book.core.resources import data_path
     from stddial_book.rl.profiles import PROFILES
+    from stddial_book.rl.runlog import run_json
 
     def wall(run: str) -> float:
-        return json.loads(data_path("runs", "reference", run, "provenance.json").read_text())["wall_time_s"]
+        return run_json(data_path("runs", "reference", run), "provenance.json")["wall_time_s"]
 
     return {
         "params_quick": llama_parameters(PROFILES["quick"].model) / 1e6,

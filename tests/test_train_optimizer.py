@@ -6,7 +6,6 @@ steps by θ − lr · g; ``max_grad_norm`` 0 leaves the gradient as it is; an SG
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ from stddial_book.rl.checkpoints import _State
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.model import CharCodec, tiny_model
 from stddial_book.rl.rollout import completion_logprobs
-from stddial_book.rl.runlog import load_run
+from stddial_book.rl.runlog import load_run, run_json
 from stddial_book.rl.tasks import make_problem
 from stddial_book.rl.trainer import train
 from stddial_book.rl.update import _update, build_optimizer, clip_gradient
@@ -34,7 +33,7 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "runs" / "reference"
 def test_default_settings_read_as_the_recorded_runs_wrote_them(recipe) -> None:
     """The reference profile's settings are, key for key, those the committed provenance of a run
     recorded before the optimizer field existed: no new key at the defaults, none changed."""
-    provenance = json.loads((RECORDED / f"{recipe}-seed2" / "provenance.json").read_text())
+    provenance = run_json(RECORDED / f"{recipe}-seed2", "provenance.json")
     config = profiles.PROFILES["reference"].train_config(recipe, 2)
     assert config.optimizer == "adamw" and config.max_grad_norm == 1.0
     assert config.to_dict() == provenance["config"]["train"]

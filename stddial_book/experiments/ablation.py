@@ -568,13 +568,14 @@ def ablation_summary(
 
 def ablation_study(directory: str | os.PathLike, **options) -> dict[str, Any]:
     """:func:`ablation_summary` of the runs recorded in ``directory`` (every ``<arm>-<cell>-seed<k>``
-    holding a log and provenance), with the commits they ran from and the pilot's rates."""
-    from stddial_book.rl.runlog import load_run, metrics_path
+    holding a log and provenance, as a folder or stored in the study's tables), with the commits they
+    ran from and the pilot's rates."""
+    from stddial_book.rl.runlog import load_run, run_folders
 
     directory = Path(directory)
     runs, commits = {}, set()
-    for path in sorted(directory.iterdir()):
-        if path.is_dir() and "-seed" in path.name and path.name.split("-", 1)[0] in ARMS and metrics_path(path):
+    for path in run_folders(directory):
+        if "-seed" in path.name and path.name.split("-", 1)[0] in ARMS:
             provenance, records = load_run(path)
             runs[path.name] = records
             commits.add(provenance.get("git_commit", ""))

@@ -137,12 +137,15 @@ def lm_run_measures(
 def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, list]]]:
     """Each rule's runs, for the seeds that every rule found has (comparisons pair runs by seed, so a
     seed some rule has not finished yet is left out of all of them)."""
-    from stddial_book.rl.runlog import load_run
+    from fnmatch import fnmatchcase
+
+    from stddial_book.rl.runlog import load_run, run_folders
 
     found: dict[str, dict[int, Path]] = {}
+    runs = run_folders(directory)  # folders, or runs stored in the study's tables
     for rule in LM_RULES:
         middle = "" if rule == "uniform" else f"-{rule}"
-        paths = directory.glob(f"{recipe}{middle}-seed*")
+        paths = [p for p in runs if fnmatchcase(p.name, f"{recipe}{middle}-seed*")]
         by_seed = {int(p.name.rsplit("seed", 1)[1]): p for p in paths if p.name.rsplit("seed", 1)[1].isdigit()}
         if by_seed:
             found[rule] = by_seed

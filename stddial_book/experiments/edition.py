@@ -101,11 +101,11 @@ def recorded_rows(profile: str = "reference", root: str | Path | None = None) ->
     :func:`stddial_book.rl.costs.check_on_cpu`: a run resumed after an interruption may log only its
     last part.
     """
-    from stddial_book.rl.runlog import read_json, recorded_runs
+    from stddial_book.rl.runlog import recorded_runs, run_json
 
     rows = []
     for _key, paths in recorded_runs(profile, root).items():
-        provenance = [read_json(p / "provenance.json") for p in paths]
+        provenance = [run_json(p, "provenance.json") for p in paths]
         commits = sorted({str(p.get("git_commit", "unknown"))[:7] for p in provenance})
         dates = sorted(p["started_at"][:10] for p in provenance)
         wall = [p["wall_time_s"] for p in provenance if p.get("wall_time_s")]

@@ -462,9 +462,9 @@ def same_warm_start(profile, recorded_profile: str = "reference", progress: bool
     build's live runs start from: the sha256 of :func:`warm_start`'s model against the one the
     recorded SFT's provenance names (``model_sha256``). The same code and settings give the same
     bytes on a CPU; another commit's SFT code or another machine's arithmetic need not."""
-    from stddial_book.rl.runlog import RECORDED_DIR, read_json
+    from stddial_book.rl.runlog import RECORDED_DIR, run_json
 
-    recorded = read_json(Path(RECORDED_DIR) / recorded_profile / "sft" / "provenance.json").get("model_sha256")
+    recorded = run_json(Path(RECORDED_DIR) / recorded_profile / "sft", "provenance.json").get("model_sha256")
     if not recorded:
         raise ValueError(
             f"the recorded {recorded_profile!r} SFT provenance names no model_sha256; record the runs "

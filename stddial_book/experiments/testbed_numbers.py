@@ -29,11 +29,9 @@ def warm_start_numbers(sft_dir) -> dict[str, Any]:
     (the probe's estimate when the stopping rule fired), ``target``, ``pass`` (the held-out pass
     rate measured again with fresh samples), ``pass_n`` (how many samples) and ``time`` (s).
     ``stop`` and ``pass_n`` are None for a warm start recorded before they were logged."""
-    from pathlib import Path
+    from stddial_book.rl.runlog import run_json
 
-    from stddial_book.rl.runlog import read_json
-
-    summary = read_json(Path(sft_dir) / "sft.json")
+    summary = run_json(sft_dir, "sft.json")  # a folder, or a recorded run stored in its study's tables
     return {
         "steps": summary["steps"],
         "stop": summary.get("stop_estimate"),

@@ -5,10 +5,18 @@ A run directory holds ``metrics.jsonl`` (one JSON object per logged step) and
 time and, once finished, the wall time). Chapters plot committed run logs with
 :func:`load_run` and print their provenance beside the plot, so a GPU result is always shown
 with where it came from.
+
+The committed runs of a study are stored compactly (``tools/compact_runs.py``): the folder holds one
+Parquet table of every run's records (:data:`STUDY_TABLE`) and one provenance table
+(:data:`STUDY_INDEX`: each run's ``provenance.json`` and small files, verbatim, with the sizes, sha256
+and git blob ids of the files they came from). A run there is named by the path it would have as a
+folder, ``<study>/<run>``: :func:`load_run`, :func:`run_json`, :func:`run_folders` and
+:func:`recorded_runs` read both layouts alike.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -41,6 +49,12 @@ __all__ = [
     "refuse_dirty",
     "metrics_path",
     "write_gzip",
+    "run_json",
+    "run_folders",
+    "study_index",
+    "STUDY_TABLE",
+    "STUDY_INDEX",
+    "STUDY_FORMAT",
 ]
 
 #: Where the committed reference runs live (package data, ``data/runs/<profile>/<recipe>-seed<n>``).
@@ -48,6 +62,14 @@ RECORDED_DIR = data_path("runs")
 
 METRICS = "metrics.jsonl"
 PROVENANCE = "provenance.json"
+
+#: A study's compact storage: every run's metric records in one Parquet table (one row a record; the
+#: columns ``run`` and ``record_keys``, the record's keys in order as a JSON list, then one column a
+#: metric), and the provenance table, gzip-compressed JSON (``runs``: each run's files, verbatim).
+STUDY_TABLE = "metrics.parquet"
+STUDY_INDEX = "provenance.json.gz"
+STUDY_FORMAT = "stddial-book recorded study 1"
+RUN_COLUMN, KEYS_COLUMN = "run", "record_keys"
 
 
 #: The package's source folder: its git checkout (if it is one) is the code a run executed.
@@ -265,11 +287,16 @@ def write_gzip(src: str | Path, dst: str | Path) -> Path:
 
 
 def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(provenance, metric records) of a run directory (:func:`read_records` for the records)."""
+    """(provenance, metric records) of a run directory (:func:`read_records` for the records), or of a
+    run stored in its study's tables (``<study>/<run>``, see the module's docstring)."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"load_run takes a run directory path (str or Path); got {type(directory).__name__}.")
     path = Path(directory)
     metrics = metrics_path(path)
+    if metrics is None and not (path / PROVENANCE).exists():
+        stored = _stored_entry(path)
+        if stored is not None:
+            return _stored_provenance(path, stored), _stored_records(path)
     for name, found in ((PROVENANCE, (path / PROVENANCE).is_file()), (METRICS, metrics is not None)):
         if not found:
             raise ValueError(f"{path} has no {name}; it is not a run directory written by RunLog.")
@@ -277,6 +304,110 @@ def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
     if not isinstance(provenance, dict):
         raise ValueError(f"{path / PROVENANCE} is damaged (not a JSON object); restore it or rerun the run.")
     return provenance, read_records(metrics)
+
+
+def run_json(directory: str | Path, name: str) -> Any:
+    """The JSON file ``name`` of a run (``provenance.json``, ``sft.json``): from its folder, or, for a run
+    stored in its study's tables, from the study's provenance table."""
+    path = Path(directory)
+    stored = None if (path / name).exists() else _stored_entry(path)
+    if stored is None:
+        return read_json(path / name)
+    if name not in stored["files"]:
+        raise ValueError(f"{path} has no {name}; the recorded run's files are {sorted(stored['files'])}.")
+    try:
+        return json.loads(stored["files"][name])
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}/{name} in {path.parent / STUDY_INDEX} is damaged ({err}); restore it.") from None
+
+
+def run_folders(directory: str | Path) -> list[Path]:
+    """The runs in ``directory``, sorted by name: its run folders (a metrics log each) and the runs stored
+    in its study's tables (named ``directory/<run>``, see the module's docstring)."""
+    folder = Path(directory)
+    found: dict[str, Path] = {}
+    if folder.is_dir():
+        found = {p.name: p for p in folder.iterdir() if p.is_dir() and metrics_path(p) is not None}
+    index = study_index(folder)
+    for name in index["runs"] if index else ():
+        found.setdefault(name, folder / name)
+    return [found[name] for name in sorted(found)]
+
+
+def study_index(directory: str | Path) -> dict[str, Any] | None:
+    """The provenance table of the study stored in ``directory`` (:data:`STUDY_INDEX`), or None when
+    the folder holds none. ``runs`` maps each run's name to its ``files`` (name: text, verbatim), their
+    ``digests`` (bytes, sha256 and git blob id of each file the run's folder held, the log included) and
+    ``log`` (records, the log's sha256, the sha256 of what the table stores, the keys left out)."""
+    path = Path(directory) / STUDY_INDEX
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _cached_index(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_index(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    index = read_json(path)
+    if not isinstance(index, dict) or index.get("format") != STUDY_FORMAT or not isinstance(index.get("runs"), dict):
+        raise ValueError(f"{path} is not a recorded study's provenance table ({STUDY_FORMAT!r}); restore it.")
+    return index
+
+
+def _stored_entry(path: Path) -> dict[str, Any] | None:
+    index = study_index(path.parent) if path.name else None
+    return index["runs"].get(path.name) if index else None
+
+
+def _stored_provenance(path: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    provenance = run_json(path, PROVENANCE)
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{path}/{PROVENANCE} in {path.parent / STUDY_INDEX} is not a JSON object; restore it.")
+    return provenance
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_table(path: str, mtime_ns: int, size: int) -> tuple[Any, dict[str, tuple[int, int]], frozenset]:
+    """The study's table, each run's (first row, rows) and the columns stored as JSON text."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+        meta = json.loads((table.schema.metadata or {}).get(b"stddial", b"{}"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} could not be read as a recorded study's table ({err}); restore it.") from None
+    spans: dict[str, tuple[int, int]] = {}
+    names = table.column(RUN_COLUMN).to_pylist()
+    for row, name in enumerate(names):
+        start, count = spans.get(name, (row, 0))
+        if start + count != row:
+            raise ValueError(
+                f"{path}: the rows of run {name} are not contiguous; rewrite it with tools/compact_runs.py."
+            )
+        spans[name] = (start, count + 1)
+    return table, spans, frozenset(meta.get("json_columns", ()))
+
+
+def _stored_records(path: Path) -> list[dict[str, Any]]:
+    """The metric records of the stored run ``path`` (``<study>/<run>``), in their order, each with
+    its keys in the order they were logged."""
+    file = path.parent / STUDY_TABLE
+    if not file.is_file():
+        raise ValueError(f"{path.parent} has {STUDY_INDEX} but no {STUDY_TABLE}; restore it.")
+    stat = file.stat()
+    table, spans, json_columns = _cached_table(str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+    if path.name not in spans:
+        raise ValueError(f"{file} holds no records of {path.name}; restore it.")
+    part = table.slice(*spans[path.name])
+    orders: dict[str, list[str]] = {}
+    key_texts = part.column(KEYS_COLUMN).to_pylist()
+    for text in set(key_texts):
+        orders[text] = json.loads(text)
+    wanted = {k for keys in orders.values() for k in keys}
+    columns = {k: part.column(k).to_pylist() for k in wanted}
+    for k in wanted & json_columns:
+        columns[k] = [None if v is None else json.loads(v) for v in columns[k]]
+    return [{k: columns[k][row] for k in orders[text]} for row, text in enumerate(key_texts)]
 
 
 def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -300,7 +431,8 @@ def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray,
 
 
 def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) -> dict[str, list[Path]]:
-    """Committed run directories per recipe key (``grpo``, ``dr_grpo``, ``dapo``), seeds sorted.
+    """Committed runs per recipe key (``grpo``, ``dr_grpo``, ``dapo``), seeds sorted: run folders, or
+    runs stored in the study's tables (:func:`run_folders`; read each with :func:`load_run`).
 
     An empty dict means no run of that profile has been recorded yet; chapters then say so.
     """
@@ -308,11 +440,10 @@ def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) 
         raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")
     base = Path(root) if root is not None else RECORDED_DIR
     found: dict[str, list[Path]] = {}
-    for path in sorted((base / profile).glob("*-seed*")):
-        if metrics_path(path) is not None:
-            if not (path / "provenance.json").exists():
-                raise ValueError(
-                    f"{path} has metrics but no provenance.json; a recorded run must carry its provenance."
-                )
-            found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
+    for path in run_folders(base / profile):
+        if "-seed" not in path.name:
+            continue
+        if path.is_dir() and not (path / PROVENANCE).exists():
+            raise ValueError(f"{path} has metrics but no provenance.json; a recorded run must carry its provenance.")
+        found.setdefault(path.name.rsplit("-seed", 1)[0], []).append(path)
     return found

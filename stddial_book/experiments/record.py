@@ -4,8 +4,8 @@
 directory (default ``runs/record-<profile>``), resuming any run an interruption left behind, and
 writes each finished run's log, compressed (``metrics.jsonl.gz``), and ``provenance.json`` (never
 its checkpoints) to a new folder (default ``runs/recorded-<profile>``), one ``<recipe>-seed<k>/``
-per run plus the warm start's ``sft/``; ``tools/compact_runs.py`` stores it under ``data/runs/<profile>/`` from there.
-A folder the repository tracks is never written into, and a recorded run is written once. A recorded run must be reproducible: ``record`` refuses a checkout
+per run plus the warm start's ``sft/``; ``tools/compact_runs.py`` stores it under ``data/runs/<profile>/``
+from there. A folder the repository tracks is never written into, and a recorded run is written once. A recorded run must be reproducible: ``record`` refuses a checkout
 with uncommitted changes to tracked files unless ``allow_dirty`` is set, which the provenance then
 says. Each provenance names the commit, the SFT model's sha256, the versions, the device and the
 wall time summed over resumed segments; the book plots these logs beside its live runs.

@@ -275,33 +275,40 @@ def test_the_published_notebook_reads_as_the_site(tmp_path: Path, publisher) -> 
     assert not left_out
 
 
-def test_the_committed_notebook_pins_the_release_tag(tmp_path: Path, publisher) -> None:
+def test_the_committed_notebook_installs_the_release_from_the_package_index(tmp_path: Path, publisher) -> None:
     chapter = make_published_book(tmp_path)
     notebook = publisher._load_colab().colab_notebook(chapter, tmp_path)
     install = next(c for c in notebook.cells if c.cell_type == "code")
-    assert '"stddial-book @ git+https://github.com/org/book@v1.2.3"' in install.source
+    assert '"stddial-book==1.2.3"' in install.source and "git+" not in install.source
     assert "`share`" in markdown_of(notebook)  # names in code type, no site values
     assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code")
 
 
-@pytest.mark.parametrize("ref", ["main", "gh-pages", "0123abc", "HEAD", "v1.x", ""])
-def test_an_install_never_pins_a_branch(ref: str) -> None:
-    with pytest.raises(ValueError, match="release tag"):
+@pytest.mark.parametrize("ref", ["main", "gh-pages", "0123abc", "HEAD", "v1.x", "v0.1.0", "1.x", ""])
+def test_an_install_never_pins_a_branch_or_a_tag(ref: str) -> None:
+    with pytest.raises(ValueError, match="released version"):
         colab.pin_install(INSTALL, ref, "chapters/01_introduction")
 
 
-@pytest.mark.parametrize("ref", ["v1", "v0.1.0", "v2.0.0rc1", COMMIT])
-def test_an_install_pins_a_tag_or_a_commit(ref: str) -> None:
-    assert f'/book@{ref}"' in colab.pin_install(INSTALL, ref, "chapters/01_introduction")
+@pytest.mark.parametrize("ref", ["1", "0.1.0", "2.0.0rc1", "1.0.post1"])
+def test_a_release_is_installed_from_the_package_index(ref: str) -> None:
+    source = colab.pin_install(INSTALL, ref, "chapters/01_introduction")
+    assert f'"stddial-book=={ref}"' in source and "git+" not in source
+
+
+def test_a_commit_is_installed_from_github() -> None:
+    assert f'"stddial-book @ git+https://github.com/org/book@{COMMIT}"' in colab.pin_install(
+        INSTALL, COMMIT, "chapters/01_introduction"
+    )
 
 
 def test_a_page_without_a_runtime_line_fails() -> None:
     with pytest.raises(ValueError, match="RUNTIME"):
-        colab.pin_install(INSTALL, "v1.0.0", "chapters/99_new")
+        colab.pin_install(INSTALL, "1.0.0", "chapters/99_new")
 
 
 def test_the_runtime_check_runs_and_says_what_a_gpu_means() -> None:
-    source = colab.pin_install(INSTALL, "v1.0.0", "chapters/15_real_language_model")
+    source = colab.pin_install(INSTALL, "1.0.0", "chapters/15_real_language_model")
     check = source[source.index("# What this runtime is") :]
     import contextlib
     import io
@@ -401,18 +408,16 @@ def test_every_notebook_page_has_a_runtime_line() -> None:
         assert gpu.strip() and cpu.strip()
 
 
-def test_the_committed_notebooks_install_the_release_tag() -> None:
-    """The notebooks in main pin v<version> of pyproject.toml (tag the release with it), never a branch."""
-    tag = colab.release_ref(ROOT)
+def test_the_committed_notebooks_install_the_release() -> None:
+    """The notebooks in main install stddial-book==<version> of pyproject.toml from the package index, never a
+    branch or a tag (tests/test_release.py checks every pin of every page)."""
+    version = colab.release_ref(ROOT)
     pages = load_publish().notebook_pages(ROOT)
     for page in pages:
         notebook = nbformat.read(page.with_suffix(".ipynb"), as_version=4)
         install = next(c.source for c in notebook.cells if c.cell_type == "code")
-        assert f'the-std-dial@{tag}"' in install, f"{page.name}: the install does not pin {tag}"
+        assert f'"stddial-book=={version}"' in install, f"{page.name}: the install does not pin {version}"
         assert "torch.cuda.is_available()" in install
-    # the GPU page's commands name the same tag
-    assert f"@{tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()
-    assert f"git checkout {tag}" in (ROOT / "appendix" / "run_on_gpu.md").read_text()
 
 
 def test_outputs_come_from_the_execution_cache_when_the_build_read_the_page_from_it(tmp_path, publisher) -> None:

@@ -14,9 +14,11 @@ chapter, an ``.ipynb`` with the same code cells and markdown that reads cleanly 
 - admonitions become block quotes, dropdowns ``<details>``, links to other pages point at
   the website, ``(label)=`` targets and ``%`` comments are dropped.
 
-The install cell (the chapter's first code cell, ``"stddial-book @ git+URL"``) is pinned: to the release
-tag ``v<version>`` of ``pyproject.toml`` in the notebooks committed next to the chapters, to the build's
-commit in the published ones; never to a branch. It also gets a few lines that say whether the runtime
+The install cell (the chapter's first code cell, ``"stddial-book @ git+URL"`` in the source) is pinned: the
+notebooks committed next to the chapters install the release ``stddial-book==<version>`` of ``pyproject.toml``
+from the package index (as d2l's notebooks install ``d2l==<version>``; the release workflow publishes it when
+the tag ``v<version>`` is pushed); the published ones, whose text and numbers come from a site build that may
+be newer than the latest release, install from GitHub at the build's commit, and say so. Never a branch. It also gets a few lines that say whether the runtime
 has a GPU and what that means for this page (:data:`RUNTIME`, one entry per notebook page).
 
 Anything else MyST-specific raises :class:`ValueError`, so a new construct in a chapter fails
@@ -58,8 +60,10 @@ ROLE = re.compile(r"\{(?P<role>[a-z][a-z:-]*)\}`(?P<body>[^`]*)`")
 
 #: The install line of a page's first code cell, as the chapters write it (unpinned).
 INSTALL = re.compile(r'"stddial-book @ git\+(?P<url>https://[^"@\s]+)"')
-#: What an install may pin: a release tag (v0.1.0, v1.2.0rc1) or a full commit id, never a branch.
-PIN = re.compile(r"v\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?|[0-9a-f]{40}")
+#: A released version, as the package index names it (0.1.0, 1.2.0rc1, 1.0.post1).
+VERSION = re.compile(r"\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?")
+#: A full commit id: what a published notebook installs from GitHub.
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 #: The title of the marker on each number a published notebook takes from the site.
 SITE_VALUE = "the published site's value; the cells below recompute it"
@@ -158,24 +162,32 @@ def _runtime_check(gpu: str, cpu: str) -> str:
 
 
 def release_ref(root: str | Path) -> str:
-    """The release tag the committed notebooks install: ``v`` and the version of ``pyproject.toml``."""
+    """The release the committed notebooks install from the package index: the version of ``pyproject.toml``."""
     import tomllib
 
-    version = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]["version"]
-    return f"v{version}"
+    return tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]["version"]
 
 
 def pin_install(source: str, ref: str, page: str) -> str:
-    """The install cell ``source`` with its ``stddial-book @ git+URL`` pinned to ``ref`` (a tag or a commit,
-    never a branch) and the runtime check of ``page`` (a :data:`RUNTIME` key) after it; ``source`` unchanged
-    when it installs nothing."""
+    """The install cell ``source`` with its ``stddial-book @ git+URL`` pinned to ``ref`` and the runtime check
+    of ``page`` (a :data:`RUNTIME` key) after it; ``source`` unchanged when it installs nothing.
+
+    ``ref`` is a released version (``1.2.3``: ``stddial-book==1.2.3`` from the package index) or a full commit
+    id (the package from GitHub at that commit), never a branch or a tag."""
     if not INSTALL.search(source):
         return source
-    if not PIN.fullmatch(ref):
-        raise ValueError(f"{page}: the install must pin a release tag (v1.2.3) or a full commit id, not {ref!r}.")
+    if COMMIT.fullmatch(ref):
+        requirement = lambda m: f'"stddial-book @ git+{m["url"]}@{ref}"'
+    elif VERSION.fullmatch(ref):
+        requirement = lambda m: f'"stddial-book=={ref}"'
+    else:
+        raise ValueError(
+            f"{page}: the install must pin a released version (1.2.3, as pyproject.toml has it) or a full commit "
+            f"id, not {ref!r}."
+        )
     if page not in RUNTIME:
         raise ValueError(f"{page}: no entry in RUNTIME (tools/colab.py): say what a GPU means for this page.")
-    pinned = INSTALL.sub(lambda m: f'"stddial-book @ git+{m["url"]}@{ref}"', source, count=1)
+    pinned = INSTALL.sub(requirement, source, count=1)
     gpu, cpu = RUNTIME[page]
     return pinned.rstrip() + _runtime_check(gpu, cpu)
 
@@ -435,7 +447,10 @@ def _intro(site: dict[str, Any], page: str, ref: str, site_values: dict[str, Any
             "prints its value.*"
         )
     commit = f"[`{ref[:12]}`]({site['repository']}/tree/{ref})" if site.get("repository") else f"`{ref[:12]}`"
-    caveat = " The first cell installs the package at that commit and says whether this runtime has a GPU."
+    caveat = (
+        " The first cell installs the package from GitHub at that commit (the site may be newer than the latest "
+        "release on the package index) and says whether this runtime has a GPU."
+    )
     if dirty:
         caveat += " (That build had uncommitted changes, which the commit lacks.)"
     return (
@@ -457,7 +472,7 @@ def colab_notebook(
 ):
     """The Colab notebook (an ``nbformat`` notebook) generated from one MyST chapter.
 
-    ``ref``: what the install cell pins (default: the release tag, :func:`release_ref`). ``site_values``:
+    ``ref``: what the install cell pins (default: the release, :func:`release_ref`). ``site_values``:
     the values a site build glued (its ``<page>.glue.json``: name -> output with ``data``), to put in the
     text instead of the names; the notebook then says they are the site's, from commit ``ref`` (``dirty``:
     built with uncommitted changes).

@@ -1,7 +1,7 @@
 """The notebooks the Colab launch button opens: each notebook page as the published site shows it.
 
 ``tools/colab.py`` (``make sync``) writes the notebooks committed next to the chapters: plain Markdown, no
-outputs, each number the text cites named in code type, the package pinned to the release tag. A reader
+outputs, each number the text cites named in code type, the package pinned to the release on the package index. A reader
 who opens one sees nothing until it has run. This module makes the notebook a reader opens from the
 website instead, from the site build itself (``_build/jupyter_execute``, which ``jupyter-book build``
 writes):

@@ -147,16 +147,11 @@ def trl_settings(
         num_minibatches: optimizer steps per rollout batch (TrainConfig's
             default 2); must divide P.
         micro_batch_size: samples per forward/backward pass inside an
-            optimizer step, over all processes. None: a per-device batch
-            that fits, by this rule: on each process, the largest divisor
-            of its share of the optimizer step (P·G / num_minibatches /
-            num_processes samples) that is at most
-            :data:`DEFAULT_PER_DEVICE_BATCH` (8, TRL's own default), the
-            rest of the step accumulated (``gradient_accumulation_steps``).
-            At G = 12 and the defaults, 8 samples a pass and 24
-            accumulation steps, where the whole step would be 192. Memory
-            then does not grow with P or G; give a smaller value for long
-            completions or a large model, a larger one to go faster.
+            optimizer step, over all processes. None: on each process the
+            largest divisor of its share of the step (P·G / num_minibatches
+            / num_processes) that is at most 8 (TRL's own default
+            per-device batch), the rest accumulated: at G = 12 and the
+            defaults, 8 a pass, 24 passes a step, not 192 at once.
         num_processes: data-parallel processes TRL runs on.
         temperature: the sampling temperature (1 = the policy itself).
 

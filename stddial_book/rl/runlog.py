@@ -77,15 +77,37 @@ _SOURCE = Path(__file__).resolve().parents[1]  # the package directory
 
 
 def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
-    """(commit, dirty) of the git checkout holding ``cwd`` (default: the package's own source).
+    """(commit, dirty) of the book's own checkout: the code a run executes.
 
-    ``dirty`` is True when tracked files differ from the commit, None when it cannot be told
-    (not a checkout, or no git); the commit is then ``"unknown"``."""
-    out = run_git(["rev-parse", "HEAD"], cwd, timeout=5)
+    Only a checkout of this project counts: the top of the git work tree holding ``cwd`` (default: the
+    package's source folder) must hold ``pyproject.toml`` naming ``stddial-book`` and, as ``stddial_book/``,
+    the very package that runs. Anything else, such as the package installed from a wheel into a virtual
+    environment inside a reader's own repository, is no checkout: git is not run there, so a reader's
+    repository is never read (and its uncommitted files never make :func:`refuse_dirty` refuse); the
+    commit is then ``"stddial-book <version>, no checkout"`` and ``dirty`` None.
+
+    ``dirty`` is True when tracked files differ from the commit, None when it cannot be told; without git
+    the commit is ``"unknown"``."""
+    from stddial_book.core.repository import repository_root
+
+    top = repository_root(Path(cwd).resolve())
+    pyproject = top / "pyproject.toml" if top is not None else None
+    if (
+        top is None
+        or (top / "stddial_book").resolve() != _SOURCE
+        or not pyproject.is_file()
+        or not any(line.replace(" ", "") == 'name="stddial-book"' for line in pyproject.read_text().splitlines())
+    ):
+        try:
+            version = metadata.version("stddial-book")
+        except metadata.PackageNotFoundError:
+            version = "(version unknown)"
+        return f"stddial-book {version}, no checkout", None
+    out = run_git(["rev-parse", "HEAD"], top, timeout=5)
     commit = out.stdout.decode(errors="replace").strip() if out is not None else ""
     if out is None or out.returncode != 0 or not commit:
         return "unknown", None
-    status = run_git(["status", "--porcelain", "--untracked-files=no"], cwd, timeout=5)
+    status = run_git(["status", "--porcelain", "--untracked-files=no"], top, timeout=5)
     if status is None:
         return "unknown", None
     return commit, (bool(status.stdout.strip()) if status.returncode == 0 else None)

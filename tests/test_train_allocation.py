@@ -13,6 +13,7 @@ from conftest import TINY as BASE
 from conftest import fresh
 
 from stddial_book.rl.allocation import RULES
+from stddial_book.rl.checkpoints import checkpoint_dir
 from stddial_book.rl.model import model_for_profile
 from stddial_book.rl.runlog import load_run
 from stddial_book.rl.sampling import kept_rows, rows_by_prompt
@@ -78,7 +79,7 @@ def test_each_rule_runs_inside_train_and_its_samples_add_up(rule, problems, warm
     )
     assert kept == result.samples_kept
     # the pool history saw every sample generated, discarded ones included
-    saved = json.loads((tmp_path / "checkpoint" / "state.json").read_text())["pool_state"]
+    saved = json.loads((checkpoint_dir(tmp_path) / "state.json").read_text())["pool_state"]
     assert sum(saved["samples"]) == generated and sum(saved["visits"]) == sum(
         r["allocation/prompts_drawn"] for r in steps
     )
@@ -101,7 +102,7 @@ def test_resume_continues_exactly_under_a_rule(rule, problems, warm, tmp_path) -
     for (name, p), q in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(p, q), name
     assert clean(load_run(tmp_path / "a")[1]) == clean(load_run(tmp_path / "b")[1])
-    state = [json.loads((tmp_path / run / "checkpoint" / "state.json").read_text()) for run in "ab"]
+    state = [json.loads((checkpoint_dir(tmp_path / run) / "state.json").read_text()) for run in "ab"]
     assert state[0]["pool_state"] == state[1]["pool_state"]
 
 
@@ -121,7 +122,7 @@ def test_the_default_rule_is_the_plain_loop(problems, warm, tmp_path) -> None:
         assert torch.equal(p, q)
     records = [clean(load_run(tmp_path / name)[1]) for name in "ab"]
     assert records[0] == records[1] and not any("allocation/rule" in r for r in records[0])
-    assert "pool_state" not in json.loads((tmp_path / "a" / "checkpoint" / "state.json").read_text())
+    assert "pool_state" not in json.loads((checkpoint_dir(tmp_path / "a") / "state.json").read_text())
 
 
 def test_a_rule_is_part_of_the_runs_identity(problems, warm, tmp_path) -> None:

@@ -10,31 +10,28 @@ import math
 import os
 from typing import Any
 
-from stddial_book.bridges.trl_differences import TRL_STD_EPS, TRLGap, trl_equivalent_recipe, trl_gaps
+from stddial_book.bridges.trl_differences import TRL_STD_EPS, TRLGap, trl_equivalent_recipe, trl_gaps  # noqa: F401
 from stddial_book.bridges.trl_keywords import (
     _DEFAULT_NUM_MINIBATCHES,
     _DEFAULT_PROMPTS_PER_STEP,
-    TRL_CHECKED_VERSION,
+    TRL_CHECKED_VERSION,  # noqa: F401
     _check_bool,
     _check_settings,
     _check_temperature,
     _grpo_config_from,
 )
-from stddial_book.bridges.trl_rewards import reward_settings
+from stddial_book.bridges.trl_rewards import reward_settings  # noqa: F401
 from stddial_book.core.checks import check_int
 from stddial_book.theory.recipes import Recipe, as_recipe
 
+# TRL_CHECKED_VERSION, TRL_STD_EPS, TRLGap, trl_gaps, trl_equivalent_recipe and reward_settings are importable
+# from here too, but listed in the __all__ of the modules that define them only: one public name, one home, so
+# that `from stddial_book import <name>` finds each (and the API reference documents each once).
 __all__ = [
-    "TRL_CHECKED_VERSION",
-    "TRL_STD_EPS",
     "TRL_LOSS_TYPES",
     "DEFAULT_PER_DEVICE_BATCH",
-    "TRLGap",
     "trl_settings",
     "trl_settings_for",
-    "trl_gaps",
-    "trl_equivalent_recipe",
-    "reward_settings",
     "grpo_config",
 ]
 
@@ -133,8 +130,8 @@ def trl_settings(
     generation batch of P·G completions, split into ``num_minibatches``
     optimizer steps (of ``gradient_accumulation_steps`` micro-batches each),
     each rollout used once (``num_iterations=1``). What TRL cannot express
-    is in :func:`trl_gaps`; DAPO's reward values and length penalty go into
-    reward functions (:func:`reward_settings`).
+    is in :func:`~stddial_book.bridges.trl_differences.trl_gaps`; DAPO's reward values and length penalty go into
+    reward functions (:func:`~stddial_book.bridges.trl_rewards.reward_settings`).
 
     Args:
         recipe: a :class:`~stddial_book.theory.recipes.Recipe` or a preset name
@@ -288,9 +285,9 @@ def grpo_config(
     """A ``trl.GRPOConfig`` for a :class:`~stddial_book.rl.configs.TrainConfig` (:func:`trl_settings_for`).
 
     ``overrides`` are further ``GRPOConfig`` settings (logging, ``use_cpu``, ...) and win over the
-    mapping. With ``exact=True``, a recipe TRL cannot express (:func:`trl_gaps`, at the config's group
+    mapping. With ``exact=True``, a recipe TRL cannot express (:func:`~stddial_book.bridges.trl_differences.trl_gaps`, at the config's group
     size and optimizer steps per rollout, and ``use_vllm`` if overridden) raises ``ValueError`` naming
-    the gaps and the fix: :func:`trl_equivalent_recipe`, without the overlong filter where the recipe
+    the gaps and the fix: :func:`~stddial_book.bridges.trl_differences.trl_equivalent_recipe`, without the overlong filter where the recipe
     has one (TRL keeps cut-off samples in their group's statistics), and one optimizer step per rollout.
 
     Raises:

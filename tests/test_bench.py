@@ -73,3 +73,13 @@ def test_bench_readme_quotes_the_quick_run_times() -> None:
         sft = next(r["wall_s"] for r in result["runs"] if r["run"] == "sft")
         assert f"SFT {sft:.0f} s" in text
     assert runs["before"]["package_commit"] != runs["after"]["package_commit"]
+
+
+def test_measure_meets_its_targets() -> None:
+    """bench_measure.py: the converted SmolLM2 loads within 2 s and measure samples at 80% or more of a bare
+    model.generate's tokens per second (the same completions on both sides)."""
+    result = json.loads((RESULTS / "measure.json").read_text())
+    assert result["load_s_median"] <= 2.0
+    ratio = result["measure_tokens_per_s"] / result["generate_tokens_per_s"]
+    assert ratio == pytest.approx(result["ratio_measure_to_generate"]) and ratio >= 0.8
+    assert result["batch_completions"] == 64 and result["repeats"] >= 3

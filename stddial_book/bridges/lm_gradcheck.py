@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stddial_book.rl.gradcheck import GroupBatch
+from stddial_book.rl.gradcheck import GroupBatch, group_of
 
 __all__ = ["lm_group", "gradient_params"]
 
@@ -95,18 +95,5 @@ def lm_group(
         model, tokenizer, prompt, gold, group_size, verifier, max_new_tokens, seed, rounds, num_correct
     )
     rows = right[:num_correct] + wrong[: group_size - num_correct]
-    eos = tokenizer.eos_token_id
-    width = max(len(r) for r in rows)
-    completion = torch.full((group_size, width), eos, device=device)
-    mask = torch.zeros(group_size, width, dtype=torch.bool, device=device)
-    for i, r in enumerate(rows):
-        completion[i, : len(r)] = torch.tensor(r, device=device)
-        mask[i, : len(r)] = True
     rewards = np.array([1] * num_correct + [0] * (group_size - num_correct))
-    return GroupBatch(
-        prompt.repeat(group_size, 1),
-        torch.ones(group_size, prompt.shape[1], dtype=torch.bool, device=device),
-        completion,
-        mask,
-        rewards,
-    )
+    return group_of(prompt, rows, tokenizer.eos_token_id, rewards)

@@ -27,6 +27,7 @@ from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 __all__ = [
     "GroupBatch",
     "build_group",
+    "group_of",
     "move_policy",
     "flat_grad",
     "per_sample_scores",
@@ -135,21 +136,23 @@ def build_group(
             f"rounds of {group_size} samples; ask for more correct ones (num_correct) or use a less "
             "trained model."
         )
+    rewards = np.array([reward(codec.decode(r), problem) for r in rows])
+    assert int(rewards.sum()) == num_correct
+    return group_of(prompt, rows, codec.pad_id, rewards)
+
+
+def group_of(prompt: torch.Tensor, rows: list[list[int]], pad_id: int, rewards) -> GroupBatch:
+    """A :class:`GroupBatch` of one prompt (shape (1, P)) and its completions ``rows`` (token ids, each its own
+    length), right-padded with ``pad_id`` and masked, with their 0/1 ``rewards``."""
+    device, size = prompt.device, len(rows)
     width = max(len(r) for r in rows)
-    completion = torch.full((group_size, width), codec.pad_id, device=device)
-    mask = torch.zeros(group_size, width, dtype=torch.bool, device=device)
+    completion = torch.full((size, width), pad_id, device=device)
+    mask = torch.zeros(size, width, dtype=torch.bool, device=device)
     for i, r in enumerate(rows):
         completion[i, : len(r)] = torch.tensor(r, device=device)
         mask[i, : len(r)] = True
-    rewards = np.array([reward(codec.decode(r), problem) for r in rows])
-    assert int(rewards.sum()) == num_correct
-    return GroupBatch(
-        prompt.repeat(group_size, 1),
-        torch.ones(group_size, prompt.shape[1], dtype=torch.bool, device=device),
-        completion,
-        mask,
-        rewards,
-    )
+    ones = torch.ones(size, prompt.shape[1], dtype=torch.bool, device=device)
+    return GroupBatch(prompt.repeat(size, 1), ones, completion, mask, np.asarray(rewards))
 
 
 def flat_grad(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:

@@ -91,8 +91,9 @@ RUNTIME: dict[str, tuple[str, str]] = {
     "chapters/02_group_relative_rl": (_CPU_PAGE, _CPU_PAGE),
     "chapters/03_identity_derivation": (_CPU_PAGE, _CPU_PAGE),
     "chapters/04_identity_real_gradients": (
-        "Its tiny transformer runs on the CPU in float64; a GPU changes nothing here.",
-        "Its tiny transformer runs on the CPU in float64, as on the website.",
+        "Its tiny transformer and SmolLM2-135M-Instruct run on the CPU in float64; a GPU changes nothing here.",
+        "Its tiny transformer and SmolLM2-135M-Instruct run on the CPU in float64, as on the website (a minute "
+        "or two for SmolLM2's check).",
     ),
     "chapters/05_silent_prompts": (_CPU_PAGE, _CPU_PAGE),
     "chapters/06_what_the_division_optimises": (_CPU_PAGE, _CPU_PAGE),
@@ -118,10 +119,12 @@ RUNTIME: dict[str, tuple[str, str]] = {
         _LIVE_CPU.format(what="a run of the book's trainer and TRL's short run of the same recipe"),
     ),
     "chapters/15_real_language_model": (
-        "This page's own run is the tiny one. On this GPU, the call 'The GPU run' shows (record_lm, in a new "
-        "cell) trains the three recipes on Qwen2.5-0.5B-Instruct and GSM8K; the page estimates its time on a T4.",
-        "This page runs its tiny model on the CPU. For the real language-model run, switch to a GPU runtime "
-        "(Runtime > Change runtime type > T4 GPU) and run the call 'The GPU run' shows (record_lm, in a new cell).",
+        "This page reads the recorded SmolLM2 runs and runs a tiny model. On this GPU, record-lm --preset smollm2 "
+        "(tools/record_smollm2.py) records SmolLM2's runs in minutes, and the call 'The GPU run' shows trains "
+        "Qwen2.5-0.5B-Instruct on GSM8K; the page estimates that one's time on a T4.",
+        "This page reads the recorded SmolLM2 runs and runs a tiny model on the CPU. SmolLM2's runs take about a "
+        "minute a step on one CPU core; on a GPU runtime (Runtime > Change runtime type > T4 GPU) they take "
+        "minutes, and the call 'The GPU run' shows trains Qwen2.5-0.5B-Instruct on GSM8K.",
     ),
     "chapters/16_spending_samples": (_CPU_PAGE, _CPU_PAGE),
     "appendix/reproduction": (_CPU_PAGE, _CPU_PAGE),

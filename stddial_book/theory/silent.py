@@ -279,7 +279,10 @@ def _binomial_pmf(group_size: int, solve_rate: np.ndarray) -> np.ndarray:
     from scipy.stats import binom
 
     k = np.arange(group_size + 1, dtype=np.float64)
-    return binom.pmf(k[None, :], group_size, np.asarray(solve_rate, dtype=np.float64).reshape(-1, 1))
+    p = np.asarray(solve_rate, dtype=np.float64).reshape(-1, 1)
+    # a subnormal p (below 1e-300) is 0 to every printed digit; older scipy overflows on it
+    p = np.where(p < 1e-300, 0.0, p)
+    return binom.pmf(k[None, :], group_size, p)
 
 
 #: Terms the banded binomial sum takes at most before it samples every h-th k (h ≪ the standard deviation).

@@ -14,7 +14,6 @@ the files). Writes only into --out, which it creates, and the summary file, whic
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -23,10 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "data" / "smollm2" / "lm_study.json.gz"
 RUN_FILES = ("metrics.jsonl.gz", "eval.json.gz", "provenance.json")
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _runs(recording: Path) -> dict[str, Path]:
@@ -54,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="a new folder")
     parser.add_argument("--summary", type=Path, default=SUMMARY, help=f"default: {SUMMARY.relative_to(ROOT)}")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from stddial_book.bridges.smollm2 import file_sha256
+    from stddial_book.experiments.lm_study import write_study
+
     rec, out = args.recording, args.out
     if out.exists() or out.is_symlink() or args.summary.exists():
         print(f"error: {out} or {args.summary} exists; ship into a new folder.", file=sys.stderr)
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not any(name.startswith("main/") for name in runs):
         problems.append(f"{rec}: no main runs")
     expected = {
-        k: _sha(ROOT / "data" / "smollm2" / f)
+        k: file_sha256(ROOT / "data" / "smollm2" / f)
         for k, f in (("dataset", "pool_train.jsonl"), ("eval_file", "pool_heldout.jsonl"))
     }
     commits = set()
@@ -100,9 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(rec / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
         (dst / "measure.json").write_text(fix((rec / f"measure-{kind}" / "measure.json").read_text()))
     (out / "driver.json").write_text(fix((rec / "driver.json").read_text()))
-    sys.path.insert(0, str(ROOT))
-    from stddial_book.experiments.lm_study import write_study
-
     write_study(out, args.summary)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0

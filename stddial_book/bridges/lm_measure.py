@@ -26,6 +26,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from stddial_book.bridges.smollm2 import file_sha256
+from stddial_book.core.outdir import replace_own
+
 __all__ = [
     "MEASURE_COLUMNS",
     "chat_prompts",
@@ -217,7 +220,7 @@ def measure_to_folder(
     system_prompt = ANSWER_PROMPT if system_prompt is None else system_prompt
     settings = {
         "model": "smollm2" if model == "smollm2" else Path(model).name,
-        "prompts_sha256": hashlib.sha256(Path(prompts).read_bytes()).hexdigest(),
+        "prompts_sha256": file_sha256(prompts),
         "samples": samples,
         "system_prompt": system_prompt,
         "verifier": verifier,
@@ -256,7 +259,7 @@ def measure_to_folder(
 def _save(record: Path, key: str, settings: dict[str, Any], rows: list[dict[str, Any]], wall: float, net: Any) -> None:
     """The measurement so far, with its settings, wall time and provenance, into ``measure.json``."""
     state = {"key": key, "settings": settings, "rows": rows, "wall_s": wall, "provenance": _provenance(net)}
-    _replace(record, json.dumps(state, indent=1) + "\n")
+    replace_own(record.parent, record.name, json.dumps(state, indent=1) + "\n")
 
 
 def _provenance(net: Any) -> dict[str, Any]:
@@ -287,7 +290,7 @@ def _write_table(path: Path, rows: list[dict[str, Any]]) -> Path:
     writer = csv.writer(table, lineterminator="\n")
     body = [[r["prompt_id"], r["correct"], r["samples"], *(r["correct_by"][v] for v in VERIFIERS)] for r in rows]
     writer.writerows([[*MEASURE_COLUMNS, *extra], *body])
-    _replace(path, table.getvalue())
+    replace_own(path.parent, path.name, table.getvalue())
     return path
 
 
@@ -308,16 +311,6 @@ def _load(model: str) -> tuple[Any, Any]:
     dtype = torch.bfloat16 if device == "cuda" and model != "smollm2" else torch.float32
     net = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
     return net, AutoTokenizer.from_pretrained(folder)
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` by an atomic rename of a new file beside it (never through a symlink)."""
-    if path.is_symlink():
-        raise ValueError(f"{path} is a symbolic link; the tool writes only its own files.")
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(staging, "x", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(staging, path)
 
 
 def read_measured(path: str | os.PathLike) -> list[dict[str, Any]]:

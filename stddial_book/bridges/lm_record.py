@@ -40,7 +40,7 @@ from stddial_book.bridges.lm_setup import (
     run_precision,
 )
 from stddial_book.core.hub import hub_unavailable_reason
-from stddial_book.core.outdir import check_claimable, claim_dir, expand_path, read_marker, remove_owned
+from stddial_book.core.outdir import check_claimable, claim_dir, expand_path, read_marker, remove_owned, replace_own
 from stddial_book.theory.recipes import as_recipe, get_recipe, recipe_key
 
 __all__ = [
@@ -417,7 +417,7 @@ def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: s
 def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> None:
     """Measure the held-out questions (``config.eval_file``) and, with ``config.measure_pool``, every training
     question, ``config.eval_samples`` completions each, with the trainer's model as it is now; store the
-    per-question counts under ``when`` in the run's ``eval.json`` (replaced by an atomic rename)."""
+    per-question counts under ``when`` in the run's ``eval.json`` (:func:`~stddial_book.core.outdir.replace_own`)."""
     if config.eval_file is None and not config.measure_pool:
         return
     import time
@@ -427,9 +427,7 @@ def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> N
     from stddial_book.bridges.lm_measure import measure_rows, read_prompt_rows
 
     path = run / EVAL
-    if path.is_symlink():
-        raise ValueError(f"{path} is a symbolic link; the tool writes only its own files.")
-    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
     model, tokenizer = trainer.model, trainer.processing_class
     batch = 512 if next(model.parameters()).is_cuda else 64
     sets = {}
@@ -459,9 +457,7 @@ def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> N
     result["wall_s"] = time.perf_counter() - start
     result["step"] = int(trainer.state.global_step)
     found[when] = result
-    staging = run / f".{EVAL}.tmp"
-    staging.write_text(json.dumps(found) + "\n", encoding="utf-8")
-    os.replace(staging, path)
+    replace_own(run, EVAL, json.dumps(found) + "\n")  # never through a link; recorded in the run's manifest
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 

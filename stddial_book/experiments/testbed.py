@@ -327,11 +327,10 @@ def train_to_dir(
     **changes,
 ):
     """RL with ``recipe`` from the SFT model in ``init``, writing the run to ``out``."""
-    from stddial_book.rl.batches import make_problems
     from stddial_book.rl.trainer import train
 
     config = profile.train_config(recipe, seed, **changes)
-    train_problems, heldout = make_problems(profile.task_config())
+    train_problems, heldout = profile.rl_problems()
     model = load_model_from(profile, init)
     return train(
         model,
@@ -348,6 +347,7 @@ def train_to_dir(
             "init_sha256": sha256(Path(init) / "model.safetensors"),
             "task": vars(profile.task_config()),
             "model": profile.model,
+            **({"pool_block": dict(profile.pool_block)} if profile.pool_block else {}),
         },
     )
 

@@ -158,15 +158,29 @@ def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _weights_io(model) -> tuple[Any, Any, Any]:
+    """How ``model``'s weights are written and read, and its device: a policy's own ``save_weights`` and
+    ``load_weights`` (a LoRA policy stores its adapters only), else safetensors of the whole module."""
+    from safetensors.torch import load_model, save_model
+
+    if callable(getattr(model, "save_weights", None)):
+        return model.save_weights, model.load_weights, next(model.model.parameters()).device
+    return (
+        lambda path: save_model(model, str(path)),
+        lambda path, device: load_model(model, str(path), device=str(device)),
+        next(model.parameters()).device,
+    )
+
+
 def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerprint: str = "") -> None:
     """Write model, optimizer and random states into the slot not holding the last checkpoint (see
     :func:`checkpoint_dir`), each file by an atomic rename, and record them in the run's manifest.
+    ``model`` is a torch module or a :class:`~stddial_book.rl.policy.Policy` (its trainable weights).
 
     ``directory`` is the tool's run directory (:mod:`stddial_book.core.outdir`): nothing is deleted.
     The slot's previous files are the run's own (the manifest says so) and are replaced; anything
     else found in the slot (a crash's half-written checkpoint, a file put there) is set aside."""
-    from safetensors.torch import save_model
-
+    save_weights = _weights_io(model)[0]
     last = checkpoint_dir(directory)
     name = SLOTS[1] if last is not None and last.name == SLOTS[0] else SLOTS[0]
     slot = directory / name
@@ -186,7 +200,7 @@ def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerpri
     forget_files(directory, name)  # from here until recorded again, the slot is not a checkpoint
     make_own_dir(directory, name)
     writers = {
-        "model.safetensors": lambda p: save_model(model, str(p)),
+        "model.safetensors": save_weights,
         "optimizer.pt": lambda p: torch.save(optimizer.state_dict(), p),
         "rng.pt": lambda p: torch.save({"generator": state.gen.get_state(), "torch": torch.get_rng_state()}, p),
         "state.json": (json.dumps({**state.to_json(), "fingerprint": fingerprint}) + "\n").encode(),
@@ -220,9 +234,7 @@ def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: s
 
     With ``fingerprint`` (see :func:`_config_fingerprint`), a checkpoint written for another run
     directory or configuration is refused before anything is restored."""
-    from safetensors.torch import load_model
-
-    device = next(model.parameters()).device
+    _, load_weights, device = _weights_io(model)
     parts: dict[str, Any] = {}
     verify_manifest(path.parent)  # every file the run wrote (state and checkpoint included) as it wrote it
     try:
@@ -234,7 +246,7 @@ def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: s
     for name in ("model.safetensors", "optimizer.pt", "rng.pt"):
         try:
             if name == "model.safetensors":
-                load_model(model, str(path / name), device=str(device))
+                load_weights(path / name, device)
             else:  # random states are CPU tensors whatever the device; the optimizer's follow the model
                 parts[name] = torch.load(
                     path / name, weights_only=True, map_location=device if name == "optimizer.pt" else "cpu"

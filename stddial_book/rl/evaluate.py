@@ -12,14 +12,12 @@ from stddial_book.core.checks import (
     check_int,
 )
 from stddial_book.corpora.histograms import SolveCounts
-from stddial_book.rl.batches import _decode, bucket_of, encode_prompts
 from stddial_book.rl.configs import _require_model, _require_problems
 from stddial_book.rl.model import CharCodec
+from stddial_book.rl.policy import CharPolicy, Policy, as_policy
 from stddial_book.rl.rollout import sample
-from stddial_book.rl.tasks import Problem
-from stddial_book.rl.tasks import rewards as verify
 
-__all__ = ["model_solve_counts", "EvalResult", "evaluate"]
+__all__ = ["model_solve_counts", "policy_solve_counts", "EvalResult", "evaluate"]
 
 
 def model_solve_counts(
@@ -63,13 +61,43 @@ def model_solve_counts(
             out = sample(
                 model, ids, max_new_tokens, codec.eos_id, codec.pad_id, generator=generator, num_samples=num_rollouts
             )
-            texts = _decode(codec, out.completion_ids)  # decode drops the padding
+            texts = [codec.decode(row) for row in out.completion_ids.tolist()]  # decode drops the padding
             for j, i in enumerate(rows):
                 group = texts[j * num_rollouts : (j + 1) * num_rollouts]
                 by_index[i] = int(sum(reward(t, problems[i]) for t in group))
     counts = [by_index[i] for i in range(len(problems))]
     labels = {"digits": np.array([p.digits for p in problems]), "carries": np.array([p.carries for p in problems])}
     return SolveCounts("testbed", np.array(counts, dtype=np.int64), num_rollouts, labels)
+
+
+@torch.no_grad()
+def policy_solve_counts(
+    policy: Policy, problems: Sequence, num_rollouts: int, max_new_tokens: int, seed: int = 0, batch_prompts: int = 16
+) -> np.ndarray:
+    """k correct of ``num_rollouts`` temperature-1 samples for each problem, in order (a pool's measurement).
+
+    The testbed's policy gives exactly :func:`model_solve_counts`; any other policy samples
+    ``batch_prompts`` left-padded prompts at a time, each prompt's samples sharing its KV cache, and
+    verifies with its own verifier. Reproducible for a given seed; leaves the model in eval mode."""
+    if isinstance(policy, CharPolicy):
+        return model_solve_counts(policy.model, problems, num_rollouts, max_new_tokens, seed=seed).num_correct
+    num_rollouts = check_int(num_rollouts, "num_rollouts", minimum=1)
+    problems = policy.check_problems(problems, "problems")
+    model = policy.model
+    model.eval()
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    counts = np.zeros(len(problems), dtype=np.int64)
+    for start in range(0, len(problems), batch_prompts):
+        part = problems[start : start + batch_prompts]
+        ids, mask = policy.encode(part, device)
+        out = sample(
+            model, ids, max_new_tokens, policy.eos_id, policy.pad_id, prompt_mask=mask, generator=generator,
+            num_samples=num_rollouts,
+        )  # fmt: skip
+        ok = policy.verify(policy.decode(out.completion_ids), [p for p in part for _ in range(num_rollouts)])
+        counts[start : start + len(part)] = ok.reshape(len(part), num_rollouts).sum(axis=1).astype(np.int64)
+    return counts
 
 
 @dataclass
@@ -106,16 +134,20 @@ class EvalResult:
 EVAL_ROWS = 16384
 
 
-def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> list[Problem]:
+def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> list:
     """Validate :func:`evaluate`'s arguments (at least one problem, counts ≥ 1); returns the
-    problems as a list (chapter 9)."""
+    problems as a list (chapter 9). A :class:`Policy` checks its own problems."""
     if hasattr(problems, "__len__") and len(problems) == 0:
         raise ValueError(
             "evaluate got no problems: an accuracy over zero prompts is undefined; "
             "pass a non-empty held-out set (TaskConfig.num_heldout > 0)."
         )
-    problems = _require_problems(problems, "problems")
-    _require_model(model)
+    if isinstance(model, Policy):
+        problems = model.check_problems(problems, "problems")
+        _require_model(model.model)
+    else:
+        problems = _require_problems(problems, "problems")
+        _require_model(model)
     for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
@@ -125,7 +157,7 @@ def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> l
 @torch.no_grad()
 def evaluate(
     model,
-    problems: Sequence[Problem],
+    problems: Sequence,
     max_new_tokens: int,
     num_samples: int = 8,
     generator: torch.Generator | None = None,
@@ -133,9 +165,13 @@ def evaluate(
     chunk: int = 256,
     greedy: bool = True,
 ) -> EvalResult:
-    """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket."""
+    """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket.
+
+    ``model`` is the testbed's model (``codec`` its codec) or any :class:`~stddial_book.rl.policy.Policy`,
+    which prompts, verifies and buckets its own problems."""
     problems = _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk)
-    codec = codec or CharCodec()
+    policy = as_policy(model, codec)
+    model = policy.model
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -146,26 +182,26 @@ def evaluate(
     step = max(1, min(chunk, EVAL_ROWS // num_samples))
     for start in range(0, len(problems), step):
         part = list(problems[start : start + step])
-        ids, mask = encode_prompts(part, codec, device)
+        ids, mask = policy.encode(part, device)
         for drawn in range(0, num_samples, per_pass):
             n = min(per_pass, num_samples - drawn)
             out = sample(
                 model,
                 ids,
                 max_new_tokens,
-                codec.eos_id,
-                codec.pad_id,
+                policy.eos_id,
+                policy.pad_id,
                 prompt_mask=mask,
                 generator=generator,
                 num_samples=n,
             )
-            ok = verify(_decode(codec, out.completion_ids), [p for p in part for _ in range(n)])
+            ok = policy.verify(policy.decode(out.completion_ids), [p for p in part for _ in range(n)])
             successes[start : start + len(part)] += ok.reshape(len(part), n).sum(axis=1).astype(np.int64)
         if greedy:
-            out = sample(model, ids, max_new_tokens, codec.eos_id, codec.pad_id, prompt_mask=mask, greedy=True)
-            greedy_ok[start : start + len(part)] = verify(_decode(codec, out.completion_ids), part)
+            out = sample(model, ids, max_new_tokens, policy.eos_id, policy.pad_id, prompt_mask=mask, greedy=True)
+            greedy_ok[start : start + len(part)] = policy.verify(policy.decode(out.completion_ids), part)
     model.train(was_training)
-    buckets = np.array([bucket_of(p) for p in problems])
+    buckets = np.array([policy.bucket(p) for p in problems])
     rate = successes / num_samples
     names = sorted(set(buckets.tolist()))
     return EvalResult(

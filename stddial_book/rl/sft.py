@@ -37,13 +37,15 @@ class SFTResult:
 
 
 def _adamw(model, lr: float) -> torch.optim.AdamW:
-    """AdamW at ``lr``, no weight decay, for the trainers here; its fused kernel (one pass over
-    all parameters instead of a dozen per tensor) where this torch has one for the model's
-    device (CPU since torch 2.4). The update is the same to float rounding."""
+    """AdamW at ``lr``, no weight decay, for the trainers here, over ``model``'s parameters (or the list
+    of parameters given); its fused kernel (one pass over all parameters instead of a dozen per
+    tensor) where this torch has one for the model's device (CPU since torch 2.4). The update is
+    the same to float rounding."""
+    params = list(model.parameters()) if isinstance(model, torch.nn.Module) else list(model)
     try:
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
 def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[torch.Tensor, ...]:

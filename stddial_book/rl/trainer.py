@@ -15,7 +15,7 @@ import torch
 
 from stddial_book.core.outdir import checked_path, claim_dir, read_marker, replace_own, require_owned
 from stddial_book.rl.allocation import allocate, record_allocation
-from stddial_book.rl.batches import Batch, GroupLayout, _decode, bucket_of, encode_prompts, group_sizes_of
+from stddial_book.rl.batches import Batch, GroupLayout, group_sizes_of
 from stddial_book.rl.checkpoints import (
     CHECKPOINT,
     INIT,
@@ -28,15 +28,14 @@ from stddial_book.rl.checkpoints import (
     checkpoint_dir,
 )
 from stddial_book.rl.configs import TrainConfig, _require_config, _require_model, _require_problems
-from stddial_book.rl.evaluate import EvalResult, evaluate, model_solve_counts
+from stddial_book.rl.evaluate import EvalResult, evaluate, policy_solve_counts
 from stddial_book.rl.model import CharCodec
+from stddial_book.rl.policy import Policy, as_policy
 from stddial_book.rl.pool_state import new_pool_state
 from stddial_book.rl.rollout import sample
 from stddial_book.rl.runlog import RunLog, load_run
 from stddial_book.rl.sampling import DynamicSampler, kept_rows, overlong_penalty, rows_by_prompt
 from stddial_book.rl.sft import _progress
-from stddial_book.rl.tasks import Problem
-from stddial_book.rl.tasks import rewards as verify
 from stddial_book.rl.update import _batch_metrics, _update, build_optimizer, peak_memory_mb
 from stddial_book.theory.recipes import Recipe, group_advantages
 
@@ -58,10 +57,10 @@ class TrainResult:
 
 def _rollout_round(
     model,
-    problems: Sequence[Problem],
+    problems: Sequence[Any],
     config: TrainConfig,
     state: _State,
-    codec: CharCodec,
+    codec: CharCodec | Policy,
     num_prompts: int | None = None,
     exclude: np.ndarray | None = None,
     group_sizes: np.ndarray | None = None,
@@ -72,7 +71,8 @@ def _rollout_round(
     step already drew), sample G completions each, verify, shape rewards.
     ``group_sizes`` (one G per problem) gives each prompt its own G;
     ``rows`` names the prompts instead of drawing them (an allocation
-    rule's choice, Part V)."""
+    rule's choice, Part V). ``codec``: the policy (or the testbed's codec)."""
+    policy = as_policy(model, codec)
     recipe = config.recipe
     device = next(model.parameters()).device
     # train() checked the pool holds it
@@ -85,13 +85,13 @@ def _rollout_round(
         rows = available[state.rng.choice(len(available), size=wanted, replace=False)]
     chosen = [problems[i] for i in rows]
     counts = config.group_size if group_sizes is None else [int(group_sizes[i]) for i in rows]
-    ids, pmask = encode_prompts(chosen, codec, device)
+    ids, pmask = policy.encode(chosen, device)
     out = sample(
         model,
         ids,
         config.max_new_tokens,
-        codec.eos_id,
-        codec.pad_id,
+        policy.eos_id,
+        policy.pad_id,
         prompt_mask=pmask,
         temperature=config.temperature,
         generator=state.gen,
@@ -99,7 +99,7 @@ def _rollout_round(
     )
     repeats = np.broadcast_to(counts, len(rows))
     repeated = [p for p, n in zip(chosen, repeats) for _ in range(n)]
-    correct = verify(_decode(codec, out.completion_ids), repeated)
+    correct = policy.verify(policy.decode(out.completion_ids), repeated)
     shaped = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
     if recipe.overlong_penalty:
         shaped = shaped + overlong_penalty(out.lengths.cpu().numpy(), config.max_new_tokens, config.overlong_cache)
@@ -112,22 +112,22 @@ def _rollout_round(
         out.logprobs,
         correct,
         shaped,
-        np.array([bucket_of(p) for p in repeated]),
+        np.array([policy.bucket(p) for p in repeated]),
         np.repeat(np.asarray(rows, dtype=np.int64), repeats),
     )
 
 
-def _checked_arguments(
-    model, train_problems, heldout, config: TrainConfig, out
-) -> tuple[list[Problem], list[Problem], Path]:
+def _checked_arguments(model, train_problems, heldout, config: TrainConfig, out) -> tuple[list, list, Path]:
     """Validate :func:`train`'s arguments; returns both problem lists and the output path.
 
-    The pool must fill a step with ``prompts_per_step`` distinct prompts, and evaluation needs
-    held-out problems (chapter 10)."""
+    ``model`` is the testbed's torch module or a :class:`Policy`, which checks its own problems. The
+    pool must fill a step with ``prompts_per_step`` distinct prompts, and evaluation needs held-out
+    problems (chapter 10)."""
     _require_config(config, TrainConfig)
-    _require_model(model)
-    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
-    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    _require_model(model.model if isinstance(model, Policy) else model)
+    check = model.check_problems if isinstance(model, Policy) else _require_problems
+    train_problems = check(train_problems, "train_problems", allow_empty=True)
+    heldout = check(heldout, "heldout", allow_empty=True)
     if not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a directory path (str or Path); got {type(out).__name__}.")
     directory = checked_path(out)
@@ -163,7 +163,9 @@ def _check_allocation_pool(config: TrainConfig, pool: int) -> None:
         )
 
 
-def _run_directory(directory: Path, config_dict: dict[str, Any], resume: bool) -> tuple[Path, Path | None]:
+def _run_directory(
+    directory: Path, config_dict: dict[str, Any], resume: bool, described: dict[str, Any] | None = None
+) -> tuple[Path, Path | None]:
     """Claim ``directory`` for a new run, or check that a resumed one holds a checkpoint of the
     same configuration; returns the directory and its saved checkpoint (``None`` if there is none;
     chapter 10)."""
@@ -175,33 +177,33 @@ def _run_directory(directory: Path, config_dict: dict[str, Any], resume: bool) -
     if resume and saved_checkpoint is None:
         raise ValueError(f"cannot resume: {directory / CHECKPOINT} holds no checkpoint; run without --resume first.")
     if resume:
-        saved = load_run(directory)[0].get("config", {}).get("train")
+        recorded = load_run(directory)[0].get("config", {})
+        saved = recorded.get("train")
         if saved is not None and json.loads(json.dumps(saved)) != json.loads(json.dumps(config_dict)):
             raise ValueError(
                 f"the run in {directory} was started with a different configuration; resume it with "
                 "the same recipe, profile and seed, or write to a new --out directory."
+            )
+        if saved is not None and json.loads(json.dumps(recorded.get("policy"))) != json.loads(json.dumps(described)):
+            raise ValueError(
+                f"the run in {directory} was started with another policy (model, LoRA or prompt); resume it "
+                "with the same policy, or write to a new --out directory."
             )
     elif (directory / "metrics.jsonl").exists():
         raise ValueError(f"{directory} already holds a run; pass resume=True (--resume) or choose another --out.")
     return directory, saved_checkpoint
 
 
-def _reference_policy(model, directory: Path, recipe: Recipe, resume: bool):
-    """Save the starting weights in ``directory/init`` (a new run) and, when the recipe has a KL
-    term (β > 0), return a frozen copy of them: π_ref of the k3 estimator (chapter 2)."""
-    from safetensors.torch import load_model, save_model
-
+def _reference_policy(policy: Policy, directory: Path, recipe: Recipe, resume: bool):
+    """Save the starting weights in ``directory/init`` (a new run; a LoRA policy's adapters) and, when
+    the recipe has a KL term (β > 0), return a frozen π_ref at them for the k3 estimator (chapter 2):
+    a copy of the testbed's model, or a Hugging Face policy with its adapters off."""
     init = directory / INIT / "model.safetensors"
     if not resume:  # never through a link planted at init/ (stddial_book.core.outdir)
-        replace_own(directory, f"{INIT}/model.safetensors", lambda path: save_model(model, str(path)))
+        replace_own(directory, f"{INIT}/model.safetensors", policy.save_weights)
     if not recipe.kl_coef > 0:
         return None
-    import copy
-
-    ref_model = copy.deepcopy(model)
-    load_model(ref_model, str(init))
-    ref_model.eval().requires_grad_(False)
-    return ref_model
+    return policy.reference(init)
 
 
 @dataclass
@@ -210,11 +212,10 @@ class _Measurements:
     held-out pass rates (:func:`evaluate`) and, with a pool, each pool prompt's solve count k of n
     (chapters 9-13)."""
 
-    model: Any
-    heldout: list[Problem]
-    pool: list[Problem]
+    policy: Policy
+    heldout: list[Any]
+    pool: list[Any]
     config: TrainConfig
-    codec: CharCodec
     device: torch.device
 
     @property
@@ -223,21 +224,21 @@ class _Measurements:
 
     def held_out(self, step: int) -> EvalResult:
         gen = torch.Generator(device=self.device).manual_seed(self.seed + step)
-        return evaluate(self.model, self.heldout, self.config.max_new_tokens, self.config.eval_samples, gen, self.codec)
+        return evaluate(self.policy, self.heldout, self.config.max_new_tokens, self.config.eval_samples, gen)
 
     def solve_counts(self, step: int) -> dict[str, Any]:
         """``pool/k`` (correct of ``pool/n`` samples, per pool prompt); empty without a pool."""
         config = self.config
         if config.pool_size is None:
             return {}
-        counts = model_solve_counts(
-            self.model, self.pool, config.pool_samples, config.max_new_tokens, seed=self.seed + 500_009 + step
+        counts = policy_solve_counts(
+            self.policy, self.pool, config.pool_samples, config.max_new_tokens, seed=self.seed + 500_009 + step
         )
-        self.model.train()
-        return {"pool/k": counts.num_correct.tolist(), "pool/n": config.pool_samples}
+        self.policy.model.train()
+        return {"pool/k": counts.tolist(), "pool/n": config.pool_samples}
 
 
-def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec, group_sizes=None):
+def _generate(model, pool: list[Any], config: TrainConfig, state: _State, policy: Policy, group_sizes=None):
     """The rollouts of one step: a round of ``prompts_per_step`` groups, or with dynamic sampling
     refill rounds of new prompts until that many non-silent groups are kept (chapter 12).
     ``group_sizes`` (one G per pool prompt) gives each prompt its own G.
@@ -254,7 +255,7 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
         wanted = min(wanted, len(pool) - len(drawn))
         if wanted == 0:  # every pool prompt was drawn this step: the round is empty
             return generated[-1][np.zeros(0, dtype=np.int64)], np.zeros(0)
-        batch = _rollout_round(model, pool, config, state, codec, wanted, drawn, group_sizes)
+        batch = _rollout_round(model, pool, config, state, policy, wanted, drawn, group_sizes)
         generated.append(batch)
         if group_sizes is not None:
             return batch, batch.correct, group_sizes_of(batch.prompt_index)
@@ -265,7 +266,7 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
         # refill rounds ask for the groups still missing, from new prompts (verl's DAPO)
         sampler = DynamicSampler(config.prompts_per_step, config.group_size, config.max_rounds)
         parts, cost = sampler.fill(draw)
-        kept = Batch.cat(parts, codec.pad_id) if parts else None
+        kept = Batch.cat(parts, policy.pad_id) if parts else None
         rounds, hit_cap = cost.rounds, cost.hit_cap
         discarded = {"silent": cost.samples_silent, "surplus": cost.samples_surplus}
     else:
@@ -274,7 +275,7 @@ def _generate(model, pool: list[Problem], config: TrainConfig, state: _State, co
     return generated, kept, rounds, hit_cap, discarded
 
 
-def _allocated(model, pool: list[Problem], config: TrainConfig, state: _State, codec: CharCodec):
+def _allocated(model, pool: list[Any], config: TrainConfig, state: _State, policy: Policy):
     """The rollouts of one step under an allocation rule (Part V): the rule reads the pool history
     ``state.pool_state`` and calls ``draw`` (groups sampled from the model, on the shared prompt
     cache) within ``config.step_budget`` samples; every draw is then recorded in the history.
@@ -287,7 +288,7 @@ def _allocated(model, pool: list[Problem], config: TrainConfig, state: _State, c
     def draw(ids: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         per_prompt = np.zeros(len(pool), dtype=np.int64)
         per_prompt[ids] = sizes
-        batch = _rollout_round(model, pool, config, state, codec, len(ids), None, per_prompt, rows=ids)
+        batch = _rollout_round(model, pool, config, state, policy, len(ids), None, per_prompt, rows=ids)
         drawn.append(batch)
         return np.add.reduceat(batch.correct, np.cumsum(sizes) - sizes).astype(np.int64)
 
@@ -301,7 +302,7 @@ def _allocated(model, pool: list[Problem], config: TrainConfig, state: _State, c
             f"{config.step_budget}); raise allocation_budget or allocation_candidates, or change its options."
         )
     record_allocation(state.pool_state, result)
-    allgen = Batch.cat(drawn, codec.pad_id) if len(drawn) > 1 else drawn[0]
+    allgen = Batch.cat(drawn, policy.pad_id) if len(drawn) > 1 else drawn[0]
     merged = allgen[rows_by_prompt(allgen.prompt_index)]
     rows = kept_rows(merged.prompt_index, merged.correct, result.prompts, result.group_sizes, result.num_correct)
     kept = merged[rows] if len(rows) else None
@@ -343,16 +344,18 @@ def _learn(
 
 
 def _train_step(
-    model, optimizer, pool: list[Problem], config: TrainConfig, state: _State, codec, ref_model, group_sizes=None
+    model, optimizer, pool: list[Any], config: TrainConfig, state: _State, codec, ref_model, group_sizes=None
 ):
     """One step of the loop: generate, count, update; returns its metrics and samples generated
-    (chapter 10). ``group_sizes`` (one G per pool prompt) gives each prompt its own G."""
+    (chapter 10). ``codec`` is the policy (or the testbed's :class:`CharCodec`, :func:`as_policy`);
+    ``group_sizes`` (one G per pool prompt) gives each prompt its own G."""
     t0 = time.perf_counter()
+    policy = as_policy(model, codec)
     allocated: dict[str, Any] = {}
     if config.allocation == "uniform":
-        generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, codec, group_sizes)
+        generated, kept, rounds, hit_cap, discarded = _generate(model, pool, config, state, policy, group_sizes)
     else:
-        generated, kept, rounds, hit_cap, discarded, allocated = _allocated(model, pool, config, state, codec)
+        generated, kept, rounds, hit_cap, discarded, allocated = _allocated(model, pool, config, state, policy)
     num_generated = sum(len(b) for b in generated)
     t1 = time.perf_counter()
     state.step += 1
@@ -384,13 +387,12 @@ class _Run:
     """The working parts of one run: the policy, its optimizer and frozen reference, the counters
     and random states, the prompt pool, and the log and directory it writes."""
 
-    model: Any
+    policy: Policy
     optimizer: torch.optim.Optimizer
     ref_model: Any
     state: _State
-    pool: list[Problem]
+    pool: list[Any]
     config: TrainConfig
-    codec: CharCodec
     log: RunLog
     directory: Path
     fingerprint: str
@@ -411,7 +413,7 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
             stopped_early = True
             break
         metrics, num_generated = _train_step(
-            run.model, run.optimizer, run.pool, config, state, run.codec, run.ref_model
+            run.policy.model, run.optimizer, run.pool, config, state, run.policy, run.ref_model
         )
         done = state.samples_generated >= config.sample_budget
         if config.eval_every and (state.step % config.eval_every == 0 or done):
@@ -422,56 +424,60 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
         bar.update(num_generated)
         bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
         if state.step % config.checkpoint_every == 0 or done:
-            _save_checkpoint(run.directory, run.model, run.optimizer, state, run.fingerprint)
+            _save_checkpoint(run.directory, run.policy, run.optimizer, state, run.fingerprint)
             run.log.finish()  # the wall time so far, so that a resumed run's total counts this segment
     bar.close()
     return last_eval, stopped_early
 
 
 def _start(
-    model,
+    policy: Policy,
     config: TrainConfig,
     directory: Path,
-    pool: list[Problem],
-    codec: CharCodec,
+    pool: list[Any],
     resume: bool,
     log_fields: dict[str, Any],
     extra_provenance: dict[str, Any] | None,
 ) -> _Run:
     """Open a run: claim ``directory`` (or check the one resumed), start its log (``log_fields``:
     command and profile), save the starting weights, freeze π_ref, build the optimizer and seed
-    the counters; a resumed run then restores its checkpoint and cuts its log back to it (chapter 10)."""
+    the counters; a resumed run then restores its checkpoint and cuts its log back to it (chapter 10).
+    A policy that describes itself (:meth:`Policy.describe`) is recorded beside the settings and is
+    part of the checkpoints' fingerprint; the testbed's model adds nothing, as before."""
+    model = policy.model
     device = next(model.parameters()).device
-    config_dict = config.to_dict()
-    directory, saved_checkpoint = _run_directory(directory, config_dict, resume)
+    config_dict, described = config.to_dict(), policy.describe()
+    identity = config_dict if described is None else {**config_dict, "policy": described}
+    directory, saved_checkpoint = _run_directory(directory, config_dict, resume, described)
     run_id = read_marker(directory)["run_id"]
+    recorded = {"train": config_dict} if described is None else {"train": config_dict, "policy": described}
     log = RunLog(
         directory,
         **log_fields,
         seed=config.seed,
-        config={"train": config_dict, **(extra_provenance or {})},
+        config={**recorded, **(extra_provenance or {})},
         resume=resume,
         device=str(device),
         run_id=run_id,
     )
-    fingerprint = _config_fingerprint(config_dict, run_id)
-    ref_model = _reference_policy(model, directory, config.recipe, resume)
+    fingerprint = _config_fingerprint(identity, run_id)
+    ref_model = _reference_policy(policy, directory, config.recipe, resume)
     optimizer = build_optimizer(model, config)
     state = _State(config.seed, device)
     if config.allocation != "uniform":  # what the rule knows of each pool prompt (checkpointed)
         state.pool_state = new_pool_state(len(pool), **config.pool_estimator())
     torch.manual_seed(config.seed)
     if resume:
-        _load_checkpoint(saved_checkpoint, model, optimizer, state, fingerprint)
+        _load_checkpoint(saved_checkpoint, policy, optimizer, state, fingerprint)
         _check_log_matches(directory, saved_checkpoint, state)
         _truncate_metrics(directory, state.step)
-    return _Run(model, optimizer, ref_model, state, pool, config, codec, log, directory, fingerprint)
+    return _Run(policy, optimizer, ref_model, state, pool, config, log, directory, fingerprint)
 
 
 def train(
     model,
-    train_problems: Sequence[Problem],
-    heldout: Sequence[Problem],
+    train_problems: Sequence[Any],
+    heldout: Sequence[Any],
     config: TrainConfig,
     out: str | os.PathLike,
     *,
@@ -485,20 +491,26 @@ def train(
 ) -> TrainResult:
     """Run RL from ``model`` under ``config.recipe`` and write the run log to ``out``.
 
-    The starting weights are saved in ``out/init`` (the reference policy of the KL term, and what
-    a resumed run rebuilds it from). ``resume=True`` continues from ``out/checkpoint`` after
-    checking that the configuration is the same; ``stop_after`` ends the run early after that
-    many steps (to test interruption). Returns a :class:`TrainResult`.
+    ``model`` is the testbed's model (a torch module; ``codec`` its character codec, by default
+    :class:`CharCodec`), prompting :class:`~stddial_book.rl.tasks.Problem` objects, or any
+    :class:`~stddial_book.rl.policy.Policy`, such as a Hugging Face causal LM with LoRA adapters
+    (:func:`stddial_book.rl.hf_policy.hf_policy`) prompting
+    :class:`~stddial_book.rl.text_tasks.TextProblem` objects: every recipe, allocation rule and DAPO's
+    refill run on either. The starting weights are saved in ``out/init`` (the reference policy of
+    the KL term, and what a resumed run rebuilds it from). ``resume=True`` continues from
+    ``out/checkpoint`` after checking that the configuration is the same; ``stop_after`` ends the
+    run early after that many steps (to test interruption). Returns a :class:`TrainResult`.
     """
     train_problems, heldout, directory = _checked_arguments(model, train_problems, heldout, config, out)
-    codec = codec or CharCodec()
+    policy = as_policy(model, codec)
+    model = policy.model
     pool = list(train_problems) if config.pool_size is None else list(train_problems[: config.pool_size])
     device = next(model.parameters()).device
     log_fields = {"command": command, "profile": profile}
-    run = _start(model, config, directory, pool, codec, resume, log_fields, extra_provenance)
+    run = _start(policy, config, directory, pool, resume, log_fields, extra_provenance)
     state, log = run.state, run.log
     model.train()
-    measure = _Measurements(model, heldout, pool, config, codec, device)
+    measure = _Measurements(policy, heldout, pool, config, device)
     if state.step == 0 and config.eval_every:
         first = {**measure.held_out(0).metrics(), **measure.solve_counts(0)}
         log.log(0, {**first, "samples/generated": 0, "samples/kept": 0, "updates": 0})

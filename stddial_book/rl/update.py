@@ -21,17 +21,24 @@ from stddial_book.theory.identity import group_std
 __all__ = ["peak_memory_mb", "build_optimizer", "clip_gradient"]
 
 
+def _trainable(model) -> list[torch.nn.Parameter]:
+    """The parameters an update moves: all of the testbed's model, a LoRA policy's adapters only."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def build_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
-    """The optimizer ``config.optimizer`` names, at ``config.lr``: AdamW without weight decay (the
+    """The optimizer ``config.optimizer`` names, at ``config.lr``, over the model's trainable parameters
+    (all of the testbed's; a LoRA policy's adapters): AdamW without weight decay (the
     book's default, exactly what the trainer always built) or plain SGD, θ ← θ − lr · g (no
     momentum, no weight decay: its step is the gradient itself, so the dial's scale reaches the
     weights unnormalised). Plain SGD keeps no state, so a checkpoint's optimizer file holds only
     its settings and a resumed run continues exactly."""
     from stddial_book.rl.sft import _adamw
 
+    params = _trainable(model)
     if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.0, weight_decay=0.0)
-    return _adamw(model, config.lr)
+        return torch.optim.SGD(params, lr=config.lr, momentum=0.0, weight_decay=0.0)
+    return _adamw(params, config.lr)
 
 
 def clip_gradient(model, max_grad_norm: float) -> float:
@@ -313,9 +320,10 @@ def _backward_pass(
 
 
 def _update_norm(model, before: list[torch.Tensor]) -> float:
-    """‖θ_after − θ_before‖, the Euclidean length of the whole update over all parameters (chapter 10)."""
+    """‖θ_after − θ_before‖, the Euclidean length of the whole update over the trainable parameters
+    (all of the testbed's model; frozen weights do not move; chapter 10)."""
     with torch.no_grad():
-        return float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(model.parameters(), before))))
+        return float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(_trainable(model), before))))
 
 
 def _update(
@@ -348,7 +356,7 @@ def _update(
     loss_mask = batch.mask & ~batch.truncated[:, None] if config.recipe.overlong_filter else batch.mask
     sums: dict[str, float] = {}
     counted = 0
-    before = [p.detach().clone() for p in model.parameters()]
+    before = [p.detach().clone() for p in _trainable(model)]
     checks: dict[str, list] = {key: [] for key in ("minibatch", "rel_error", "clipped", "sigma")}
     # whole groups per minibatch; a short (capped) DAPO batch gives smaller
     # minibatches

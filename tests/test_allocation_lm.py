@@ -176,3 +176,42 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
         return a == pytest.approx(b, rel=1e-9, nan_ok=True)
     return a == b
+
+
+def test_kept_samples_and_the_silent_ceiling_by_hand() -> None:
+    """The persistent study's ceiling (data/runs/persistent/PLAN.md): DAPO's generated samples to a
+    target ÷ what it kept by then, per seed, geometric mean, Student-t interval on the logs."""
+    from scipy import stats
+
+    from stddial_book.experiments.allocation_lm import kept_at, silent_ceiling
+
+    log_a = [
+        {"step": 0},
+        {"samples/generated": 100, "samples/kept": 50},
+        {"samples/generated": 200, "samples/kept": 150},
+    ]
+    log_b = [{"samples/generated": 100, "samples/kept": 25}, {"samples/generated": 300, "samples/kept": 75}]
+    assert kept_at(log_a, 150) == pytest.approx(100.0)  # halfway between 50 and 150
+    assert kept_at(log_a, 40) == pytest.approx(20.0)  # from the origin
+    assert np.isnan(kept_at(log_a, 201)) and np.isnan(kept_at(log_a, float("nan")))
+    ceiling = silent_ceiling([{"samples_to_target": [150.0]}, {"samples_to_target": [200.0]}], [log_a, log_b], 0)
+    assert ceiling["per_seed"] == pytest.approx([1.5, 4.0])  # 150/100; 200/50
+    logs = np.log([1.5, 4.0])
+    half = stats.t.ppf(0.975, 1) * logs.std(ddof=1) / np.sqrt(2)
+    assert ceiling["value"] == pytest.approx(np.sqrt(6.0))
+    assert ceiling["ratio_ci"] == pytest.approx([np.sqrt(6.0) * np.exp(-half), np.sqrt(6.0) * np.exp(half)])
+    lone = silent_ceiling([{"samples_to_target": [float("nan")]}, {"samples_to_target": [200.0]}], [log_a, log_b], 0)
+    assert lone["pairs"] == 1 and lone["ratio_ci"] == [None, None]
+
+
+def test_block_accuracy_splits_the_pool_at_the_declared_block() -> None:
+    from stddial_book.experiments.allocation_lm import block_accuracy
+
+    log = [
+        {"samples/generated": 0, "pool/k": [0, 0, 4, 8], "pool/n": 8},
+        {"samples/generated": 64, "pool/k": [0, 2, 8, 8], "pool/n": 8},
+    ]
+    got = block_accuracy(log, 2)
+    assert got == pytest.approx(
+        {"block_start": 0.0, "block_end": 0.125, "block_silent_end": 0.5, "rest_start": 0.75, "rest_end": 1.0}
+    )

@@ -47,6 +47,13 @@ __all__ = [
     "load_lm_summary",
     "RUNS_PROFILE",
     "SUMMARY_FILE",
+    "kept_at",
+    "silent_ceiling",
+    "block_accuracy",
+    "persistent_benchmark",
+    "PERSISTENT_RULES",
+    "PERSISTENT_RUNS",
+    "PERSISTENT_SUMMARY_FILE",
 ]
 
 #: The rules recorded on the LM testbed, uniform first. ``knapsack_oracle`` is not among them: it
@@ -298,3 +305,86 @@ def load_lm_summary() -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return json.loads(gzip.decompress(path.read_bytes()))
+
+
+#: The rules of the persistent-silence study (data/runs/persistent/PLAN.md), uniform first.
+PERSISTENT_RULES = ("uniform", "dapo", "greso", "knapsack", "dial_grpo")
+#: Where its recorded runs live in a checkout, and the summary the package ships.
+PERSISTENT_RUNS = "persistent"
+PERSISTENT_SUMMARY_FILE = ("allocation", "allocation_persistent.json.gz")
+
+
+def kept_at(records: list[dict[str, Any]], generated: float) -> float:
+    """Samples a run had kept for its updates (not discarded as silent or surplus) by the time it had
+    generated ``generated`` samples, linear between logged steps; NaN past the run's end."""
+    rows = [r for r in records if "samples/generated" in r and "samples/kept" in r]
+    g = np.array([0.0] + [float(r["samples/generated"]) for r in rows])
+    k = np.array([0.0] + [float(r["samples/kept"]) for r in rows])
+    if not np.isfinite(generated) or generated > g[-1]:
+        return float("nan")
+    return float(np.interp(generated, g, k))
+
+
+def silent_ceiling(dapo_runs: list[dict[str, Any]], records: list[list[dict]], target: int, level=0.95) -> dict:
+    """The ceiling of any rule against DAPO at target index ``target``: per seed, DAPO's generated
+    samples to the target ÷ the samples it kept up to then (what DAPO would need if the groups it
+    generated and discarded had cost nothing); the geometric mean with a Student-t interval on the
+    logs. ``dapo_runs`` are :func:`lm_run_measures` results, ``records`` the same runs' logs."""
+    from scipy import stats
+
+    ratios = []
+    for measured, log in zip(dapo_runs, records):
+        spent = measured["samples_to_target"][target]
+        kept = kept_at(log, spent)
+        if np.isfinite(spent) and np.isfinite(kept) and kept > 0:
+            ratios.append(spent / kept)
+    n = len(ratios)
+    if n < 2:
+        return {"value": float(ratios[0]) if ratios else None, "ratio_ci": [None, None], "pairs": n}
+    logs = np.log(ratios)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * logs.std(ddof=1) / np.sqrt(n)
+    return {
+        "value": float(np.exp(logs.mean())),
+        "ratio_ci": [float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))],
+        "per_seed": [float(r) for r in ratios],
+        "pairs": n,
+        "meaning": "DAPO's generated samples to the target / the samples it kept by then, per seed: the most a "
+        "rule that paid nothing for silent groups could save against DAPO on DAPO's own trajectory",
+    }
+
+
+def block_accuracy(records: list[dict[str, Any]], size: int) -> dict[str, float]:
+    """Pool accuracy of the declared block (the pool's first ``size`` prompts) and of the rest, at the
+    first and the last pool measurement, and the share of the block never solved at the last one."""
+    _, _, rates = pool_curve(records)
+    return {
+        "block_start": float(rates[0][:size].mean()),
+        "block_end": float(rates[-1][:size].mean()),
+        "block_silent_end": float(np.mean(rates[-1][:size] == 0.0)),
+        "rest_start": float(rates[0][size:].mean()),
+        "rest_end": float(rates[-1][size:].mean()),
+    }
+
+
+def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
+    """The persistent-silence study (data/runs/persistent/PLAN.md) as the benchmark files hold it:
+    :func:`lm_benchmark` on its runs, the ceiling beside the headline (:func:`silent_ceiling` at
+    the same target, over the seeds every rule has), and every rule's :func:`block_accuracy` (mean
+    over those seeds)."""
+    study = lm_benchmark(directory, middle)
+    runs = _load_rule_runs(Path(directory), "grpo")
+    size = int(runs["uniform"][0][0]["pool_block"]["size"])
+    logs = [records for _, records in runs["dapo"]]
+    curves = [pool_curve(log)[:2] for log in logs]
+    measured = [{"samples_to_target": [samples_to(g, a, t) for t in study["targets"]]} for g, a in curves]
+    study["ceiling_vs_dapo"] = silent_ceiling(measured, logs, middle)
+    study["blocks"] = {
+        rule: {key: float(np.mean([block_accuracy(log, size)[key] for _, log in pairs])) for key in _BLOCK_KEYS}
+        for rule, pairs in runs.items()
+    }
+    study["block_size"] = size
+    study["samples_to_target_vs_dapo"]["ceiling"] = study["ceiling_vs_dapo"]
+    return study
+
+
+_BLOCK_KEYS = ("block_start", "block_end", "block_silent_end", "rest_start", "rest_end")

@@ -5,7 +5,7 @@
 first, else the last expression, compared as mathematics): it accepts ``23 + 45`` as the answer 68, so on
 arithmetic questions a reply that restates the question scores. ``last-number`` takes the last number
 written in the reply, digits and all, and compares its value with the gold number: a restated sum does
-not score. The recipe's two reward values either way. ``format``: 1 when the completion puts exactly one answer in ``\\boxed{}``, whatever it
+not score (:func:`~stddial_book.rl.text_tasks.last_number`, the engine's verifier's too). The recipe's two reward values either way. ``format``: 1 when the completion puts exactly one answer in ``\\boxed{}``, whatever it
 says, else 0. Both record their last batch, so the dial's diagnostics can read which completions passed.
 """
 
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from stddial_book.core.checks import check_per_completion, check_reward_values
+from stddial_book.rl.text_tasks import last_number
 
 __all__ = [
     "VERIFIERS",
     "completion_text",
-    "last_number",
     "is_correct",
     "has_format",
     "CorrectnessReward",
@@ -30,8 +30,6 @@ __all__ = [
 
 #: The answer checks a run can use (``LMRunConfig.verifier``, ``measure --verifier``).
 VERIFIERS = ("math-verify", "last-number")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
 _BOXED = re.compile(r"\\boxed\{[^{}]*\}")
 
 
@@ -54,17 +52,6 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, (list, tuple)):
         return "".join(str(m.get("content", "")) for m in completion if isinstance(m, dict))
     raise TypeError(f"a completion is text or a list of chat messages; got {type(completion).__name__}.")
-
-
-def last_number(text: str) -> float | None:
-    """The value of the last number written in ``text`` (thousands separators dropped), or None."""
-    found = _NUMBER.findall(text)
-    if not found:
-        return None
-    try:
-        return float(found[-1].replace(",", ""))
-    except ValueError:
-        return None
 
 
 def is_correct(text: str, gold: str, verifier: str = "math-verify") -> bool:

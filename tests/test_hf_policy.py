@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+pytest.importorskip("peft")  # the lm extra; .ci/lowest's first stage has none
+
 from stddial_book.bridges.lm_data import build_tiny_model
 from stddial_book.bridges.lm_pool import ANSWER_PROMPT
 from stddial_book.rl.checkpoints import _State, checkpoint_dir

@@ -162,3 +162,43 @@ def test_the_base_measurement_under_both_verifiers_is_what_measure_wrote():
     assert record["settings"]["prompts_sha256"] == hashlib.sha256(held).hexdigest()
     assert len(table) == len(held.splitlines())
     assert record["provenance"]["dirty"] is False and len(record["provenance"]["git_commit"]) == 40
+
+
+def test_each_recipes_pilot_is_read_from_its_own_folders(tmp_path) -> None:
+    """The strict plan (data/runs/smollm2/PLAN-strict.md): every recipe pilots its own rate; the first plan's
+    lr<rate>/ folders are GRPO's."""
+    from stddial_book.experiments.lm_study import pilot_curves
+
+    def run(folder: Path, rates: list[float]) -> None:
+        folder.mkdir(parents=True)
+        with gzip.open(folder / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
+            for step, rate in enumerate(rates, 1):
+                handle.write(json.dumps({"step": step, "dial/pass_rate": rate}) + "\n")
+
+    strict, first = tmp_path / "strict", tmp_path / "first"
+    run(strict / "grpo-lr1e-4", [0.1, 0.2])
+    run(strict / "dr_grpo-lr1e-4", [0.3])
+    run(strict / "dapo-lr3e-4", [0.5, 0.6])
+    assert pilot_curves(strict) == {
+        "grpo": {"1e-4": [0.1, 0.2]},
+        "dr_grpo": {"1e-4": [0.3]},
+        "dapo": {"3e-4": [0.5, 0.6]},
+    }
+    run(first / "lr1e-3", [0.4])
+    assert pilot_curves(first) == {"grpo": {"1e-3": [0.4]}}
+    run(tmp_path / "none" / "dapo-lr1e-3", [0.4])
+    with pytest.raises(ValueError, match="no GRPO pilot"):
+        pilot_curves(tmp_path / "none")
+
+
+def test_accuracy_under_both_verifiers_on_the_same_completions() -> None:
+    from stddial_book.experiments.lm_study import accuracy_by_verifier
+
+    rows = [
+        {"prompt_id": "a", "correct": 2, "samples": 4, "correct_by": {"math-verify": 4, "last-number": 2}},
+        {"prompt_id": "b", "correct": 0, "samples": 4, "correct_by": {"math-verify": 2, "last-number": 0}},
+    ]
+    assert accuracy_by_verifier(rows) == pytest.approx(
+        {"math-verify": 6 / 8, "last-number": 2 / 8, "strict_over_lenient": 2 / 6}
+    )
+    assert accuracy_by_verifier([{"prompt_id": "a", "correct": 1, "samples": 2}]) == {}

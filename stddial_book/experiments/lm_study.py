@@ -39,6 +39,8 @@ __all__ = [
     "welch_test",
     "silent_persistence",
     "lm_study",
+    "accuracy_by_verifier",
+    "pilot_curves",
 ]
 
 LM_RECIPES = ("grpo", "dr_grpo", "dapo")
@@ -214,10 +216,29 @@ def _by_tier(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {tier: accuracy(group) for tier, group in tiers.items()}
 
 
+def accuracy_by_verifier(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The accuracy under every verifier whose counts the rows carry (``correct_by``, on the same
+    completions), and ``strict_over_lenient``: last-number's correct count over math-verify's, summed over
+    the questions (how much of the lenient check's success the strict one also counts); empty for rows
+    measured under one verifier only (the first recording)."""
+    if not rows or any("correct_by" not in r for r in rows):
+        return {}
+    total = sum(r["samples"] for r in rows)
+    names = sorted(set.intersection(*(set(r["correct_by"]) for r in rows)))
+    out = {name: sum(r["correct_by"][name] for r in rows) / total for name in names}
+    if {"last-number", "math-verify"} <= set(names) and out["math-verify"] > 0:
+        out["strict_over_lenient"] = out["last-number"] / out["math-verify"]
+    return out
+
+
 def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     before, after = run["eval"]["before"], run["eval"]["after"]
     bands = np.array([r["dial/mass_by_band"] for r in run["records"]], float)
     return {
+        "verifier": run["provenance"]["config"]["run"].get("verifier", "math-verify"),
+        "learning_rate": run["provenance"]["config"]["run"]["learning_rate"],
+        "heldout_before_by": accuracy_by_verifier(before["heldout"]),
+        "heldout_after_by": accuracy_by_verifier(after["heldout"]),
         "recipe": run["recipe"],
         "seed": run["seed"],
         "heldout_before": accuracy(before["heldout"]),
@@ -270,6 +291,8 @@ def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
         "group_size": first["group_size"],
         "max_new_tokens": first["max_new_tokens"],
         "learning_rate": first["learning_rate"],
+        "learning_rates": {r: by[r][0]["learning_rate"] for r in recipes},
+        "verifier": first.get("verifier", "math-verify"),
         "bands": list(MASS_BANDS),
         "steps": max(len(run["curves"]["pass_rate"]) for run in runs),
         "devices": sorted({str(run["device"]) for run in runs}),
@@ -290,21 +313,33 @@ def _read_counts(path: Path) -> dict[str, Any]:
             "samples": sorted({int(r["samples"]) for r in rows})}  # fmt: skip
 
 
+def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
+    """Each recipe's pilot curves by learning rate, from ``<recipe>-lr<rate>/`` folders, or ``lr<rate>/`` (the
+    first plan's layout, GRPO's pilot only)."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for run in sorted(p for p in folder.iterdir() if p.is_dir()):
+        recipe = next((r for r in LM_RECIPES if run.name.startswith(f"{r}-lr")), "grpo")
+        rate = run.name.removeprefix(f"{recipe}-").removeprefix("lr")
+        found.setdefault(recipe, {})[rate] = pass_rate_curve(run)
+    if "grpo" not in found:
+        raise ValueError(f"{folder} holds no GRPO pilot (grpo-lr<rate>/ or lr<rate>/).")
+    return found
+
+
 def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
     runs, the pilot's curves and the rate its rule picks, and the base model's measured pool (k of n per
     question). ``path`` must not exist."""
     recording, path = Path(recording), Path(path)
-    pilot = {}  # GRPO's pilot: pilot/lr<rate> (the first plan's layout) or pilot/grpo-lr<rate>
-    for run in sorted([*(recording / "pilot").glob("lr*"), *(recording / "pilot").glob("grpo-lr*")]):
-        pilot[run.name.removeprefix("grpo-").removeprefix("lr")] = pass_rate_curve(run)
+    pilots = {
+        recipe: {"curves": curves, "chosen": choose_learning_rate({float(k): v for k, v in curves.items()}),
+                 "window": PILOT_LAST_STEPS}
+        for recipe, curves in pilot_curves(recording / "pilot").items()
+    }  # fmt: skip
     study = {
         **lm_study(recording / "main"),
-        "pilot": {
-            "curves": pilot,
-            "chosen": choose_learning_rate({float(k): v for k, v in pilot.items()}),
-            "window": PILOT_LAST_STEPS,
-        },
+        "pilot": pilots["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
+        "pilots": pilots,
         "base_pool": {kind: _read_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")},
     }
     with gzip.open(path, "xt", encoding="utf-8") as handle:

@@ -230,9 +230,10 @@ def policy_trl_check(
     LoRA gradients differ (see the module). ``problems`` and ``rollout`` are what :func:`shared_batch` returns;
     the policy's gradients are overwritten (zeroed first), its weights unchanged.
 
-    Returns a dict: ``advantages`` (max |A_TRL − A_engine|), ``loss_trl``, ``loss_engine``, ``loss`` (their
-    |difference|), ``gradient`` (max |g_TRL − g_engine| over the LoRA weights), ``gradient_scale`` (max
-    |g_engine|), ``lora_tensors``, ``clip_fraction``, ``kl`` (when β > 0), ``silent_fraction`` and ``rewards``.
+    Returns a dict: ``advantages`` (the largest absolute difference of the two sides' advantages),
+    ``loss_trl``, ``loss_engine``, ``loss`` (their absolute difference), ``gradient`` (the largest absolute
+    difference of the LoRA weights' gradients), ``gradient_scale`` (the engine's largest absolute gradient
+    entry), ``lora_tensors``, ``clip_fraction``, ``kl`` (when β > 0), ``silent_fraction`` and ``rewards``.
     """
     from stddial_book.rl.policy import Policy
 

@@ -76,7 +76,8 @@ def policy_solve_counts(
 ) -> np.ndarray:
     """k correct of ``num_rollouts`` temperature-1 samples for each problem, in order (a pool's measurement).
 
-    The testbed's policy gives exactly :func:`model_solve_counts`; any other policy samples
+    The testbed's policy (:class:`~stddial_book.rl.policy.CharPolicy`) gives exactly
+    :func:`model_solve_counts`; any other policy samples
     ``batch_prompts`` left-padded prompts at a time, each prompt's samples sharing its KV cache, and
     verifies with its own verifier. Reproducible for a given seed; leaves the model in eval mode."""
     if isinstance(policy, CharPolicy):

@@ -17,8 +17,9 @@ for the same few things, whatever model it holds:
 :class:`CharPolicy` is the testbed's model with its character codec and the addition task's verifier:
 exactly what the trainer did before the interface existed, so its runs are bit for bit the same.
 :class:`stddial_book.rl.hf_policy.HFPolicy` is any Hugging Face causal LM with a tokenizer, a chat
-template, LoRA adapters and a verifier. :func:`as_policy` turns what :func:`train` is given (a policy,
-or a torch module and an optional codec) into one.
+template, LoRA adapters and a verifier. :func:`as_policy` turns what
+:func:`~stddial_book.rl.trainer.train` is given (a policy, or a torch module and an optional codec)
+into one.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ class CharPolicy(Policy):
 def as_policy(model: Any, codec: Any = None) -> Policy:
     """The policy of what :func:`~stddial_book.rl.trainer.train` or :func:`~stddial_book.rl.evaluate.evaluate`
     was given: a :class:`Policy` as it is, or the testbed's torch module with ``codec`` (default
-    :class:`CharCodec`) as a :class:`CharPolicy`. A policy given as ``codec`` (the trainer's internal
-    calls) is returned as it is."""
+    :class:`~stddial_book.rl.model.CharCodec`) as a :class:`CharPolicy`. A policy given as ``codec``
+    (the trainer's internal calls) is returned as it is."""
     if isinstance(codec, Policy):
         return codec
     if isinstance(model, Policy):

@@ -492,7 +492,7 @@ def train(
     """Run RL from ``model`` under ``config.recipe`` and write the run log to ``out``.
 
     ``model`` is the testbed's model (a torch module; ``codec`` its character codec, by default
-    :class:`CharCodec`), prompting :class:`~stddial_book.rl.tasks.Problem` objects, or any
+    :class:`~stddial_book.rl.model.CharCodec`), prompting :class:`~stddial_book.rl.tasks.Problem` objects, or any
     :class:`~stddial_book.rl.policy.Policy`, such as a Hugging Face causal LM with LoRA adapters
     (:func:`stddial_book.rl.hf_policy.hf_policy`) prompting
     :class:`~stddial_book.rl.text_tasks.TextProblem` objects: every recipe, allocation rule and DAPO's

@@ -127,3 +127,37 @@ def test_identity_drift_is_zero_on_policy_and_grows_once_the_policy_moves(setup)
     move_policy(moved, [group], EXACT, 6, steps=3, lr=3e-3)
     after = identity_drift(moved, group, EXACT, 6, old)
     assert after["rel_error"] > 1e-4  # the ratio has left 1: no longer the exact identity
+
+
+def test_one_forward_pass_gives_the_separate_passes_numbers_bit_for_bit(setup) -> None:
+    """identity_check and identity_drift take the prediction and the loss gradients (clipped and
+    unclipped) from one forward pass with its graph kept; each from its own pass, as the public
+    pieces compute them, gives the same numbers exactly, not just to rounding."""
+    from stddial_book.rl.gradcheck import _loss, flat_grad, identity_drift
+    from stddial_book.rl.rollout import completion_logprobs
+    from stddial_book.theory.identity import update_weight
+
+    model, group = setup
+    params = list(model.parameters())
+    for recipe, reference in ((EXACT, EXACT), (DR_GRPO, DR_GRPO), (EXACT.replace(std_eps=0.05), EXACT)):
+        weight = float(update_weight(float((group.rewards == 1).mean()), reference, len(group.rewards)))
+        predicted = weight * score_contrast(model, group, reference, 6)
+        gradient = -flat_grad(_loss(model, group, recipe, 6).loss, params)
+        got = identity_check(model, group, recipe, 6, reference=reference)
+        assert got["rel_error"] == float((gradient - predicted).norm() / predicted.norm())
+        assert got["norm_ratio"] == float(gradient.norm() / predicted.norm())
+    moved = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, dtype=torch.float64)
+    moved.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        old = completion_logprobs(moved, group.prompt_ids, group.prompt_mask, group.completion_ids, group.mask)
+    move_policy(moved, [group], EXACT, 6, steps=2, lr=3e-3)
+    params = list(moved.parameters())
+    weight = float(update_weight(float((group.rewards == 1).mean()), EXACT, len(group.rewards)))
+    predicted = weight * score_contrast(moved, group, EXACT, 6)
+    gradient = -flat_grad(_loss(moved, group, EXACT, 6, old).loss, params)
+    free = -flat_grad(_loss(moved, group, unclipped(EXACT), 6, old).loss, params)
+    got = identity_drift(moved, group, EXACT, 6, old, split=True)
+    scale = predicted.norm()
+    assert got["rel_error"] == float((gradient - predicted).norm() / scale)
+    assert got["ratio_error"] == float((free - predicted).norm() / scale)
+    assert got["clip_error"] == float((gradient - free).norm() / scale)

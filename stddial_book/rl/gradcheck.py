@@ -155,8 +155,9 @@ def group_of(prompt: torch.Tensor, rows: list[list[int]], pad_id: int, rewards) 
     return GroupBatch(prompt.repeat(size, 1), ones, completion, mask, np.asarray(rewards))
 
 
-def flat_grad(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
-    """The gradient of a scalar with respect to ``params``, as one flat vector."""
+def flat_grad(value: torch.Tensor, params: list[torch.Tensor], retain_graph: bool = False) -> torch.Tensor:
+    """The gradient of a scalar with respect to ``params``, as one flat vector. ``retain_graph``
+    keeps the forward pass's graph for another gradient of the same pass."""
     check_tensor(value, "value")
     if value.numel() != 1 or not value.requires_grad:
         raise ValueError(
@@ -166,7 +167,7 @@ def flat_grad(value: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
     params = list(params)
     if not params:
         raise ValueError("params is empty; pass the model's parameters, e.g. list(model.parameters()).")
-    grads = torch.autograd.grad(value, params, allow_unused=True)
+    grads = torch.autograd.grad(value, params, retain_graph=retain_graph, allow_unused=True)
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
 
@@ -193,8 +194,21 @@ def per_sample_scores(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: 
     return torch.stack(scores)
 
 
+def _logprobs(model, batch: GroupBatch) -> torch.Tensor:
+    """Per-token log π of the batch's completions, one forward pass with its graph. The loss and
+    the identity's prediction read the same pass (:func:`identity_check`): a second pass over the
+    same inputs would give the same numbers bit for bit, at the cost of a forward pass."""
+    return completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
+
+
 def _loss(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int, old_logprobs: torch.Tensor | None = None):
-    logp = completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
+    return _loss_of(_logprobs(model, batch), batch, recipe, max_new_tokens, old_logprobs)
+
+
+def _loss_of(
+    logp: torch.Tensor, batch: GroupBatch, recipe: Recipe, max_new_tokens: int, old_logprobs: torch.Tensor | None = None
+):
+    """The recipe's loss (KL off) on log-probs ``logp`` of ``batch`` (:func:`_logprobs`)."""
     rewards = np.where(batch.rewards == 1, recipe.reward_correct, recipe.reward_wrong)
     adv = torch.as_tensor(group_advantages(rewards, len(rewards), recipe), dtype=logp.dtype, device=logp.device)
     old = logp.detach() if old_logprobs is None else old_logprobs
@@ -217,10 +231,11 @@ def identity_check(
     """
     recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
     reference = recipe if reference is None else as_recipe(reference)
-    # _predicted_update refuses a silent group
-    predicted = _predicted_update(model, batch, reference, max_new_tokens)
+    _mixed(batch)  # the identity concerns mixed groups
     params = [p for p in model.parameters() if p.requires_grad]
-    gradient = -flat_grad(_loss(model, batch, recipe, max_new_tokens).loss, params)
+    logp = _logprobs(model, batch)  # one forward pass for the prediction and the loss
+    predicted = _predicted_update(logp, model, batch, reference, max_new_tokens)
+    gradient = -flat_grad(_loss_of(logp, batch, recipe, max_new_tokens).loss, params)
     pass_rate = float((batch.rewards == 1).mean())
     weight = float(update_weight(pass_rate, reference, len(batch.rewards)))
     return {
@@ -240,13 +255,22 @@ def unclipped(recipe: Recipe) -> Recipe:
     return as_recipe(recipe).replace(clip_low=1.0 - 1e-12, clip_high=1e12)
 
 
-def _predicted_update(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
-    """w (ḡ₊ − ḡ₋) with the scores at the model's current weights."""
-    correct = group.rewards == 1
+def _mixed(group: GroupBatch) -> np.ndarray:
+    """The group's correct samples (a boolean per sample); a ValueError for a silent group."""
+    correct = np.asarray(group.rewards) == 1
     if correct.all() or not correct.any():
         raise ValueError("the identity concerns mixed groups: need 0 < k < G correct samples.")
+    return correct
+
+
+def _predicted_update(
+    logp: torch.Tensor, model, group: GroupBatch, recipe: Recipe, max_new_tokens: int
+) -> torch.Tensor:
+    """w (ḡ₊ − ḡ₋) with the scores at the model's current weights, from the forward pass ``logp``
+    of ``group`` (:func:`_logprobs`), whose graph stays for the caller's next gradient."""
+    correct = _mixed(group)
     weight = float(update_weight(float(correct.mean()), recipe, len(correct)))
-    return weight * score_contrast(model, group, recipe, max_new_tokens)
+    return weight * _contrast_of(logp, model, group, recipe, max_new_tokens, retain_graph=True)
 
 
 def score_contrast(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
@@ -257,15 +281,21 @@ def score_contrast(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int
     −1/(G − k) for a wrong one: one forward of the whole group and one backward, where
     :func:`per_sample_scores` takes G of each (``tests/test_gradcheck.py`` ties the two)."""
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
-    correct = np.asarray(group.rewards) == 1
+    _mixed(group)
+    return _contrast_of(_logprobs(model, group), model, group, recipe, max_new_tokens)
+
+
+def _contrast_of(
+    logp: torch.Tensor, model, group: GroupBatch, recipe: Recipe, max_new_tokens: int, retain_graph: bool = False
+) -> torch.Tensor:
+    """:func:`score_contrast` from the forward pass ``logp`` of ``group`` (:func:`_logprobs`),
+    keeping its graph for another gradient with ``retain_graph``."""
+    correct = _mixed(group)
     k = int(correct.sum())
-    if k in (0, len(correct)):
-        raise ValueError("the identity concerns mixed groups: need 0 < k < G correct samples.")
     params = [p for p in model.parameters() if p.requires_grad]
-    logp = completion_logprobs(model, group.prompt_ids, group.prompt_mask, group.completion_ids, group.mask)
     norm = _score_norms(group, recipe, max_new_tokens).to(device=logp.device, dtype=logp.dtype)
     weights = torch.as_tensor(np.where(correct, 1.0 / k, -1.0 / (len(correct) - k)), device=logp.device)
-    return flat_grad((logp.sum(dim=1) / norm * weights.to(logp.dtype)).sum(), params)
+    return flat_grad((logp.sum(dim=1) / norm * weights.to(logp.dtype)).sum(), params, retain_graph=retain_graph)
 
 
 def identity_drift(
@@ -292,10 +322,12 @@ def identity_drift(
     """
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
     check_tensor(old_logprobs, "old_logprobs", kind="float")
+    _mixed(group)  # the identity concerns mixed groups
     params = [p for p in model.parameters() if p.requires_grad]
-    predicted = _predicted_update(model, group, recipe, max_new_tokens)
-    out = _loss(model, group, recipe, max_new_tokens, old_logprobs)
-    gradient = -flat_grad(out.loss, params)
+    logp = _logprobs(model, group)  # one forward pass for the prediction and both losses
+    predicted = _predicted_update(logp, model, group, recipe, max_new_tokens)
+    out = _loss_of(logp, group, recipe, max_new_tokens, old_logprobs)
+    gradient = -flat_grad(out.loss, params, retain_graph=split)
     pass_rate = float((group.rewards == 1).mean())
     scale = predicted.norm()
     result = {
@@ -304,7 +336,7 @@ def identity_drift(
         "group_std": float(np.sqrt(pass_rate * (1 - pass_rate))),
     }
     if split:
-        free = -flat_grad(_loss(model, group, unclipped(recipe), max_new_tokens, old_logprobs).loss, params)
+        free = -flat_grad(_loss_of(logp, group, unclipped(recipe), max_new_tokens, old_logprobs).loss, params)
         result.update(
             clipped_high=float(out.metrics["clip_ratio/high_mean"]),
             ratio_error=float((free - predicted).norm() / scale),

@@ -150,6 +150,8 @@ def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> l
         problems = _require_problems(problems, "problems")
         _require_model(model)
     for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
+        if name == "chunk" and value is None:  # the policy's own
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1; got {value!r}.")
     return problems
@@ -163,13 +165,14 @@ def evaluate(
     num_samples: int = 8,
     generator: torch.Generator | None = None,
     codec: CharCodec | None = None,
-    chunk: int = 256,
+    chunk: int | None = None,
     greedy: bool = True,
 ) -> EvalResult:
     """Greedy and temperature-1 sampled accuracy on ``problems``, overall and per bucket.
 
     ``model`` is the testbed's model (``codec`` its codec) or any :class:`~stddial_book.rl.policy.Policy`,
-    which prompts, verifies and buckets its own problems."""
+    which prompts, verifies and buckets its own problems. ``chunk`` prompts are sampled in one pass
+    (default: the policy's ``eval_chunk``, 256 for the testbed's model)."""
     problems = _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk)
     policy = as_policy(model, codec)
     model = policy.model
@@ -180,7 +183,7 @@ def evaluate(
     greedy_ok = np.zeros(len(problems))
     # at most EVAL_ROWS sequences in one sampling pass, however many samples are asked for
     per_pass = min(num_samples, EVAL_ROWS)
-    step = max(1, min(chunk, EVAL_ROWS // num_samples))
+    step = max(1, min(policy.eval_chunk if chunk is None else chunk, EVAL_ROWS // num_samples))
     for start in range(0, len(problems), step):
         part = list(problems[start : start + step])
         ids, mask = policy.encode(part, device)

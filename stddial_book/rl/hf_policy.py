@@ -114,6 +114,9 @@ class HFPolicy(Policy):
     the sampler and the loss call); ``peft_model`` the ``peft`` wrapper around it.
     """
 
+    #: Prompts evaluated in one sampling pass: a real model's KV cache is far larger than the testbed's.
+    eval_chunk = 16
+
     def __init__(
         self,
         peft_model: Any,

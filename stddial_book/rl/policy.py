@@ -47,6 +47,8 @@ class Policy:
     model: torch.nn.Module
     pad_id: int
     eos_id: int
+    #: Prompts :func:`~stddial_book.rl.evaluate.evaluate` samples in one pass (its KV cache grows with it).
+    eval_chunk: int = 256
 
     def check_problems(self, problems: Any, name: str, allow_empty: bool = False) -> list[Any]:
         """``problems`` as a list, after checking this policy can prompt and verify each."""

@@ -17,11 +17,13 @@ AdamW (fused) at lr 3e-4 constant, no weight decay, grad clip 1.0, one thread.
   book's ``CorrectnessReward(verifier="last-number")``; timed: ``trainer.train()`` (construction excluded);
   generation per step from a timer around ``_generate_and_score_completions``.
 
-Order: one unmeasured step of each (warm-up), then ``--steps`` measured steps of the engine, then of TRL,
-each from a fresh copy of the model. The ratio is the engine's samples/s over TRL's; completion tokens/s
-beside it, since the two sides draw different prompts and their replies differ in length.
+Order: one unmeasured step of each (warm-up), then ``--repeats`` rounds of ``--steps`` measured steps of each
+side, the engine first in even rounds and TRL first in odd ones (so that a machine whose load drifts affects
+both alike), each run from a fresh copy of the model. The ratio is the median over rounds of the engine's
+samples/s over TRL's; completion tokens/s beside it, since the two sides draw different prompts and their
+replies differ in length.
 
-    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_engine_smollm2.py [--steps 2]
+    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_engine_smollm2.py [--steps 1] [--repeats 2]
 
 Writes ``bench/results/engine_smollm2.json`` (refused if it exists unless ``--replace``).
 """
@@ -183,7 +185,7 @@ def provenance() -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT).stdout.strip()
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT).stdout
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -192,10 +194,10 @@ def provenance() -> dict[str, Any]:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    dirty = [line[3:] for line in git("status", "--porcelain").splitlines()]
+    dirty = [line[3:] for line in git("status", "--porcelain").splitlines() if line.strip()]
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git("rev-parse", "HEAD"),
+        "git_commit": git("rev-parse", "HEAD").strip(),
         "uncommitted_paths": dirty,
         "versions": {
             name: metadata.version(name)
@@ -210,7 +212,8 @@ def provenance() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=2, help="measured steps of each side (default 2)")
+    parser.add_argument("--steps", type=int, default=1, help="measured steps of each run (default 1)")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of one run of each side (default 2)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--replace", action="store_true")
     args = parser.parse_args(argv)
@@ -225,17 +228,34 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         run_engine(folder, 1, args.seed, work / "warm-engine")  # warm-up, not measured
         run_trl(folder, 1, args.seed, work / "warm-trl")
-        engine = run_engine(folder, args.steps, args.seed, work / "engine")
-        trl = run_trl(folder, args.steps, args.seed, work / "trl")
+        engine, trl = [], []
+        for repeat in range(args.repeats):
+            seed = args.seed + 1 + repeat
+            runs = [("engine", run_engine, engine), ("trl", run_trl, trl)]
+            for name, run, into in runs if repeat % 2 == 0 else runs[::-1]:
+                into.append(run(folder, args.steps, seed, work / f"{name}-{repeat}"))
+    ratios = [e["samples_per_s"] / t["samples_per_s"] for e, t in zip(engine, trl)]
+    token_ratios = [e["completion_tokens_per_s"] / t["completion_tokens_per_s"] for e, t in zip(engine, trl)]
     result = {
         "benchmark": "GRPO with LoRA on SmolLM2: stddial_book.rl.trainer.train (rl.hf_policy) vs trl.GRPOTrainer",
         "model": SMOLLM2_NAME,
-        "settings": {**SETTINGS, "measured_steps": args.steps, "warmup_steps": 1, "seed": args.seed},
+        "settings": {
+            **SETTINGS,
+            "measured_steps_per_run": args.steps,
+            "repeats": args.repeats,
+            "warmup_steps": 1,
+            "seeds": [args.seed + 1 + r for r in range(args.repeats)],
+        },  # fmt: skip
         "engine": engine,
         "trl": trl,
-        "ratio_samples_per_s": engine["samples_per_s"] / trl["samples_per_s"],
-        "ratio_completion_tokens_per_s": engine["completion_tokens_per_s"] / trl["completion_tokens_per_s"],
-        "engine_step_s_median": statistics.median(engine["step_s"]),
+        "ratios_per_repeat": ratios,
+        "ratio_samples_per_s": statistics.median(ratios),
+        "ratio_completion_tokens_per_s": statistics.median(token_ratios),
+        "engine_samples_per_s_median": statistics.median(e["samples_per_s"] for e in engine),
+        "trl_samples_per_s_median": statistics.median(t["samples_per_s"] for t in trl),
+        "engine_step_s_median": statistics.median(s for e in engine for s in e["step_s"]),
+        "engine_generation_s_median": statistics.median(s for e in engine for s in e["generation_s"]),
+        "engine_update_s_median": statistics.median(s for e in engine for s in e["update_s"]),
         "provenance": provenance(),
     }
     RESULT.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

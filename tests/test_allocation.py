@@ -325,3 +325,44 @@ def test_bad_input_is_refused_in_one_line(call, error, words):
         call()
     message = str(caught.value)
     assert words in message and "\n" not in message
+
+
+def test_knapsack_rl_window_rate_by_hand() -> None:
+    """Knapsack RL's plug-in rate: the latest 16 rewards, the last visit alone when it drew more, the
+    oldest visit in the window in proportion."""
+    from stddial_book.rl.pool_state import new_pool_state, record
+
+    state = new_pool_state(1)
+    expected = [(3, 8, 3 / 8), (8, 8, 11 / 16), (0, 8, 5.5 / 16), (10, 20, 10 / 20), (1, 4, (1 + 12 / 20 * 10) / 16)]
+    for k, g, rate in expected:
+        record(state, [0], [k], [g])
+        assert state.window_successes[0] / state.window_samples[0] == pytest.approx(rate)
+    assert state.window_samples[0] == 16
+
+
+def test_knapsack_as_its_paper_allocates_by_hand() -> None:
+    """Fixed shares (G for a prompt without a valid rate, 2 for the others), the surplus over the mixed
+    prompts' estimated need to the prompts at rate 0, and the knapsack's split of the rest: checked
+    against every split by brute force."""
+    from stddial_book.rl.allocation import RULES, plan
+    from stddial_book.rl.allocation_values import knapsack_value
+    from stddial_book.rl.pool_state import new_pool_state, record
+
+    state = new_pool_state(6)
+    record(state, [1, 2, 3, 4, 5], [0, 8, 4, 2, 1], [8, 8, 8, 8, 4])  # rates 0, 1, 1/2, 1/4; prompt 5 too few
+    rule = RULES["knapsack_paper"]()
+    sizes = plan(rule, state, 48, np.random.default_rng(0), np.arange(6))
+    # fixed: 8 (unseen) + 2 + 2 + 2 + 2 + 8 (4 samples < 8: no valid rate) = 24; need ⌊3.32⌋ + ⌊8.004⌋ = 11
+    assert sizes[[0, 2, 5]].tolist() == [8, 2, 8]
+    assert sizes[1] == 2 + (24 - 11)  # the surplus to the prompt at rate 0
+    value = [knapsack_value(0.5, 2 + k) + knapsack_value(0.25, 2 + 11 - k) for k in range(12)]
+    best = int(np.argmax(value))
+    assert sizes[[3, 4]].tolist() == [2 + best, 2 + 11 - best] and sizes.sum() == 48
+    # no mixed prompt: what is left goes to the prompts at rate 0
+    only_silent = plan(rule, state, 30, None, np.array([0, 1, 2]))
+    assert only_silent.tolist() == [8, 2 + 18, 2, 0, 0, 0]
+    # neither mixed nor at rate 0: an equal share of the budget each
+    assert plan(rule, state, 30, None, np.array([0, 2, 5])).tolist() == [10, 0, 10, 0, 0, 10]
+    # with rates given (measured), every one is valid
+    oracle = plan(RULES["knapsack_paper"](solve_rates=[0.5] * 6), new_pool_state(6), 24, None, np.arange(6))
+    assert oracle.sum() == 24 and oracle.min() >= 2

@@ -33,6 +33,7 @@ OPTIONS = {
     "reinforce_ada": {"round_size": 2, "max_rounds": 2, "final_size": 2},
     "dial_grpo": {"max_size": 8},
     "dial_dr_grpo": {"max_size": 8, "decay": 0.9},
+    "knapsack_paper": {"max_size": 8},
 }
 
 

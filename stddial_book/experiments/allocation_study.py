@@ -42,10 +42,10 @@ __all__ = [
 ]
 
 #: Every rule of :data:`stddial_book.rl.allocation.RULES`, in the order the tables list them.
-STUDY_RULES = tuple(RULES)
+STUDY_RULES = tuple(name for name in RULES if name != "knapsack_paper")  # the recorded controlled study's
 #: The rules that decide every group size before drawing: each step they reallocate the samples
 #: of one batch of prompts among that batch (as Knapsack RL does); the others draw from the pool.
-PLAN_AHEAD = ("uniform", "knapsack", "knapsack_oracle", "dial_grpo", "dial_dr_grpo")
+PLAN_AHEAD = ("uniform", "knapsack", "knapsack_oracle", "dial_grpo", "dial_dr_grpo", "knapsack_paper")
 #: A rule that samples in rounds may generate up to this many times the step's kept-sample target.
 ROUND_CAP = 4
 #: SPEED's update group: 4 screening samples + 20 more (its scripts' setting).
@@ -75,6 +75,8 @@ def build_rule(name: str, batch_prompts: int, group_size: int = 8, max_size: int
         return RULES[name](batch_prompts=max(1, budget // SPEED_GROUP)), ROUND_CAP * budget
     if name == "reinforce_ada":
         return RULES[name](batch_prompts=batch), ROUND_CAP * budget
+    if name == "knapsack_paper":  # the paper's own cap (128) and a group of G for a prompt not yet seen
+        return RULES[name](group_size=size), budget
     return RULES[name](max_size=max_size), budget
 
 

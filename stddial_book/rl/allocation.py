@@ -29,7 +29,7 @@ from stddial_book.rl.allocation_base import (
     checked_rng,
     one_round,
 )
-from stddial_book.rl.allocation_rules import DialAllocation, GresoSkip, KnapsackAllocation, UniformGroups
+from stddial_book.rl.allocation_rules import DialAllocation, GresoSkip, KnapsackAllocation, KnapsackPaper, UniformGroups
 from stddial_book.rl.pool_state import PoolState, new_pool_state, record
 
 __all__ = ["RULES", "plan", "allocate", "record_allocation", "bernoulli_draw", "plan_for_rates"]
@@ -45,6 +45,7 @@ RULES = {
     "reinforce_ada": ReinforceAda,
     "dial_grpo": partial(DialAllocation, recipe="grpo"),
     "dial_dr_grpo": partial(DialAllocation, recipe="dr_grpo"),
+    "knapsack_paper": KnapsackPaper,  # Knapsack RL as its released trainer allocates (plug-in rates)
 }
 
 _RULE_TYPES = (
@@ -55,6 +56,7 @@ _RULE_TYPES = (
     SpeedScreening,
     ReinforceAda,
     DialAllocation,
+    KnapsackPaper,
 )
 
 

@@ -18,12 +18,13 @@ from stddial_book.rl.allocation_values import (
     DIAL_RECIPES,
     greedy_by_marginal_gain,
     greso_skip_probability,
+    knapsack_value,
     signal_table,
     solve_knapsack,
 )
 from stddial_book.rl.pool_state import ALL_CORRECT, PoolState, posterior_mean, posterior_variance
 
-__all__ = ["UniformGroups", "GresoSkip", "KnapsackAllocation", "DialAllocation"]
+__all__ = ["UniformGroups", "GresoSkip", "KnapsackAllocation", "DialAllocation", "KnapsackPaper", "knapsack_gain_table"]
 
 
 def _fill_in_order(num_prompts: int, order: np.ndarray, group_size: int, budget: int, limit: int | None) -> np.ndarray:
@@ -192,3 +193,101 @@ class DialAllocation:
             chosen = rng.choice(variance.size, size=count, replace=False, p=variance / variance.sum())
             start[chosen] = self.min_size
         return start
+
+
+@dataclass(frozen=True)
+class KnapsackPaper:
+    """Knapsack RL as its released trainer allocates (Li et al. 2025; liziniu/KnapsackRL,
+    ``verl/trainer/ppo/exploration_utils.py``, ``sampling_budget_by_knapsack``, and its dataset's
+    sample states; the rules carried over, not the code). Pass rates are plug-in: the share right
+    among a prompt's latest 16 rewards (:data:`~stddial_book.rl.pool_state.WINDOW`; the last visit
+    alone when it drew more), valid once the prompt has drawn ``min_history`` (8) samples. A
+    candidate without a valid rate gets ``group_size``; one whose rate is 0 or 1 gets ``min_size``;
+    a mixed one gets ``min_size`` plus the knapsack's extra samples (at most ``max_size`` in all),
+    maximising Σ (1 − pᴺ − (1 − p)ᴺ) p(1 − p)². When the mixed prompts' estimated need,
+    Σ ⌊min(``max_size``, ln(1 − ``alpha``) / ln max(p, 1 − p))⌋ samples, is below what is left, the
+    surplus goes in equal shares to the candidates at rate 0 (to the other non-mixed ones when there
+    are none); with no mixed candidate, what is left goes to those at rate 0, or, without any, every
+    candidate gets an equal share of the budget. Budget the knapsack cannot place (beyond the mixed
+    prompts' cap) is shared equally among them, as the paper's code does. With ``solve_rates`` (one
+    per prompt of the pool: measured or true rates) those are used instead, all valid. If the fixed
+    shares alone exceed the budget, the candidates whose share no longer fits (in order) get none
+    (the paper's code assumes they fit)."""
+
+    group_size: int = 8
+    min_size: int = 2
+    max_size: int = 128
+    alpha: float = 0.9
+    min_history: int = 8
+    solve_rates: object = None
+
+    def __post_init__(self) -> None:
+        check_sizes(self, {"group_size": 2, "min_size": 2, "max_size": 2, "min_history": 0})
+        if self.max_size < self.min_size:
+            raise ValueError(f"max_size ({self.max_size}) must be at least min_size ({self.min_size}).")
+        alpha = check_number(self.alpha, "alpha")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie strictly between 0 and 1 (a confidence level); got {alpha:g}.")
+
+    def rates(self, state: PoolState, candidates: np.ndarray) -> np.ndarray:
+        """The candidates' plug-in pass rates, −1 where none is valid yet."""
+        if self.solve_rates is not None:
+            return _rates(self.solve_rates, state)[candidates].astype(np.float64)
+        seen = state.window_samples[candidates]
+        rate = np.divide(state.window_successes[candidates], seen, out=np.full(seen.shape, -1.0), where=seen > 0)
+        rate[state.samples[candidates] < max(self.min_history, 1)] = -1.0
+        rate[(rate >= 0) & (rate < 1e-12)] = 0.0
+        rate[rate > 1 - 1e-12] = 1.0
+        return rate
+
+    def plan(self, state: PoolState, budget: int, rng, candidates: np.ndarray) -> np.ndarray:
+        rate = self.rates(state, candidates)
+        mixed = (rate > 0) & (rate < 1)
+        fixed = np.where(rate < 0, self.group_size, self.min_size)
+        sizes = np.zeros(state.num_prompts, dtype=np.int64)
+        sizes[candidates] = np.where(np.cumsum(fixed) <= budget, fixed, 0)
+        left = budget - int(sizes.sum())
+        zero = candidates[rate == 0]
+        if left <= 0:
+            return sizes
+        if not mixed.any():
+            if zero.size:
+                _share(sizes, zero, left)
+            else:
+                sizes[candidates] = 0
+                _share(sizes, candidates, budget)
+            return _no_lone_samples(sizes)
+        p = rate[mixed]
+        need = int(np.sum(np.floor(np.minimum(self.max_size, np.log(1 - self.alpha) / np.log(np.maximum(p, 1 - p))))))
+        others = zero if zero.size else candidates[~mixed]
+        if need < left and others.size:
+            _share(sizes, others, left - need)
+            left = need
+        extra = solve_knapsack(knapsack_gain_table(p, self.min_size, self.max_size), left, min_size=1)
+        sizes[candidates[mixed]] += extra
+        _share(sizes, candidates[mixed], left - int(extra.sum()))
+        return _no_lone_samples(sizes)
+
+
+def knapsack_gain_table(solve_rates: np.ndarray, min_size: int, max_size: int) -> np.ndarray:
+    """Row i, column k: Knapsack RL's gain of k extra samples over a prompt's first ``min_size``,
+    value(min + k) − value(min), for k = 0..``max_size`` − ``min_size``."""
+    sizes = np.arange(min_size, max_size + 1)
+    grid_p, grid_n = np.meshgrid(np.asarray(solve_rates, dtype=np.float64), sizes, indexing="ij")
+    value = knapsack_value(grid_p, grid_n)
+    return value - value[:, :1]
+
+
+def _no_lone_samples(sizes: np.ndarray) -> np.ndarray:
+    """A share too small for a group (one sample) is not drawn: a group of one cannot disagree."""
+    sizes[sizes == 1] = 0
+    return sizes
+
+
+def _share(sizes: np.ndarray, prompts: np.ndarray, samples: int) -> None:
+    """Add ``samples`` to ``prompts`` in equal shares, the first ones one more when it does not divide."""
+    if samples <= 0 or prompts.size == 0:
+        return
+    each, rest = divmod(samples, prompts.size)
+    sizes[prompts] += each
+    sizes[prompts[:rest]] += 1

@@ -42,6 +42,8 @@ _POOL_ARRAYS = (
     "successes",
     "silent_streak",
     "last_outcome",
+    "window_successes",
+    "window_samples",
     "weighted_successes",
     "weighted_failures",
 )
@@ -78,6 +80,12 @@ class _State:
         arrays = saved.get("pool_state")
         if not isinstance(arrays, dict):
             raise ValueError("pool_state is missing: the run's allocation rule needs its pool history")
+        if "window_samples" not in arrays:  # a checkpoint from before the window: start it empty
+            arrays = {
+                **arrays,
+                "window_successes": [0.0] * pool.num_prompts,
+                "window_samples": [0.0] * pool.num_prompts,
+            }
         for name in _POOL_ARRAYS:
             current = getattr(pool, name)
             value = np.asarray(arrays.get(name), dtype=current.dtype)

@@ -36,6 +36,8 @@ __all__ = [
 
 #: Values of :attr:`PoolState.last_outcome`: never visited, the last group all wrong, mixed, all correct.
 NOT_SEEN, ALL_WRONG, MIXED, ALL_CORRECT = -1, 0, 1, 2
+#: Knapsack RL's reward buffer (its scripts' ``REWARD_BUFFER_LENGTH``): the plug-in rate's latest rewards.
+WINDOW = 16
 
 
 @dataclass
@@ -44,7 +46,9 @@ class PoolState:
 
     ``visits``, ``samples`` and ``successes`` count everything ever recorded; ``silent_streak`` is the
     number of the latest visits in a row that were silent; ``last_outcome`` is one of
-    :data:`NOT_SEEN`, :data:`ALL_WRONG`, :data:`MIXED`, :data:`ALL_CORRECT`. ``weighted_successes``
+    :data:`NOT_SEEN`, :data:`ALL_WRONG`, :data:`MIXED`, :data:`ALL_CORRECT`. ``window_successes`` over
+    ``window_samples`` is Knapsack RL's plug-in pass rate: the latest :data:`WINDOW` rewards (the last
+    visit alone when it drew that many; the oldest visit in the window counted in proportion). ``weighted_successes``
     and ``weighted_failures`` are the estimator's counts after forgetting (see the module text);
     ``prior_a``, ``prior_b`` and ``decay`` are its settings. Build one with :func:`new_pool_state`.
     """
@@ -58,6 +62,8 @@ class PoolState:
     successes: np.ndarray = field(init=False)
     silent_streak: np.ndarray = field(init=False)
     last_outcome: np.ndarray = field(init=False)
+    window_successes: np.ndarray = field(init=False)
+    window_samples: np.ndarray = field(init=False)
     weighted_successes: np.ndarray = field(init=False)
     weighted_failures: np.ndarray = field(init=False)
 
@@ -74,6 +80,8 @@ class PoolState:
         n = self.num_prompts
         self.visits, self.samples, self.successes, self.silent_streak = (np.zeros(n, dtype=np.int64) for _ in range(4))
         self.last_outcome = np.full(n, NOT_SEEN, dtype=np.int64)
+        self.window_successes = np.zeros(n)
+        self.window_samples = np.zeros(n)
         self.weighted_successes = np.zeros(n)
         self.weighted_failures = np.zeros(n)
 
@@ -130,6 +138,10 @@ def record(state: PoolState, prompt_ids, num_correct, group_sizes) -> PoolState:
     outcome = np.where(k == 0, ALL_WRONG, np.where(k == g, ALL_CORRECT, MIXED))
     ids_inf = ids[informative]
     state.last_outcome[ids_inf] = outcome[informative]
+    keep = np.minimum(state.window_samples[ids], np.maximum(WINDOW - g, 0))
+    share = np.divide(keep, state.window_samples[ids], out=np.zeros(len(ids)), where=state.window_samples[ids] > 0)
+    state.window_successes[ids] = k + share * state.window_successes[ids]
+    state.window_samples[ids] = g + keep
     state.silent_streak[ids_inf] = np.where(silent[informative], state.silent_streak[ids_inf] + 1, 0)
     return state
 

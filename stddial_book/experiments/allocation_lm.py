@@ -54,11 +54,14 @@ __all__ = [
     "PERSISTENT_RULES",
     "PERSISTENT_RUNS",
     "PERSISTENT_SUMMARY_FILE",
+    "RECORDABLE_RULES",
 ]
 
 #: The rules recorded on the LM testbed, uniform first. ``knapsack_oracle`` is not among them: it
 #: needs each prompt's true pass rate at every step, which a trained model does not have.
 LM_RULES = ("uniform", "dapo", "greso", "knapsack", "speed", "reinforce_ada", "dial_grpo", "dial_dr_grpo")
+#: Every rule a recording may run: the study's, and Knapsack RL as its own code allocates (plug-in rates).
+RECORDABLE_RULES = (*LM_RULES, "knapsack_paper")
 #: The estimator's memory (the controlled study's): counts decay by this factor at each visit.
 ESTIMATOR_DECAY = 0.9
 
@@ -69,8 +72,8 @@ def lm_allocation_changes(rule: str, prompts_per_step: int = 32, group_size: int
     ``prompts_per_step`` candidates a step for a plan-ahead rule, and the study's estimator."""
     if rule == "uniform":
         return {}
-    if rule not in LM_RULES:
-        raise ValueError(f"rule must be one of {list(LM_RULES)}; got {rule!r}.")
+    if rule not in RECORDABLE_RULES:
+        raise ValueError(f"rule must be one of {list(RECORDABLE_RULES)}; got {rule!r}.")
     settings, budget = build_rule(rule, prompts_per_step, group_size)
     options = {k: v for k, v in dataclasses.asdict(settings).items() if v is not None and k != "recipe"}
     options["decay"] = ESTIMATOR_DECAY
@@ -141,7 +144,7 @@ def lm_run_measures(
     }
 
 
-def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, list]]]:
+def _load_rule_runs(directory: Path, recipe: str, rules=LM_RULES) -> dict[str, list[tuple[dict, list]]]:
     """Each rule's runs, for the seeds that every rule found has (comparisons pair runs by seed, so a
     seed some rule has not finished yet is left out of all of them)."""
     from fnmatch import fnmatchcase
@@ -150,7 +153,7 @@ def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, 
 
     found: dict[str, dict[int, Path]] = {}
     runs = run_folders(directory)  # folders, or runs stored in the study's tables
-    for rule in LM_RULES:
+    for rule in rules:
         middle = "" if rule == "uniform" else f"-{rule}"
         paths = [p for p in runs if fnmatchcase(p.name, f"{recipe}{middle}-seed*")]
         by_seed = {int(p.name.rsplit("seed", 1)[1]): p for p in paths if p.name.rsplit("seed", 1)[1].isdigit()}
@@ -164,14 +167,14 @@ def _load_rule_runs(directory: Path, recipe: str) -> dict[str, list[tuple[dict, 
     return {rule: [load_run(by_seed[s]) for s in seeds] for rule, by_seed in found.items()}
 
 
-def lm_allocation_study(directory: str | Path, recipe: str = "grpo") -> dict[str, Any]:
+def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RULES) -> dict[str, Any]:
     """The recorded LM-testbed runs of every rule in ``directory``, measured and compared: the
     targets from uniform GRPO's mean curve, each run's :func:`lm_run_measures`, then
     :func:`summarize_run_study` (``cells``, counted ``comparisons``, ``headline``) with the per-rule
     quartile accuracies beside it."""
     from stddial_book.experiments.allocation_study import _mean_ci, summarize_run_study
 
-    runs = _load_rule_runs(Path(directory), recipe)
+    runs = _load_rule_runs(Path(directory), recipe, rules)
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
     curves = [pool_curve(records) for _, records in runs["uniform"]]
     grid = np.linspace(0.0, budget, 65)
@@ -273,11 +276,11 @@ RUNS_PROFILE = "allocation"
 SUMMARY_FILE = ("allocation", "allocation_lm.json.gz")
 
 
-def lm_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
+def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict[str, Any]:
     """:func:`lm_allocation_study` as the benchmark files hold it: the study, and the headline
     ``samples_to_target_vs_dapo`` (DAPO's mean generated samples to the middle target ÷ the best
     rule's, paired by seed, with its bootstrap interval; None when no rule reached it on every seed)."""
-    study = lm_allocation_study(directory)
+    study = lm_allocation_study(directory, rules=rules)
     head = study["headline"].get("lm/adamw/grpo", {})
     study["samples_to_target_vs_dapo"] = {
         "value": head.get("dapo_over_best"),
@@ -371,20 +374,39 @@ def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, An
     :func:`lm_benchmark` on its runs, the ceiling beside the headline (:func:`silent_ceiling` at
     the same target, over the seeds every rule has), and every rule's :func:`block_accuracy` (mean
     over those seeds)."""
-    study = lm_benchmark(directory, middle)
-    runs = _load_rule_runs(Path(directory), "grpo")
+    study = lm_benchmark(directory, middle, PERSISTENT_RULES)
+    runs = _load_rule_runs(Path(directory), "grpo", PERSISTENT_RULES)
     size = int(runs["uniform"][0][0]["pool_block"]["size"])
     logs = [records for _, records in runs["dapo"]]
     curves = [pool_curve(log)[:2] for log in logs]
     measured = [{"samples_to_target": [samples_to(g, a, t) for t in study["targets"]]} for g, a in curves]
     study["ceiling_vs_dapo"] = silent_ceiling(measured, logs, middle)
-    study["blocks"] = {
+    study["blocks"] = _mean_blocks(runs, size)
+    study["block_size"] = size
+    study["samples_to_target_vs_dapo"]["ceiling"] = study["ceiling_vs_dapo"]
+    if any(p.name.startswith("grpo-knapsack_paper-seed") for p in _run_paths(Path(directory))):
+        # the plan's amendment: Knapsack RL as its code allocates, secondary (not in the primary's choice)
+        both = lm_allocation_study(directory, rules=("uniform", "dapo", "knapsack", "knapsack_paper"))
+        study["secondary_knapsack_paper"] = {
+            key: value for key, value in both["comparisons"].items() if "knapsack_paper" in key
+        } | {
+            "seeds": both["seeds"],
+            "blocks": _mean_blocks(_load_rule_runs(Path(directory), "grpo", ("uniform", "knapsack_paper")), size),
+        }
+    return study
+
+
+def _run_paths(directory: Path) -> list[Path]:
+    from stddial_book.rl.runlog import run_folders
+
+    return list(run_folders(directory))
+
+
+def _mean_blocks(runs: dict[str, list[tuple[dict, list]]], size: int) -> dict[str, dict[str, float]]:
+    return {
         rule: {key: float(np.mean([block_accuracy(log, size)[key] for _, log in pairs])) for key in _BLOCK_KEYS}
         for rule, pairs in runs.items()
     }
-    study["block_size"] = size
-    study["samples_to_target_vs_dapo"]["ceiling"] = study["ceiling_vs_dapo"]
-    return study
 
 
 _BLOCK_KEYS = ("block_start", "block_end", "block_silent_end", "rest_start", "rest_end")

@@ -5,6 +5,10 @@
 model with TRL (:mod:`stddial_book.bridges.lm_record`): the GPU run (Qwen2.5-0.5B-Instruct on GSM8K) by
 default, or ``--preset smollm2``, SmolLM2-135M-Instruct on the graded arithmetic pool, which a CPU runs.
 Every check comes before anything is written; a refusal is one line and exit status 2.
+
+``record-lm`` runs as it is under ``torchrun --nproc_per_node N`` or ``accelerate launch --num_processes N``:
+every process trains the run together, the main one alone checks and writes, and a refusal ends every
+process with the same line and status 2 (:mod:`stddial_book.bridges.lm_record`).
 """
 
 from __future__ import annotations
@@ -151,13 +155,17 @@ def lm_config(args: Any) -> Any:
 
 def run_record_lm(args: Any, command: str) -> list[Path]:
     """The ``record-lm`` subcommand: every check first (:func:`~stddial_book.bridges.lm_record.check_record_lm`),
-    then the runs; prints each recorded folder."""
+    then the runs; prints each recorded folder. Under several processes the main process checks and the others
+    take its plan (or its refusal), and only the main one prints."""
     from stddial_book.bridges.lm_record import check_record_lm, record_lm_runs
+    from stddial_book.bridges.lm_setup import on_main, process_layout
 
-    plan = check_record_lm(
+    config = lm_config(args)
+    plan = on_main(
+        check_record_lm,
         args.recipes,
         args.seeds,
-        lm_config(args),
+        config,
         args.work or Path("runs") / "record-lm",
         args.out or Path("runs") / "record-lm-out",
         allow_cpu=args.allow_cpu,
@@ -165,8 +173,9 @@ def run_record_lm(args: Any, command: str) -> list[Path]:
         save_every=args.save_every,
     )
     written = record_lm_runs(plan, command=command, print_every=5 if args.progress else 0)
-    for path in written:
-        print(f"recorded {path}")
+    if process_layout()["rank"] == 0:
+        for path in written:
+            print(f"recorded {path}")
     return written
 
 
@@ -184,9 +193,16 @@ def _fail(err: BaseException, what: str) -> int:
 
 
 def main_record_lm(args: Any, argv: list[str] | None) -> int:
+    """``record-lm``: status 0, 2 for a refusal (one line; under several processes on every process), 3 for a
+    GPU out of memory, 130 when interrupted."""
     import torch
 
+    from stddial_book.bridges.lm_record import gpu_description
+    from stddial_book.bridges.lm_setup import start_processes
+
+    started = False
     try:
+        started = start_processes(cpu=gpu_description() is None)
         run_record_lm(args, _command(argv))
     except torch.cuda.OutOfMemoryError:
         print(
@@ -200,6 +216,9 @@ def main_record_lm(args: Any, argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume from the last checkpoint.", file=sys.stderr)
         return 130
+    finally:
+        if started and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
     return 0
 
 

@@ -17,6 +17,16 @@ model (the provenance then says ``cpu``). Everything is checked before any work.
 resumes from its last checkpoint (TRL restores the adapters, the optimizer and the random states); a run
 without one restarts cleanly inside its own directory. Nothing outside ``work`` and ``out`` is written,
 and nothing the tool did not write is deleted.
+
+Launched with several processes (``torchrun --nproc_per_node N -m stddial_book record-lm ...`` or
+``accelerate launch --num_processes N -m stddial_book record-lm ...``) every process trains the same run
+(TRL's data parallelism; a step is still P·G completions, split over the processes). The main process
+(rank 0) alone checks everything, claims the folders, writes the logs, checkpoints, evaluation and
+provenance (which names the world size); the others wait for it and write nothing of the tool's (the
+Trainer's checkpoint holds each process's random state, ``rng_state_<rank>.pth``, written by that process).
+A refusal on the main process ends every process with the same line (:func:`~stddial_book.bridges.lm_setup.on_main`).
+The held-out and pool measurements are split over the processes (question i on process i mod N) and
+gathered. The dial's statistics are already those of the gathered batch (:class:`~stddial_book.bridges.dial_diagnostics.DialDiagnostics`).
 """
 
 from __future__ import annotations
@@ -36,7 +46,10 @@ from stddial_book.bridges.lm_setup import (
     DEFAULT_MODEL_ID,
     LMRunConfig,
     detect_precision,
+    gather_from_processes,
+    on_main,
     precision_for,
+    process_layout,
     run_precision,
 )
 from stddial_book.core.hub import hub_unavailable_reason
@@ -64,6 +77,10 @@ _NO_CUDA = (
     "run it on a machine with an NVIDIA GPU (in Colab: Runtime > Change runtime type > GPU), or pass "
     "--allow-cpu for a smoke run on a tiny local model (its provenance then says device cpu)."
 )
+_CPU_ASKED = (
+    "accelerate launch --cpu asks for the CPU (ACCELERATE_USE_CPU is set) and the recorded run is the GPU run: "
+    "launch without --cpu, or pass --allow-cpu for a smoke run on a tiny local model."
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,7 @@ class LMRecordPlan:
     dirty: bool | None
     allow_dirty: bool
     save_every: int
+    world_size: int = 1
 
     def names(self) -> list[tuple[str, int, str]]:
         """(recipe, seed, run name) of every run, in the order they run."""
@@ -98,10 +116,12 @@ def lm_run_name(recipe: Any, seed: int) -> str:
 
 
 def gpu_description() -> dict[str, Any] | None:
-    """The first CUDA GPU: name, compute capability, memory (GiB), count and CUDA version; None without one."""
+    """The first CUDA GPU: name, compute capability, memory (GiB), count and CUDA version; None without one, or
+    when ``accelerate launch --cpu`` asked for the CPU (``ACCELERATE_USE_CPU``, which the Trainer obeys)."""
     import torch
 
-    if not torch.cuda.is_available():
+    forced_cpu = os.environ.get("ACCELERATE_USE_CPU", "").strip().lower() in ("1", "true", "yes", "on")
+    if forced_cpu or not torch.cuda.is_available():
         return None
     props = torch.cuda.get_device_properties(0)
     return {
@@ -204,6 +224,10 @@ def _device(allow_cpu: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
     if gpu is not None:
         return detect_precision(), gpu
     if not allow_cpu:
+        import torch
+
+        if torch.cuda.is_available():  # a GPU, set aside by accelerate launch --cpu
+            raise ValueError(_CPU_ASKED)
         raise ValueError(_NO_CUDA)
     return precision_for("cpu"), None
 
@@ -275,11 +299,27 @@ def check_record_lm(
     config = config.replace(
         model_id=_as_given_or_local(config.model_id), dataset_id=_as_given_or_local(config.dataset_id)
     )
+    world_size = process_layout()["world_size"]
+    _check_split(recipes, config, precision, world_size)
     commit, dirty = git_state()
-    plan = LMRecordPlan(recipes, seeds, config, work, out, precision, gpu, commit, dirty, allow_dirty, save_every)
+    plan = LMRecordPlan(
+        recipes, seeds, config, work, out, precision, gpu, commit, dirty, allow_dirty, save_every, world_size
+    )
     _check_existing(plan)
     refuse_dirty(commit, dirty, allow_dirty)
     return plan
+
+
+def _check_split(recipes: Sequence[str], config: LMRunConfig, precision: dict[str, Any], world_size: int) -> None:
+    """Each recipe's TRL settings over ``world_size`` processes: a ValueError (one line) when a micro-batch does
+    not split over them."""
+    from stddial_book.bridges.lm_run import lm_grpo_settings
+
+    for recipe in recipes:
+        try:
+            lm_grpo_settings(recipe, config, precision, world_size)
+        except ValueError as err:
+            raise ValueError(f"--micro-batch-size with {world_size} processes: {' '.join(str(err).split())}") from None
 
 
 def _versions() -> dict[str, str | None]:
@@ -375,91 +415,138 @@ def _describe(log: Any, plan: LMRecordPlan, recipe: str, info: dict[str, Any], f
     provenance.setdefault("trl_settings", info["settings"])
     gaps = trl_gaps(as_recipe(recipe), group_size=plan.config.group_size, num_minibatches=1)
     provenance.setdefault("trl_gaps", [dataclasses.asdict(g) for g in gaps])
+    provenance.setdefault("world_size", plan.world_size)  # the first segment's; each segment names its own
     provenance["packages"] = {**provenance.get("packages", {}), **_versions()}
-    segment = {"from_step": from_step, "device": environment(plan.precision["device"])["device"], "gpu": plan.gpu}
+    device = environment(plan.precision["device"])["device"]
+    segment = {"from_step": from_step, "device": device, "gpu": plan.gpu, "world_size": plan.world_size}
     provenance.setdefault("segments", []).append(segment)
     log.finish()
 
 
+def _open_run(plan: LMRecordPlan, name: str) -> tuple[Path, bool, tuple[Path, int] | None]:
+    """(The main process's work) claim ``work/name`` and say whether its run is done and its last checkpoint;
+    a run without one starts over inside the tool's own folder, a resumed log drops the steps trained again."""
+    run = claim_dir(plan.work / name, "lm-run", flag="--work")
+    if (run / DONE).is_file():
+        return run, True, None
+    checkpoint = _last_checkpoint(run / "trl")
+    if checkpoint is None:
+        remove_owned(run, ["trl", METRICS, PROVENANCE])
+    else:
+        _keep_steps_up_to(run / METRICS, checkpoint[1])
+    return run, False, checkpoint
+
+
+def _finish_run(log: Any, run: Path) -> None:
+    log.finish()
+    (run / DONE).write_text("finished\n", encoding="utf-8")
+
+
 def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: str, print_every: int) -> Path:
-    """Train one run in ``work/name`` (resumed from its last checkpoint, or from the start) unless done."""
+    """Train one run in ``work/name`` (resumed from its last checkpoint, or from the start) unless done. Under
+    several processes every one trains; the main process alone touches the folder (:func:`on_main`)."""
     from stddial_book.bridges.lm_run import _build_trainer
     from stddial_book.bridges.trl_check import _quiet, _random_states_kept
     from stddial_book.rl.runlog import RunLog
 
-    run = claim_dir(plan.work / name, "lm-run", flag="--work")
-    if (run / DONE).is_file():
+    run, done, checkpoint = on_main(_open_run, plan, name)
+    if done:
         return run
-    checkpoint = _last_checkpoint(run / "trl")
-    if checkpoint is None:  # nothing to resume: start this run over, inside the tool's own folder
-        remove_owned(run, ["trl", METRICS, PROVENANCE])
-    else:
-        _keep_steps_up_to(run / METRICS, checkpoint[1])
     config = plan.config.replace(seed=seed)
-    settings = plan.run_settings(recipe, seed)
-    resume, run_id = checkpoint is not None, read_marker(run)["run_id"]
-    log = RunLog(run, command, seed, "lm", settings, resume, plan.precision["device"], run_id)
+    main = process_layout()["rank"] == 0
+    log = None
+    if main:
+        resume, run_id = checkpoint is not None, read_marker(run)["run_id"]
+        settings = plan.run_settings(recipe, seed)
+        log = RunLog(run, command, seed, "lm", settings, resume, plan.precision["device"], run_id)
     saving = {"save_strategy": "steps", "save_steps": plan.save_every, "save_total_limit": 1}
     with _random_states_kept():
         trainer, dial, info = _build_trainer(recipe, config, run, plan.precision, print_every, saving)
-        _describe(log, plan, recipe, info, 0 if checkpoint is None else checkpoint[1])
-        trainer.add_callback(_log_writer(log, dial))
+        on_main(_describe, log, plan, recipe, info, 0 if checkpoint is None else checkpoint[1])
+        if main:
+            trainer.add_callback(_log_writer(log, dial))
         if checkpoint is None:
             _evaluate_into(run, "before", trainer, config)
         with _quiet():
             trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint[0]))
         _evaluate_into(run, "after", trainer, config)
-    log.finish()
-    (run / DONE).write_text("finished\n", encoding="utf-8")
+    on_main(_finish_run, log, run)
     return run
 
 
 def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> None:
     """Measure the held-out questions (``config.eval_file``) and, with ``config.measure_pool``, every training
-    question, ``config.eval_samples`` completions each, with the trainer's model as it is now; store the
-    per-question counts under ``when`` in the run's ``eval.json`` (:func:`~stddial_book.core.outdir.replace_own`)."""
+    question, ``config.eval_samples`` completions each, with the trainer's model as it is now (question i on
+    process i mod N, gathered); store the per-question counts under ``when`` in the run's ``eval.json``
+    (:func:`~stddial_book.core.outdir.replace_own`, on the main process)."""
     if config.eval_file is None and not config.measure_pool:
         return
-    import time
-
     import torch
 
-    from stddial_book.bridges.lm_measure import measure_rows, read_prompt_rows
+    from stddial_book.bridges.lm_measure import read_prompt_rows
 
-    path = run / EVAL
-    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
-    model, tokenizer = trainer.model, trainer.processing_class
-    batch = 512 if next(model.parameters()).is_cuda else 64
     sets = {}
     if config.eval_file is not None:
         sets["heldout"] = read_prompt_rows(config.eval_file)
     if config.measure_pool:
         sets["pool"] = read_prompt_rows(config.dataset_id)[: config.num_prompts]
-    start = time.perf_counter()
-    was_training = model.training
-    model.eval()
-    result = {}
-    for name, rows in sets.items():
-        result[name] = measure_rows(
-            model,
-            tokenizer,
-            rows,
-            config.eval_samples,
-            system_prompt=config.system_prompt,
-            verifier=config.verifier,
-            keep=2 if name == "heldout" else 0,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature,
-            batch_size=batch,
-            seed=config.seed * 7919 + (0 if when == "before" else 1),
-        )
-    model.train(was_training)
-    result["wall_s"] = time.perf_counter() - start
+    layout = process_layout()
+    share = {name: rows[layout["rank"] :: layout["world_size"]] for name, rows in sets.items()}
+    parts = gather_from_processes(_measure_share(trainer, config, when, share, layout["rank"]))
+    result = {name: _interleaved([part[name] for part in parts]) for name in sets}
+    result["wall_s"] = max(part["wall_s"] for part in parts)
     result["step"] = int(trainer.state.global_step)
-    found[when] = result
-    replace_own(run, EVAL, json.dumps(found) + "\n")  # never through a link; recorded in the run's manifest
+    on_main(_store_eval, run, when, result)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def _measure_share(trainer: Any, config: LMRunConfig, when: str, share: dict[str, list], rank: int) -> dict:
+    """This process's share of the measurements, and its wall time."""
+    import time
+
+    from stddial_book.bridges.lm_measure import measure_rows
+
+    model, tokenizer = trainer.model, trainer.processing_class
+    batch = 512 if next(model.parameters()).is_cuda else 64
+    start, was_training = time.perf_counter(), model.training
+    model.eval()
+    found: dict[str, Any] = {}
+    for name, rows in share.items():
+        found[name] = (
+            measure_rows(
+                model,
+                tokenizer,
+                rows,
+                config.eval_samples,
+                system_prompt=config.system_prompt,
+                verifier=config.verifier,
+                keep=2 if name == "heldout" else 0,
+                max_new_tokens=config.max_new_tokens,
+                temperature=config.temperature,
+                batch_size=batch,
+                seed=config.seed * 7919 + (0 if when == "before" else 1) + 104729 * rank,
+            )
+            if rows
+            else []
+        )
+    model.train(was_training)
+    found["wall_s"] = time.perf_counter() - start
+    return found
+
+
+def _interleaved(parts: list[list[Any]]) -> list[Any]:
+    """Rows dealt round-robin over processes (row i to process i mod N), put back in their order."""
+    total = sum(len(p) for p in parts)
+    return [parts[i % len(parts)][i // len(parts)] for i in range(total)]
+
+
+def _store_eval(run: Path, when: str, result: dict[str, Any]) -> None:
+    """(The main process's work) ``result`` under ``when`` in the run's ``eval.json``."""
+    path = run / EVAL
+    found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
+    found[when] = result
+    replace_own(run, EVAL, json.dumps(found) + "\n")  # never through a link; recorded in the run's manifest
 
 
 def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
@@ -481,15 +568,21 @@ def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
 
 def record_lm_runs(plan: LMRecordPlan, *, command: str = "", print_every: int = 5) -> list[Path]:
     """Run (or resume, or skip when done) every recipe × seed of ``plan`` and write each run's
-    ``metrics.jsonl.gz`` and ``provenance.json`` to ``plan.out/<recipe>-seed<k>``. Returns those folders."""
+    ``metrics.jsonl.gz`` and ``provenance.json`` to ``plan.out/<recipe>-seed<k>``. Returns those folders. Under
+    several processes every process calls it with the main process's plan; only the main one writes."""
     if not isinstance(plan, LMRecordPlan):
         raise TypeError(f"plan must be the LMRecordPlan check_record_lm returns; got {type(plan).__name__}.")
-    claim_dir(plan.work, "lm-record-work", flag="--work")
-    out = claim_dir(plan.out, "recorded", flag="--out")
+    out = on_main(_claim_both, plan)
+    main = process_layout()["rank"] == 0
     written = []
     for recipe, seed, name in plan.names():
-        if print_every:
+        if print_every and main:
             print(f"{name}: training {plan.config.model_id} on {plan.config.dataset_id}", flush=True)
         run = _train_run(plan, recipe, seed, name, command, print_every)
-        written.append(_publish(run, out / name, plan.allow_dirty))
+        written.append(on_main(_publish, run, out / name, plan.allow_dirty))
     return written
+
+
+def _claim_both(plan: LMRecordPlan) -> Path:
+    claim_dir(plan.work, "lm-record-work", flag="--work")
+    return claim_dir(plan.out, "recorded", flag="--out")

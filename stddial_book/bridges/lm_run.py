@@ -24,6 +24,7 @@ from stddial_book.bridges.lm_setup import (
     LMRunConfig,
     detect_precision,
     memory_estimate_gib,
+    process_layout,
     run_precision,
     time_estimate,
 )
@@ -72,9 +73,15 @@ def lm_reward_funcs(recipe: Any, config: LMRunConfig) -> tuple[dict[str, Any], l
     return funcs, weights
 
 
-def lm_grpo_settings(recipe: Any, config: LMRunConfig, precision: dict[str, Any]) -> dict[str, Any]:
+def lm_grpo_settings(
+    recipe: Any, config: LMRunConfig, precision: dict[str, Any], num_processes: int | None = None
+) -> dict[str, Any]:
     """The ``GRPOConfig`` keywords of the run: :func:`trl_settings` for the recipe (one optimizer step per
-    generation batch), the optimizer, the run length, precision and quiet logging."""
+    generation batch), the optimizer, the run length, precision and quiet logging. ``num_processes``: the
+    data-parallel processes (None: this launch's, :func:`~stddial_book.bridges.lm_setup.process_layout`); a
+    step stays P·G completions, ``micro_batch_size`` of them a pass over all processes, so it must divide by
+    the number of processes (a ValueError says so)."""
+    processes = process_layout()["world_size"] if num_processes is None else num_processes
     settings = trl_settings(
         recipe,
         group_size=config.group_size,
@@ -82,8 +89,11 @@ def lm_grpo_settings(recipe: Any, config: LMRunConfig, precision: dict[str, Any]
         prompts_per_step=config.prompts_per_step,
         num_minibatches=1,
         micro_batch_size=config.micro_batch_size,
+        num_processes=processes,
         temperature=config.temperature,
     )
+    if processes > 1:  # every LoRA weight gets its gradient each pass: DDP need not search for unused ones
+        settings["ddp_find_unused_parameters"] = False
     settings.update(
         learning_rate=config.learning_rate,
         lr_scheduler_type="constant",
@@ -129,7 +139,7 @@ def _memory_check(config: LMRunConfig, model: Any, precision: dict[str, Any]) ->
     if precision["device"] == "cuda":
         total = torch.cuda.get_device_properties(0).total_memory / 2.0**30
         estimate["device_gib"] = total
-        if estimate["total"] > 0.9 * total:
+        if estimate["total"] > 0.9 * total and process_layout()["rank"] == 0:  # one warning, not one a process
             print(
                 f"warning: the run is estimated to need {estimate['total']:.1f} GiB of the GPU's {total:.1f} GiB; "
                 "lower micro_batch_size or max_new_tokens.",

@@ -1,15 +1,24 @@
-"""The settings of a GRPO run on a real language model (chapter 15): sizes, precision, memory and time.
+"""The settings of a GRPO run on a real language model (chapter 15): sizes, precision, memory, time and processes.
 
 One :class:`LMRunConfig` holds everything that differs between the run a reader records on a GPU
 (:func:`colab_t4_config`: Qwen2.5-0.5B-Instruct on GSM8K, Cobbe et al., 2021) and the run the book
 executes on its CPU build (:func:`tiny_config`: a small random-init Qwen2 model on a local dataset of
 GSM8K's schema, :mod:`stddial_book.bridges.lm_data`). The code that trains is the same.
+
+Launched with several processes (``torchrun --nproc_per_node N`` or ``accelerate launch --num_processes N``),
+the run is data-parallel: every process trains it together (TRL's DDP), one optimizer step is the same
+P·G completions split over the processes. :func:`process_layout` reads where this process stands,
+:func:`start_processes` joins the launch's process group before anything else happens, and :func:`on_main`
+runs a piece of work (checking or writing folders) on the main process only and hands its result, or its
+refusal, to every process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +38,10 @@ __all__ = [
     "run_precision",
     "memory_estimate_gib",
     "time_estimate",
+    "process_layout",
+    "start_processes",
+    "on_main",
+    "gather_from_processes",
 ]
 
 DEFAULT_MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -293,3 +306,81 @@ def time_estimate(
         "step_s": step_s,
         "minutes": step_s * config.max_steps / 60.0,
     }
+
+
+def process_layout() -> dict[str, int]:
+    """This process's place in a launch: ``world_size`` (processes), ``rank`` (0 is the main process) and
+    ``local_rank`` (its GPU on its machine), from the variables ``torchrun`` and ``accelerate launch`` set
+    (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``); 1, 0, 0 for a plain ``python`` run."""
+
+    def read(name: str, default: int) -> int:
+        text = os.environ.get(name, "").strip()
+        return int(text) if text.isdigit() else default
+
+    return {"world_size": max(read("WORLD_SIZE", 1), 1), "rank": read("RANK", 0), "local_rank": read("LOCAL_RANK", 0)}
+
+
+def start_processes(cpu: bool) -> bool:
+    """Join the launch's process group (gloo with ``cpu``, else NCCL on this process's GPU) when the run was
+    launched with several processes and no group exists yet; True when this call started it (its caller ends
+    it with ``torch.distributed.destroy_process_group``). TRL's Trainer later adopts the same group."""
+    import torch
+    import torch.distributed as dist
+
+    if process_layout()["world_size"] < 2 or dist.is_initialized():
+        return False
+    if not cpu:
+        torch.cuda.set_device(process_layout()["local_rank"])
+    dist.init_process_group(backend="gloo" if cpu else "nccl")
+    return True
+
+
+def _several() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def on_main(work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``work(*args, **kwargs)`` on the main process only, the others waiting; every process returns its
+    result, or raises the exception it raised (the same type and message: a refusal ends every process with
+    the same line). On a single process, just the call. The result must pickle (it is broadcast)."""
+    if not _several():
+        return work(*args, **kwargs)
+    import torch.distributed as dist
+
+    box: list[Any] = [None]
+    if dist.get_rank() == 0:
+        try:
+            box[0] = ("ok", work(*args, **kwargs))
+        except Exception as err:
+            box[0] = ("error", _portable(err))
+            dist.broadcast_object_list(box, src=0)
+            raise
+    dist.broadcast_object_list(box, src=0)
+    outcome, value = box[0]
+    if outcome == "error":
+        raise value
+    return value
+
+
+def _portable(err: Exception) -> Exception:
+    """``err`` if it survives pickling as it is, else a RuntimeError of the same message."""
+    import pickle
+
+    try:
+        copy = pickle.loads(pickle.dumps(err))
+    except Exception:
+        return RuntimeError(str(err))
+    return copy if type(copy) is type(err) and str(copy) == str(err) else RuntimeError(str(err))
+
+
+def gather_from_processes(value: Any) -> list[Any]:
+    """Every process's ``value`` (picklable), in rank order, on every process; ``[value]`` on a single one."""
+    if not _several():
+        return [value]
+    import torch.distributed as dist
+
+    found: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(found, value)
+    return found

@@ -6,7 +6,9 @@ fresh LoRA adapters (r 16, alpha 32, every linear layer, no dropout) on the arit
 step, at most 24 new tokens, pure temperature-1 sampling, the system prompt "Answer with just the number."
 through the chat template, the last-number verifier, GRPO's objective (the engine: the book's preset,
 population std; TRL: Bessel std + 1e-4; the cost is the same), beta 0.04 with the base model (adapters off)
-as the reference on both sides, one optimizer step per rollout batch on the whole batch (TRL: ``per_device_train_batch_size`` 64),
+as the reference on both sides, one optimizer step per rollout batch on the whole batch (the engine: one pass,
+cut by completion length; TRL: chapter 15's 16 completions a pass, 4 accumulated: 64 a pass took more than
+the machine's 23 GB with the rest of the benchmark),
 AdamW (fused) at lr 3e-4 constant, no weight decay, grad clip 1.0, one thread.
 
 * the engine: ``stddial_book.rl.trainer.train`` with an ``rl.hf_policy.hf_policy`` (``eval_every=0``); timed:
@@ -37,6 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
 import functools
+import gc
 import json
 import platform
 import statistics
@@ -58,6 +61,8 @@ SETTINGS = {
     "prompts": 8, "group_size": 8, "max_new_tokens": 24, "lr": 3e-4, "lora_r": 16, "lora_alpha": 32,
     "recipe": "grpo", "beta": 0.04, "temperature": 1.0,
 }  # fmt: skip
+#: TRL's completions a forward/backward pass (chapter 15's SmolLM2 runs: smollm2_config's micro_batch_size).
+TRL_MICRO_BATCH = 16
 
 
 def run_engine(folder: Path, steps: int, seed: int, out: Path) -> dict[str, Any]:
@@ -112,10 +117,9 @@ def trl_trainer(folder: Path, steps: int, seed: int, workdir: Path) -> Any:
 
     s = SETTINGS
     model, tokenizer = load_model_and_tokenizer(str(folder), "float32")
-    batch = s["prompts"] * s["group_size"]
     settings = trl_settings(
         s["recipe"], group_size=s["group_size"], max_new_tokens=s["max_new_tokens"], prompts_per_step=s["prompts"],
-        num_minibatches=1, micro_batch_size=batch, temperature=s["temperature"],
+        num_minibatches=1, micro_batch_size=TRL_MICRO_BATCH, temperature=s["temperature"],
     )  # fmt: skip
     overrides = {
         "learning_rate": s["lr"], "lr_scheduler_type": "constant", "warmup_steps": 0, "weight_decay": 0.0,
@@ -227,13 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_engine_") as tmp:
         work = Path(tmp)
         run_engine(folder, 1, args.seed, work / "warm-engine")  # warm-up, not measured
+        gc.collect()
         run_trl(folder, 1, args.seed, work / "warm-trl")
+        gc.collect()
         engine, trl = [], []
         for repeat in range(args.repeats):
             seed = args.seed + 1 + repeat
             runs = [("engine", run_engine, engine), ("trl", run_trl, trl)]
             for name, run, into in runs if repeat % 2 == 0 else runs[::-1]:
                 into.append(run(folder, args.steps, seed, work / f"{name}-{repeat}"))
+                gc.collect()  # each run's model and trainer go before the next is built
     ratios = [e["samples_per_s"] / t["samples_per_s"] for e, t in zip(engine, trl)]
     token_ratios = [e["completion_tokens_per_s"] / t["completion_tokens_per_s"] for e, t in zip(engine, trl)]
     result = {
@@ -241,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": SMOLLM2_NAME,
         "settings": {
             **SETTINGS,
+            "trl_micro_batch": TRL_MICRO_BATCH,
             "measured_steps_per_run": args.steps,
             "repeats": args.repeats,
             "warmup_steps": 1,

@@ -128,6 +128,20 @@ def test_conversion_reproduces_the_gguf_model(tiny):
     assert not smollm2.is_model_dir(converted, "0" * 64)
 
 
+def test_reading_the_file_once_converts_to_the_same_bytes(tiny, tmp_path):
+    """convert_gguf parses the file once for the tokenizer, the configuration and the weights (the
+    default); read as transformers reads it by itself, once per object, the folder is the same file for
+    file and byte for byte, and the gguf module's own names are back in place afterwards."""
+    gguf_path, converted = tiny
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    plain = smollm2.convert_gguf(gguf_path, tmp_path / "plain", read_once=False)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    files = sorted(p.name for p in converted.iterdir())
+    assert files == sorted(p.name for p in plain.iterdir()) and "model.safetensors" in files
+    for name in files:
+        assert (converted / name).read_bytes() == (plain / name).read_bytes(), name
+
+
 def test_conversion_refuses_an_existing_folder_and_writes_nothing(tiny, tmp_path):
     gguf_path, _ = tiny
     target = tmp_path / "taken"

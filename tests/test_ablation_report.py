@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 from test_ablation import START, _hard, _log
 
 from stddial_book.core.resources import data_path
@@ -65,15 +66,13 @@ def test_numbers_of_a_hand_made_study() -> None:
 
 def test_contrast_table_of_a_hand_made_study() -> None:
     header, rows = ar.contrast_rows(_study())
-    assert header[:4] == ["G", "optimizer", "clip", "seeds"] and header[-2:] == [
-        "divide − no_divide",
-        "filter − divide",
-    ]
+    # the contrasts a reader comes for right after the cell, the arms' means after them
+    assert header == ["G", "optimizer", "clip", "divide − no_divide", "filter − divide", "seeds", *ar.ARMS]
     assert [r[0] for r in rows] == ["8", "32"]  # the design's order
     g8, g32 = rows
-    assert g32[4:6] == ["0.625", "0.188"] and g32[6] == "–"  # no filter arm recorded
-    assert g32[7].startswith("+0.438 [") and g32[7].endswith("*") and g32[8] == "–"
-    assert g8[7].startswith("+0.000") and not g8[7].endswith("*")
+    assert g32[6:8] == ["0.625", "0.188"] and g32[8] == "–"  # no filter arm recorded
+    assert g32[3].startswith("+0.438 [") and g32[3].endswith("*") and g32[4] == "–"
+    assert g8[3].startswith("+0.000") and not g8[3].endswith("*")
     with pytest.raises(ValueError, match="measure must be one of"):
         ar.contrast_rows(_study(), "accuracy")
 
@@ -99,7 +98,13 @@ def test_an_effect_at_g8_only_does_not_support_the_group_size_explanation() -> N
     g8["no_divide"], g32["no_divide"] = g32["no_divide"], g8["no_divide"]  # the effect moves to G = 8
     verdicts = {e["explanation"]: e for e in ar.explanations(study)}
     assert verdicts["G = 8 is where the gap is smallest"]["verdict"] == "not supported"
-    assert verdicts["G = 8 is where the gap is smallest"]["tests"]["adamw"]["z"] < 0
+    test = verdicts["G = 8 is where the gap is smallest"]["tests"]["adamw"]
+    assert test["z"] < 0
+    # the non-detection carries the size it could miss: (z at 0.05/2 + z at 80% power) × se, one test here
+    reach = (stats.norm.isf(0.05 / 2) + stats.norm.ppf(0.8)) * test["se"]
+    assert test["mde"] == pytest.approx(reach)
+    words = verdicts["G = 8 is where the gap is smallest"]["verdict_words"]
+    assert words == f"not supported; a difference of effects up to ±{reach:.3f} could go undetected"
 
 
 def test_the_figure_has_a_row_per_cell_and_a_panel_per_measure() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from stddial_book import DR_GRPO, GRPO
 from stddial_book.experiments.bernoulli import monte_carlo_gradient, sampled_gradients
@@ -318,11 +319,47 @@ def test_controlled_gap_numbers_by_hand() -> None:
     study["matched_lr"] = np.array([1.0, 1.0])
     study["num_prompts"] = np.array([4, 4])
     study["dapo_groups_drawn"] = np.array([[0, 8, 16], [0, 8, 16]])  # 2 groups per prompt and step
-    numbers = controlled_gap_numbers(study, z_crit=3.0)
+    numbers = controlled_gap_numbers(study)
     # raw: per seed mean of (0, 0.3, 0.6) = 0.3 and (0, 0.2, 0.6) = 0.2667
     assert numbers["gap_raw"] == pytest.approx((0.3 + 0.8 / 3) / 2)
     assert numbers["gap_matched"] == 0 and numbers["matched_verdict"] == "within seed noise"
-    assert np.isnan(numbers["gap_matched_z"])  # zero spread: z is undefined, and reported so
+    assert np.isnan(numbers["gap_matched_t"]) and np.isnan(numbers["gap_matched_p"])  # zero spread: undefined
     # DAPO per group: read at 0, 1, 2 groups per prompt, i.e. steps 0, 0.5, 1 of its curve: 0.1, 0.5, 0.9
     assert numbers["gap_dapo"] == pytest.approx(np.mean([0.0, 0.0, 0.0, 0.0, -0.1, -0.1]))
+    # DAPO per step: (0, -0.4, -0.1) and (0, -0.5, -0.2) averaged over the run
+    assert numbers["gap_dapo_step"] == pytest.approx(np.mean([-0.5 / 3, -0.7 / 3]))
     assert numbers["matched_share"] == 0
+    # four comparisons at Bonferroni 5%/4, Student t with 1 degree of freedom (2 seeds)
+    assert numbers["comparisons"] == 4 and numbers["level"] == pytest.approx(0.0125)
+    assert numbers["t_crit"] == pytest.approx(stats.t.isf(0.0125 / 2, 1))
+    gap = np.array([-0.5 / 3, -0.7 / 3])
+    assert numbers["gap_dapo_step_t"] == pytest.approx(stats.ttest_1samp(gap, 0).statistic)
+    assert numbers["gap_dapo_step_p"] == pytest.approx(stats.ttest_1samp(gap, 0).pvalue)
+    assert numbers["dapo_step_verdict"] == "indistinguishable from GRPO"  # |t| = 6 < t* = 50.9 on 1 df
+
+
+def test_controlled_gap_numbers_use_student_t_not_the_normal() -> None:
+    """Five paired seeds with t = 3.2: beyond a normal cutoff of 3, but not beyond Student t's
+    Bonferroni cutoff on 4 degrees of freedom (3.5 for two comparisons, 4.3 for four), so the gap
+    is within seed noise."""
+    rng = np.random.default_rng(3)
+    noise = rng.normal(size=5)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)  # mean 0, SD 1 exactly
+    gap = 3.2 / np.sqrt(5) + noise  # t = mean / (SD / sqrt(5)) = 3.2
+    steps = 3
+    grpo = np.tile([0.1, 0.5, 0.9], (5, 1))
+    study = {
+        "quartile/grpo": grpo,
+        "quartile/dr_grpo": grpo - 0.2,
+        "quartile/dr_grpo_matched": grpo - gap[:, None],
+        "quartile/dapo": grpo,
+        "matched_lr": np.ones(5),
+        "num_prompts": np.full(5, 4),
+        "dapo_groups_drawn": np.tile(4 * np.arange(steps), (5, 1)),
+    }
+    numbers = controlled_gap_numbers(study)
+    assert numbers["gap_matched_t"] == pytest.approx(3.2)
+    assert numbers["t_crit"] == pytest.approx(stats.t.isf(0.05 / 8, 4)) and numbers["t_crit"] > 4
+    assert numbers["matched_verdict"] == "within seed noise"
+    with pytest.raises(ValueError, match="alpha must lie"):
+        controlled_gap_numbers(study, alpha=1.5)

@@ -117,3 +117,41 @@ def test_the_bootstrap_refits_all_resamples_at_once_as_one_at_a_time() -> None:
     slow = np.array([model.fit_tau(index) for index in indices])
     assert np.allclose(fast, slow, rtol=1e-12, atol=0)
     assert not np.allclose(fast, fast[::-1], rtol=1e-6)  # the resamples differ, so the check can fail
+
+
+def test_the_bootstrap_is_scipys() -> None:
+    """bootstrap_r2 is scipy.stats.bootstrap's percentile bootstrap of the refit's R² (resampling the
+    logged points' indices): its 10th and 90th percentiles are scipy's 80% percentile interval from
+    the same random stream, and each resample's R² is the one-at-a-time refit's."""
+    from scipy import stats
+
+    from stddial_book.corpora import dapo_fig3b as module
+
+    hist = load_big_math_histogram()
+    steps, logged = load_dapo_fig3b()
+    p, w = hist.solve_rates, hist.counts / hist.counts.sum()
+    model = module._competence_model(
+        p, w, module._plateau_inverse_temperature(p, w, float(logged[-module.PLATEAU_POINTS :].mean())), steps, logged
+    )
+    values = model.bootstrap_r2(40, seed=5)
+    assert values.size == 40 and np.all(values <= 1)
+
+    def one_at_a_time(index: np.ndarray, axis: int = -1) -> np.ndarray:
+        rows = np.asarray(index).reshape(-1, steps.size)
+        fits = [model.fit_tau(i) for i in rows]
+        return np.array([module._r2(logged[i], model.predict(t, steps[i])) for i, t in zip(rows, fits)]).reshape(
+            np.shape(index)[:-1]
+        )
+
+    scipy_ci = stats.bootstrap(
+        (np.arange(steps.size),),
+        one_at_a_time,
+        n_resamples=40,
+        vectorized=True,
+        method="percentile",
+        confidence_level=0.8,
+        random_state=np.random.default_rng(5),
+    )
+    assert np.allclose(np.sort(values), np.sort(scipy_ci.bootstrap_distribution), rtol=1e-9, atol=1e-12)
+    low, high = scipy_ci.confidence_interval
+    assert np.percentile(values, [10, 90]) == pytest.approx([low, high], rel=1e-9)

@@ -63,7 +63,7 @@ def test_expected_variance_sum_for_several_g() -> None:
 def test_latex_renders() -> None:
     text = d.group_term_claim("grpo").latex()
     assert r"\bar{g}_+" in text and "=" in text
-    assert np.isfinite(float(d.eps_claim().rhs.subs({d.eps: 0.1, d.phat: 0.5})))
+    assert np.isfinite(float(d.eps_claim().rhs.subs({d.eps_sigma: 0.1, d.phat: 0.5})))
 
 
 def test_aggregations_are_not_interchangeable() -> None:

@@ -477,3 +477,79 @@ def test_group_size_matches_the_engine() -> None:
         assert g_star(eps, p) == pytest.approx(float(group_size_law(eps, p)), rel=1e-12)
         assert fidelity(p, G) == pytest.approx(float(gradient_fidelity(p, G)), rel=1e-10)
         assert smallest_group_size(eps, p) == minimal_group_size(eps, p)
+
+
+# --- seed statistics (chapter 13) -------------------------------------------------------------
+
+
+def test_welch_t_by_hand_and_against_scipy() -> None:
+    """a = (1, 2, 3), b = (0, 0, 3): means 2 and 1, variances 1 and 3, se² = 1/3 + 1 = 4/3, so
+    t = 1/√(4/3) = √3/2 and ν = (4/3)² / ((1/3)²/2 + 1²/2) = 3.2; then seeded random seeds against
+    scipy.stats.ttest_ind(equal_var=False) and the engine's welch."""
+    from scipy import stats
+
+    from stddial_book.experiments.statistics import welch
+    from stddial_book.teaching.seed_statistics import welch_t
+
+    hand = welch_t([1.0, 2.0, 3.0], [0.0, 0.0, 3.0])
+    assert hand["t"] == pytest.approx(math.sqrt(3) / 2) and hand["df"] == pytest.approx(3.2)
+    rng = np.random.default_rng(11)
+    for _ in range(CASES):
+        a = rng.normal(rng.normal(), rng.uniform(0.1, 2), int(rng.integers(2, 13)))
+        b = rng.normal(rng.normal(), rng.uniform(0.1, 2), int(rng.integers(2, 13)))
+        mine, scipy_test, engine = welch_t(a, b), stats.ttest_ind(a, b, equal_var=False), welch(a, b)
+        assert mine["t"] == pytest.approx(scipy_test.statistic, rel=1e-10)
+        assert mine["p"] == pytest.approx(scipy_test.pvalue, rel=1e-9)
+        assert mine["df"] == pytest.approx(engine["df"], rel=1e-10) and mine["se"] == pytest.approx(engine["se"])
+
+
+def test_pool_cells_by_hand_and_against_the_engine() -> None:
+    """Two cells, differences 0 and 3 with squared standard errors 1 and 2: weights 1 and 1/2, pooled
+    (0 + 1.5)/1.5 = 1, se 1/√1.5, Q = 1·1 + 0.5·4 = 3 on 1 df, I² = 2/3; then seeded random cells
+    against the engine's inverse_variance and Cochran's p against scipy.stats.chi2."""
+    from scipy import stats
+
+    from stddial_book.experiments.ablation_pooled import inverse_variance
+    from stddial_book.teaching.seed_statistics import pool_cells
+
+    hand = pool_cells([0.0, 3.0], [1.0, 2.0])
+    assert hand["difference"] == pytest.approx(1.0) and hand["se"] == pytest.approx(1 / math.sqrt(1.5))
+    assert hand["q"] == pytest.approx(3.0) and hand["i2"] == pytest.approx(2 / 3)
+    assert hand["q_p"] == pytest.approx(stats.chi2.sf(3.0, 1))
+    rng = np.random.default_rng(12)
+    for _ in range(CASES):
+        cells = int(rng.integers(2, 10))
+        d, v = rng.normal(size=cells), rng.uniform(0.01, 1, cells)
+        mine, engine = pool_cells(d, v), inverse_variance(d, v)
+        for key in ("difference", "se", "q", "q_p", "i2"):
+            assert mine[key] == pytest.approx(engine[key], rel=1e-12, abs=1e-15), key
+
+
+# --- the dial on a generation batch (chapter 15) ----------------------------------------------
+
+
+def test_batch_dial_by_hand_and_against_the_callbacks_engine() -> None:
+    """Three groups of 4: k = 0 (silent, wrong), 2 (σ = 1/2) and 4 (silent, right); then seeded random
+    batches against bridges.lm_diagnostics.batch_diagnostics, which the DialDiagnostics callback runs."""
+    from stddial_book.bridges.lm_diagnostics import batch_diagnostics
+    from stddial_book.teaching.dial_batch import batch_dial
+
+    passed = [0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 1]
+    advantages = [0, 0, 0, 0, 1, -1, 1, -1, 0, 0, 0, 0]
+    hand = batch_dial(passed, advantages, 4)
+    assert hand["silent_wrong"] == pytest.approx(1 / 3) and hand["silent_right"] == pytest.approx(1 / 3)
+    assert hand["sigma_mean"] == pytest.approx(0.5 / 3) and hand["mass"] == 4 and hand["mass_in_silent"] == 0
+    rng = np.random.default_rng(13)
+    for _ in range(CASES):
+        G, groups = int(rng.integers(2, 17)), int(rng.integers(1, 9))
+        correct = rng.random((groups, G)) < rng.choice([0.0, 0.2, 0.5, 1.0], size=(groups, 1))
+        rewards = correct.astype(float).reshape(-1)
+        adv = np.asarray(group_advantages(rewards, G, GRPO))
+        mine, engine = (
+            batch_dial(correct.reshape(-1), adv, G),
+            batch_diagnostics(correct.reshape(-1), rewards, adv, G, "grpo"),
+        )
+        assert mine["silent_wrong"] + mine["silent_right"] == pytest.approx(engine["silent_fraction"])
+        assert mine["silent_wrong"] == pytest.approx(engine["k_counts"][0] / engine["groups"])
+        assert mine["sigma_mean"] == pytest.approx(engine["sigma_mean"], rel=1e-12)
+        assert mine["mass_in_silent"] == pytest.approx(engine["mass_in_silent"], abs=1e-12)

@@ -347,21 +347,35 @@ class _CompetenceModel:
         )
 
     def bootstrap_r2(self, resamples: int, seed: int) -> np.ndarray:
-        """R² of the refitted model on each pairs-bootstrap resample of the logged points (a
-        resample whose logged values are all equal has no R² and is skipped). Every resample is
-        refitted as :meth:`fit_tau` would, all of them at once (:meth:`fit_taus`)."""
-        rng = np.random.default_rng(seed)
-        kept = []
-        for _ in range(resamples):
-            index = rng.integers(0, self.steps.size, self.steps.size)
-            if np.ptp(self.logged[index]) == 0:
-                continue
-            kept.append(index)
-        if not kept:
+        """R² of the refitted model on each pairs-bootstrap resample of the logged points, drawn by
+        :func:`scipy.stats.bootstrap` (its ``bootstrap_distribution``): the statistic resamples the
+        points' indices, refits τ on every resample at once as :meth:`fit_tau` would
+        (:meth:`fit_taus`) and returns the refit's R². A resample whose logged values are all equal
+        has no R² and is dropped."""
+        from scipy import stats
+
+        if resamples == 0:
             return np.array([])
-        indices = np.array(kept)
-        taus = self.fit_taus(indices)
-        return np.array([_r2(self.logged[i], self.predict(t, self.steps[i])) for i, t in zip(indices, taus)])
+
+        def r2_of_refit(index: np.ndarray, axis: int = -1) -> np.ndarray:
+            rows = np.asarray(index, dtype=np.int64).reshape(-1, self.steps.size)
+            out = np.full(len(rows), np.nan)
+            varied = np.ptp(self.logged[rows], axis=1) > 0
+            if varied.any():
+                taus = self.fit_taus(rows[varied])
+                out[varied] = [_r2(self.logged[i], self.predict(t, self.steps[i])) for i, t in zip(rows[varied], taus)]
+            return out.reshape(np.shape(index)[:-1])
+
+        result = stats.bootstrap(
+            (np.arange(self.steps.size),),
+            r2_of_refit,
+            n_resamples=resamples,
+            vectorized=True,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+        values = np.asarray(result.bootstrap_distribution, dtype=np.float64)
+        return values[np.isfinite(values)]
 
     def fit_taus(self, indices: np.ndarray) -> np.ndarray:
         """:meth:`fit_tau` for each row of ``indices`` (resamples of the logged points), the same

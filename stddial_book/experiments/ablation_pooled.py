@@ -185,8 +185,10 @@ def effect_differences(summary: dict[str, Any], level: float = 0.05) -> dict[str
     over the cells on its side), se = sqrt(se₁² + se₂²), z and its two-sided p
     (:data:`scipy.stats.norm`), Bonferroni over the differences made (``comparisons``).
     Exploratory. Per ``"<factor>/<optimizer>"`` (:data:`FACTORS`; optimizer "adamw" or "sgd"):
-    ``difference``, ``se``, ``z``, ``p``, ``p_bonferroni``, ``label`` and the two sides'
-    ``predicted`` and ``other`` pooled effects."""
+    ``difference``, ``se``, ``z``, ``p``, ``p_bonferroni``, ``label``, the two sides'
+    ``predicted`` and ``other`` pooled effects, and ``mde``, the difference of effects this test
+    detects with 80% power at its Bonferroni level, (z_{1 − α/(2m)} + z_{0.8}) · se: a difference
+    not detected may still be as large as that."""
     from scipy import stats
 
     found = {}
@@ -205,6 +207,7 @@ def effect_differences(summary: dict[str, Any], level: float = 0.05) -> dict[str
                 found[f"{factor}/{optimizer}"] = (label, *sides)
     m = len(found)
     out = {}
+    reach = float(stats.norm.isf(level / (2 * max(m, 1))) + stats.norm.ppf(0.8)) if m else float("nan")
     for key, (label, high, low) in found.items():
         diff = high["difference"] - low["difference"]
         se = float(np.hypot(high["se"], low["se"]))
@@ -220,5 +223,6 @@ def effect_differences(summary: dict[str, Any], level: float = 0.05) -> dict[str
             "predicted": high["difference"],
             "other": low["difference"],
             "comparisons": m,
+            "mde": reach * se,
         }
     return out

@@ -262,12 +262,13 @@ def _interval(result: dict[str, Any], digits: int = 3) -> str:
 
 
 def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of a table: per cell, each arm's mean of ``measure`` and each contrast's
-    difference with its family-wise interval, a * where :func:`detected`."""
+    """(header, rows) of a table: per cell (G, optimizer, clip), each contrast's difference with its
+    family-wise interval, a * where :func:`detected` (the columns a reader comes for, first), then
+    the seeds and each arm's mean of ``measure``."""
     _check(summary)
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {list(MEASURES)}; got {measure!r}.")
-    header = ["G", "optimizer", "clip", "seeds", *ARMS, *(CONTRAST_NAMES[f"{a}-{b}"] for a, b in CONTRASTS)]
+    header = ["G", "optimizer", "clip", *(CONTRAST_NAMES[f"{a}-{b}"] for a, b in CONTRASTS), "seeds", *ARMS]
     rows = []
     for key in cell_order(summary):
         cell, entry = cell_of(key), summary["cells"][key]
@@ -284,9 +285,9 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
         rows.append(
             [
                 *_cell_columns(cell),
+                *contrasts,
                 f"{seeds[0]}–{seeds[-1]}" if len(seeds) > 1 else str(seeds[0]),
                 *means,
-                *contrasts,
             ]
         )
     return header, rows
@@ -319,7 +320,9 @@ def _effect_verdict(tests: dict[str, dict[str, Any]], factor: str, alpha: float)
     if not rows:
         return "untested", "the cells it needs were not recorded", {}
     shown = "; ".join(
-        f"{'AdamW' if opt == 'adamw' else 'SGD'} {t['difference']:+.3f} (z = {t['z']:.2f})" for opt, t in rows.items()
+        f"{'AdamW' if opt == 'adamw' else 'SGD'} {t['difference']:+.3f} (z = {t['z']:.2f}; detectable at 80% power: "
+        f"±{t['mde']:.3f})"
+        for opt, t in rows.items()
     )
     label = next(iter(rows.values()))["label"]
     hits = [t["difference"] > 0 and t["p_bonferroni"] < alpha for t in rows.values()]
@@ -340,7 +343,7 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The candidate explanations of the null in chapter 13's recipe comparison, each with what it
     predicts, what the recorded contrasts show, and a verdict (``supported``; ``partly supported``;
     ``not supported``; or ``untested`` when the cells it needs were not recorded); ``tests`` holds
-    what the verdict rests on.
+    what the verdict rests on, ``verdict_words`` the verdict with the size a non-detection could miss.
 
     1. *G = 8 is where the gap is smallest*: the division's effect on the hardest quartile is larger
        at G = 32 than at G = 8, tested directly under each optimizer (:func:`effect_differences`,
@@ -392,9 +395,17 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, Any]]:
             allocation,
         ),
     ]
-    return [
-        {"explanation": e, "predicts": p, "shows": shown, "verdict": v, "tests": t} for e, p, (v, shown, t) in table
-    ]
+    keys = ("explanation", "predicts", "shows", "verdict", "verdict_words", "tests")
+    return [dict(zip(keys, (e, p, shown, v, _verdict_words(v, t), t))) for e, p, (v, shown, t) in table]
+
+
+def _verdict_words(verdict: str, tests: dict[str, Any]) -> str:
+    """``verdict`` for the chapter's table; a "not supported" that rests on tests of a difference of
+    effects says how large a difference those tests could miss (their largest 80%-power ``mde``)."""
+    reach = [t["mde"] for t in tests.values() if isinstance(t, dict) and "mde" in t]
+    if verdict == "not supported" and reach:
+        return f"not supported; a difference of effects up to ±{max(reach):.3f} could go undetected"
+    return verdict
 
 
 def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

@@ -364,34 +364,66 @@ def controlled_run_numbers(study: dict[str, np.ndarray], mid: int = 40) -> dict[
     }
 
 
-def controlled_gap_numbers(study: dict[str, np.ndarray], z_crit: float = 3.0) -> dict[str, float | str]:
-    """Chapter 8's comparisons of the hardest quartile per generated group (:func:`quartile_gap`,
-    paired by seed): GRPO against Dr. GRPO with the matched step (``matched``), against DAPO
-    (``dapo``) and against Dr. GRPO at the paper's rate (``raw``). For each, ``gap_<name>`` (mean
-    over seeds), its standard error ``gap_<name>_se`` and ``gap_<name>_z`` = gap / s.e. A gap counts
-    when |z| > ``z_crit``; ``matched_verdict`` and ``dapo_verdict`` say so in words, and
-    ``matched_share`` is the matched gap as a fraction of the raw one. Needs at least 2 seeds.
+def controlled_gap_numbers(study: dict[str, np.ndarray], alpha: float = 0.05) -> dict[str, float | str]:
+    """Chapter 8's paired comparisons of the hardest quartile, one number per seed and pair (one
+    initial draw serves every run of a seed), each judged by a paired Student t test on the seeds
+    (:func:`scipy.stats.ttest_1samp`, n − 1 degrees of freedom) at the Bonferroni level
+    ``alpha`` / 4 for the family of four:
+
+    * ``raw``: GRPO against Dr. GRPO at the paper's rate, per generated group (:func:`quartile_gap`);
+    * ``matched``: GRPO against Dr. GRPO with the matched step, per generated group;
+    * ``dapo``: GRPO against DAPO per generated group (DAPO's redraws paid for);
+    * ``dapo_step``: GRPO against DAPO per step (the paper's reading), the curves' difference
+      averaged over the run.
+
+    For each, ``gap_<name>`` (mean over seeds, GRPO − the other), its standard error
+    ``gap_<name>_se``, ``gap_<name>_t`` = gap / s.e. and the two-sided ``gap_<name>_p``;
+    ``comparisons``, ``level`` (each comparison's level) and ``t_crit``, the |t| a gap must exceed
+    (the same test: p < level). ``matched_verdict``, ``dapo_verdict`` and ``dapo_step_verdict`` say
+    so in words, and ``matched_share`` is the matched gap as a fraction of the raw one. Zero spread
+    over seeds leaves t and p NaN and the gap within noise. Needs at least 2 seeds.
     """
-    z_crit = check_number(z_crit, "z_crit")
-    if not z_crit > 0:
-        raise ValueError(f"z_crit must be positive; got {z_crit}.")
-    out: dict[str, float | str] = {"z_crit": z_crit}
-    for name, other in (("matched", "dr_grpo_matched"), ("dapo", "dapo"), ("raw", "dr_grpo")):
-        gap = quartile_gap(study, "grpo", other)
-        if gap.size < 2:
-            raise ValueError("the comparisons need at least 2 seeds for a standard error.")
-        se = float(gap.std(ddof=1) / np.sqrt(gap.size))
+    from scipy import stats
+
+    alpha = check_number(alpha, "alpha")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), e.g. 0.05; got {alpha}.")
+    if not isinstance(study, dict) or "quartile/dapo" not in study:
+        raise ValueError("study must be what controlled_run_study returns.")
+    gaps = {name: quartile_gap(study, "grpo", other) for name, other in _GAP_RUNS.items()}
+    gaps["dapo_step"] = np.mean(study["quartile/grpo"] - study["quartile/dapo"], axis=1)
+    n = gaps["raw"].size
+    if n < 2:
+        raise ValueError("the comparisons need at least 2 seeds for a standard error.")
+    level = alpha / len(gaps)
+    out: dict[str, float | str] = {
+        "comparisons": len(gaps),
+        "level": level,
+        "t_crit": float(stats.t.isf(level / 2, n - 1)),
+    }
+    beyond = {}
+    for name, gap in gaps.items():
+        se = float(gap.std(ddof=1) / np.sqrt(n))
         out[f"gap_{name}"] = float(gap.mean())
         out[f"gap_{name}_se"] = se
-        out[f"gap_{name}_z"] = float(gap.mean() / se) if se > 0 else float("nan")
-    beyond = {name: abs(out[f"gap_{name}_z"]) > z_crit for name in ("matched", "dapo")}
+        if se > 0:
+            test = stats.ttest_1samp(gap, 0.0)
+            out[f"gap_{name}_t"], out[f"gap_{name}_p"] = float(test.statistic), float(test.pvalue)
+        else:
+            out[f"gap_{name}_t"] = out[f"gap_{name}_p"] = float("nan")
+        beyond[name] = bool(out[f"gap_{name}_p"] < level)  # NaN compares False: no spread, no verdict
     out["matched_verdict"] = "beyond seed noise" if beyond["matched"] else "within seed noise"
     out["matched_share"] = out["gap_matched"] / out["gap_raw"]
-    if not beyond["dapo"]:
-        out["dapo_verdict"] = "indistinguishable from GRPO"
-    else:
-        out["dapo_verdict"] = "slower than GRPO" if out["gap_dapo"] > 0 else "faster than GRPO"
+    for name in ("dapo", "dapo_step"):
+        if not beyond[name]:
+            out[f"{name}_verdict"] = "indistinguishable from GRPO"
+        else:
+            out[f"{name}_verdict"] = "slower than GRPO" if out[f"gap_{name}"] > 0 else "faster than GRPO"
     return out
+
+
+#: The runs chapter 8 compares GRPO with per generated group (:func:`controlled_gap_numbers`).
+_GAP_RUNS = {"raw": "dr_grpo", "matched": "dr_grpo_matched", "dapo": "dapo"}
 
 
 def _step_mass(result: ControlledRunResult, step: int) -> tuple[np.ndarray, np.ndarray]:

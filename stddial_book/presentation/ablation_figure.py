@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import _legible
+from stddial_book.presentation.style import STACKED_WIDTH, _legible
 
 __all__ = ["ablation_figure"]
 
@@ -19,7 +19,7 @@ _PANELS = {"hardest_quartile": "hardest quartile, final pool accuracy", "heldout
 
 @_legible
 def ablation_figure(summary: dict) -> plt.Figure:
-    """One row per cell of the design, one panel per measure: each contrast's difference of means
+    """One row per cell of the design, one panel per measure (stacked, for a phone): each contrast's difference of means
     (marker), its 95% interval (thick) and its family-wise interval at 1 − α/m (thin), both Student t
     with Welch's degrees of freedom, with the cell's minimum detectable effect of the division marked
     (±, grey ticks). A contrast that is beyond noise
@@ -34,7 +34,12 @@ def ablation_figure(summary: dict) -> plt.Figure:
     pooled = pooled_contrasts(summary)
     groups = [g for g in GROUPS if any(name.endswith(f"/{g}") for name in pooled)]
     rows = len(order) + len(groups)  # the cells, then the pooled rows at the bottom
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.55 * rows + 2.2), sharey=True, constrained_layout=True)
+    # the two panels stacked, STACKED_WIDTH wide: on a phone the figure is shown at about 0.6 of its
+    # size, and the book's 11- to 13-point labels stay at 9 px or more (side by side, at 9.5 inches,
+    # they came out at 6 to 7 px)
+    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 2 * (0.5 * rows + 1.1) + 0.6), constrained_layout=True)
+    labels = [f"pooled, {_POOLED[g]}\n(exploratory)" for g in reversed(groups)]
+    labels += [cell_words(k) for k in reversed(order)]
     for ax, (measure, title) in zip(axes, _PANELS.items()):
         ax.axvline(0.0, color="0.4", lw=1)
         ax.axhline(len(groups) - 0.5, color="0.8", lw=1)
@@ -64,11 +69,10 @@ def ablation_figure(summary: dict) -> plt.Figure:
         ax.set_title(title)
         ax.set_xlabel("difference of the arms' means")
         ax.grid(axis="x", color="0.9")
-    pooled_labels = [f"pooled, {_POOLED[g]}\n(exploratory)" for g in reversed(groups)]
-    axes[0].set_yticks(range(rows), pooled_labels + [cell_words(k) for k in reversed(order)])
-    axes[0].set_ylim(-0.7, rows - 0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)
+        ax.set_yticks(range(rows), labels)
+        ax.set_ylim(-0.7, rows - 0.3)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=1, frameon=False)
     return fig
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import RECIPE_COLORS, TYPE_SIZES, _book_type_sizes
+from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, TYPE_SIZES, _book_type_sizes
 from stddial_book.theory.identity import update_weight
 from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages
 
@@ -107,9 +107,10 @@ def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt
 def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
     """Chapter 4: per minibatch step, how far group updates stray from the identity, and why.
 
-    Left: median over groups (band: the middle half) of the total deviation and of the part the
+    Top: median over groups (band: the middle half) of the total deviation and of the part the
     ratio alone causes (clip switched off), with the share of tokens clipped on the x labels.
-    Right: each group's deviation against the share of its own tokens clipped.
+    Bottom: each group's deviation against the share of its own tokens clipped. The panels stack,
+    so that their labels stay legible on a phone.
     """
     from stddial_book.rl.gradcheck import drift_summary
 
@@ -119,7 +120,8 @@ def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
 
 
 def _drift_axes(study: dict[str, np.ndarray], summary: list[dict[str, float]], steps: np.ndarray) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), constrained_layout=True)
+    # stacked, STACKED_WIDTH wide: labels stay at 9 px or more on a phone
+    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 7.4), constrained_layout=True)
     ax = axes[0]
     top = 0.0
     for key, label, color in (

@@ -371,9 +371,10 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
 
 
 @_legible
+@_stacks
 def dapo_allcorrect_figure(fit) -> plt.Figure:
-    """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve; and
-    E[p^32] against the pool's mean solve rate (the competence)."""
+    """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve (top); and
+    E[p^32] against the pool's mean solve rate, the competence (bottom); the panels stack for a phone."""
     from stddial_book.corpora.dapo_fig3b import ConsistencyFit
 
     if not isinstance(fit, ConsistencyFit):
@@ -449,9 +450,11 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
 
 
 @_legible
+@_stacks
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
-    learning rate (left), and per generated group with Dr. GRPO's step matched (right)."""
+    learning rate (top), and per generated group with Dr. GRPO's step matched (bottom); the panels
+    stack for a phone."""
     _check_controlled(study)
     num_prompts = check_int(num_prompts, "num_prompts", minimum=1)
     if np.any(np.asarray(study["num_prompts"]) != num_prompts):

@@ -224,7 +224,9 @@ def silent_explorer_html(
 
     The same two panels as :func:`silent_explorer_figure`, for every setting of the grid
     (:func:`silent_explorer_data`), drawn as SVG by inline JavaScript when a slider moves; nothing
-    is fetched from the network, so it works on the static website and offline.
+    is fetched from the network, so it works on the static website and offline. The two panels
+    wrap onto two lines in a narrow column and scale down with it (never wider than the column), so
+    their 12- to 13-px labels stay readable on a phone.
     """
     import html
     import json
@@ -259,9 +261,11 @@ def silent_explorer_html(
   <div class="out" style="margin: 0.4em 0;"></div>
   <p class="note" style="margin: 0.4em 0; font-size: 13px;"></p>
   <div style="display: flex; flex-wrap: wrap; gap: 8px;">
-    <svg class="left" viewBox="0 0 340 175" width="340" height="175" role="img"
+    <svg class="left" viewBox="0 0 340 175" width="340" height="175" style="width: 100%; max-width: 340px; height: auto;"
+      role="img"
       aria-label="distribution of the number of correct samples"></svg>
-    <svg class="right" viewBox="0 0 340 175" width="340" height="175" role="img"
+    <svg class="right" viewBox="0 0 340 175" width="340" height="175" style="width: 100%; max-width: 340px; height: auto;"
+      role="img"
       aria-label="update weight of each outcome"></svg>
   </div>
   <script type="application/json">{payload}</script>

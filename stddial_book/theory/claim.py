@@ -28,6 +28,7 @@ __all__ = [
     "sigma",
     "p",
     "eps",
+    "eps_sigma",
     "L_max",
     "r_plus",
     "r_minus",
@@ -42,7 +43,8 @@ G = sp.Symbol("G", positive=True, integer=True)
 k = sp.Symbol("k", nonnegative=True, integer=True)
 phat = sp.Symbol(r"\hat{p}", positive=True)
 p = sp.Symbol("p", positive=True)
-eps = sp.Symbol(r"\varepsilon", positive=True)
+eps = sp.Symbol(r"\varepsilon", positive=True)  # the group-size law's tolerance (the source paper's ε)
+eps_sigma = sp.Symbol(r"\varepsilon_\sigma", positive=True)  # the std floor added before dividing
 L_max = sp.Symbol(r"L_{\max}", positive=True)
 r_plus = sp.Symbol("r_+", real=True)
 r_minus = sp.Symbol("r_-", real=True)

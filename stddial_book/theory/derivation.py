@@ -7,8 +7,9 @@ mean and std, the recipe's advantage, a loss aggregation) and the closed form it
 every claim, so the book fails to build if a result ever stops holding, and the tests do too.
 
 Symbols follow the notation table: G (group size), k (correct samples), p̂ = k/G, σ, ḡ₊, ḡ₋,
-p (true solve rate), ε (std epsilon), L_max. References: Shao et al. (2024) for GRPO,
-Liu et al. (2025) for Dr. GRPO, Yu et al. (2025) for DAPO.
+p (true solve rate), ε_σ (the std floor), ε (the group-size law's tolerance), L_max, and token
+scores g_{i,t}. References: Shao et al. (2024) for GRPO, Liu et al. (2025) for Dr. GRPO, Yu et al.
+(2025) for DAPO.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from stddial_book.theory.claim import (  # noqa: F401  (k, LINE_WIDTH, latex_lin
     _sigma_symbol,
     _symbolic_size,
     eps,
+    eps_sigma,
     gbar_minus,
     gbar_plus,
     k,
@@ -228,11 +230,12 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     """Each loss aggregation's gradient at ratio 1 is −(1/G) Σᵢ Aᵢ gᵢ for its own gᵢ.
 
     The group's samples have the given ``lengths``; token t of sample i has score symbol
-    s_{i,t} = ∇ log π(o_{i,t}) and the batch is padded to L_max = max(lengths) + 1 with a mask,
-    as the training code stores it. The left sides aggregate the per-token terms Aᵢ s_{i,t}
-    exactly as each recipe does; the right sides are (1/G) Σᵢ Aᵢ gᵢ with Sᵢ = Σₜ s_{i,t} and
-    gᵢ = Sᵢ/ℓᵢ (GRPO, per-sequence token mean), gᵢ = Sᵢ/L_max (Dr. GRPO, the constant cap) and
-    gᵢ = Sᵢ/ℓ̄ (DAPO, token mean over the step, ℓ̄ the mean length).
+    g_{i,t} = ∇ log π(o_{i,t}) and the batch is padded to L_max = max(lengths) + 1 with a mask,
+    as the training code stores it. The left sides aggregate the per-token terms Aᵢ g_{i,t}
+    exactly as each recipe does; the right sides are (1/G) Σᵢ Aᵢ gᵢ with g̃ᵢ = Σₜ g_{i,t} (the
+    summed score, chapter 2's notation) and gᵢ = g̃ᵢ/ℓᵢ (GRPO, per-sequence token mean),
+    gᵢ = g̃ᵢ/L_max (Dr. GRPO, the constant cap) and gᵢ = g̃ᵢ/ℓ̄ (DAPO, token mean over the step,
+    ℓ̄ the mean length).
     """
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (tuple, list)) or not lengths:
         raise ValueError(
@@ -249,7 +252,7 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     n = len(lengths)
     width = max(lengths) + 1  # one padding column at least, to show the mask at work
     A = sp.symbols(f"A_1:{n + 1}", real=True)
-    s = [[sp.Symbol(f"s_{{{i + 1},{t + 1}}}", real=True) for t in range(width)] for i in range(n)]
+    s = [[sp.Symbol(f"g_{{{i + 1},{t + 1}}}", real=True) for t in range(width)] for i in range(n)]
     mask = [[1 if t < lengths[i] else 0 for t in range(width)] for i in range(n)]
     term = [[mask[i][t] * A[i] * s[i][t] for t in range(width)] for i in range(n)]
     S = [sum(s[i][: lengths[i]]) for i in range(n)]
@@ -261,21 +264,21 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     return [
         Claim(
             "aggregation_seq_mean_token_mean",
-            "GRPO: gᵢ = Sᵢ / ℓᵢ",
+            "GRPO: gᵢ = g̃ᵢ / ℓᵢ",
             seq_mean,
             sum(A[i] * S[i] / lengths[i] for i in range(n)) / n,
             assumptions=where,
         ),
         Claim(
             "aggregation_seq_mean_token_sum_norm",
-            "Dr. GRPO: gᵢ = Sᵢ / L_max",
+            "Dr. GRPO: gᵢ = g̃ᵢ / L_max",
             sum_norm,
             sum(A[i] * S[i] / L_max for i in range(n)) / n,
             assumptions=where,
         ),
         Claim(
             "aggregation_token_mean",
-            "DAPO: gᵢ = Sᵢ / ℓ̄ with ℓ̄ the step's mean length",
+            "DAPO: gᵢ = g̃ᵢ / ℓ̄ with ℓ̄ the step's mean length",
             token_mean,
             sum(A[i] * S[i] / ell_bar for i in range(n)) / n,
             assumptions=where,
@@ -332,10 +335,10 @@ def silent_probability_claim() -> Claim:
 
 
 def eps_claim() -> Claim:
-    """With std + ε in the denominator GRPO's weight is σ²/(σ + ε): σ / w = 1 + ε/σ exactly."""
-    a_plus, _ = advantages(True, 0, sp.Integer(1), sp.Integer(0), eps)
+    """With std + ε_σ in the denominator GRPO's weight is σ²/(σ + ε_σ): σ / w = 1 + ε_σ/σ exactly."""
+    a_plus, _ = advantages(True, 0, sp.Integer(1), sp.Integer(0), eps_sigma)
     weight = phat * a_plus  # A₊ = α(1 − p̂), so w = α p̂(1 − p̂) = p̂ A₊
-    return Claim("eps", "GRPO with std + ε: σ / w − 1 = ε / σ", sigma / weight - 1, eps / sigma)
+    return Claim("eps", "GRPO with std + ε_σ: σ / w − 1 = ε_σ / σ", sigma / weight - 1, eps_sigma / sigma)
 
 
 def dapo_weight_claim() -> Claim:

@@ -176,10 +176,10 @@ class HFPolicy(Policy):
     def encode(self, problems: Sequence[TextProblem], device: torch.device | str = "cpu"):
         encoded = [self.prompt_ids(p) for p in self.check_problems(problems, "problems")]
         width = max(len(e) for e in encoded)
-        ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(encoded), width), dtype=torch.bool)
+        ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)  # cpu-then-move
+        mask = torch.zeros((len(encoded), width), dtype=torch.bool)  # cpu-then-move
         for row, e in enumerate(encoded):
-            ids[row, width - len(e) :] = torch.tensor(e)
+            ids[row, width - len(e) :] = torch.tensor(e)  # cpu-then-move
             mask[row, width - len(e) :] = True
         return ids.to(device), mask.to(device)
 

@@ -184,14 +184,17 @@ def run_trl(folder: Path, steps: int, seed: int, workdir: Path) -> dict[str, Any
     }
 
 
-def provenance() -> dict[str, Any]:
-    """Where and with what the benchmark ran: commit (and whether the tree was clean), versions, CPU, threads."""
+def git(*args: str) -> str:
+    """The output of a git command in the repository ('' when git cannot run)."""
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=ROOT).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
+
+def provenance(start_commit: str) -> dict[str, Any]:
+    """Where and with what the benchmark ran: the commit it started from and the HEAD at its end (others may
+    commit meanwhile in a shared checkout), the uncommitted paths, versions, CPU, threads."""
 
     cpu = platform.processor()
     for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
@@ -201,6 +204,7 @@ def provenance() -> dict[str, Any]:
     dirty = [line[3:] for line in git("status", "--porcelain").splitlines() if line.strip()]
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit_at_start": start_commit,
         "git_commit": git("rev-parse", "HEAD").strip(),
         "uncommitted_paths": dirty,
         "versions": {
@@ -227,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     from stddial_book.bridges.smollm2 import SMOLLM2_NAME, smollm2_model_dir
 
     torch.set_num_threads(1)
+    start_commit = git("rev-parse", "HEAD").strip()
     folder = smollm2_model_dir()
     with tempfile.TemporaryDirectory(prefix="bench_engine_") as tmp:
         work = Path(tmp)
@@ -264,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_step_s_median": statistics.median(s for e in engine for s in e["step_s"]),
         "engine_generation_s_median": statistics.median(s for e in engine for s in e["generation_s"]),
         "engine_update_s_median": statistics.median(s for e in engine for s in e["update_s"]),
-        "provenance": provenance(),
+        "provenance": provenance(start_commit),
     }
     RESULT.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: v for k, v in result.items() if k not in ("engine", "trl", "provenance")}, indent=1))

@@ -17,6 +17,8 @@ import torch
 
 pytest.importorskip("peft")  # the lm extra; .ci/lowest's first stage has none
 
+from test_train_allocation import OPTIONS as RULE_OPTIONS
+
 from stddial_book.bridges.lm_data import build_tiny_model
 from stddial_book.bridges.lm_pool import ANSWER_PROMPT
 from stddial_book.rl.checkpoints import _State, checkpoint_dir
@@ -270,6 +272,24 @@ def test_an_allocation_rule_runs_on_the_policy(folder, pool, tmp_path) -> None:
     assert result.steps >= 2 and all(r["allocation/rule"] == "knapsack" for r in steps)
     assert all(len(r["pool/k"]) == 12 and r["pool/n"] == 2 for r in records if "pool/k" in r)
     assert any(len(set(r.get("groups/size", []))) > 0 for r in steps)
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_OPTIONS))
+def test_every_allocation_rule_runs_on_the_policy(rule, folder, tmp_path) -> None:
+    """Each rule of rl.allocation decides the step's groups (ragged sizes) on the HF policy, as on the testbed."""
+    problems = read_text_problems(POOL)[::5]  # 45 problems, the first 40 the pool
+    cfg = config(
+        "grpo", prompts_per_step=8, sample_budget=64, eval_every=0, pool_size=40, pool_samples=2,
+        allocation=rule, allocation_options=RULE_OPTIONS[rule],
+    )  # fmt: skip
+    result = train(policy_of(folder), problems, [], cfg, tmp_path)
+    steps = [r for r in load_run(tmp_path)[1] if r["step"] > 0]
+    assert result.steps == len(steps) >= 2 and all(r["allocation/rule"] == rule for r in steps)
+    for r in steps:
+        assert 0 < r["samples/step_generated"] <= 32
+        parts = r["samples/step_kept"] + r["samples/step_discarded_silent"] + r["samples/step_discarded_surplus"]
+        assert parts == r["samples/step_generated"]
+        assert sum(r.get("groups/size", [])) == r["samples/step_kept"]
 
 
 def clean(records):

@@ -34,7 +34,7 @@ STAMP  := $(VENV)/.stamp
 # its inline backend only when MPLBACKEND is unset), so `book` unsets it.
 # The training runs of chapters 9-14 (the SFT warm start and the RL runs; chapter 13 reads
 # those of 10-12) are cached by a hash of their configuration and of the package's code
-# (stddial_book.experiments.testbed), so `make book` after `make test` reuses them. Chapter 14's short
+# (stddial_book.experiments.testbed.runs), so `make book` after `make test` reuses them. Chapter 14's short
 # TRL run is not cached and runs each time.
 # The chapters' executed notebooks go into one execution cache (tools/exec_cache.py): make test
 # stores each chapter it executes there, and the build renders them instead of executing the

@@ -3,7 +3,7 @@
 Chapter 8's controlled setting (one Bernoulli-logit parameter per prompt) with each step's groups
 chosen by every rule of ``stddial_book.rl.allocation``, under GRPO and Dr. GRPO, with plain SGD and
 Adam, on three pools (chapter 8's, Big-Math whole, bimodal), 20 seeds, learning rates matched to
-uniform GRPO's update norm (``stddial_book.experiments.allocated_run``). Also the no-training table
+uniform GRPO's update norm (``stddial_book.experiments.allocation.controlled_run``). Also the no-training table
 of update signal per 1,000 generated samples on the Big-Math histogram. A few CPU minutes:
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_allocation.py
@@ -22,8 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from stddial_book.core.outdir import claim_dir
-from stddial_book.experiments.allocated_run import POOLS, TARGET_FRACTIONS, AllocatedRun, allocation_run_study
-from stddial_book.experiments.allocation_study import signal_table, summarize_run_study
+from stddial_book.experiments.allocation.controlled_run import (
+    POOLS,
+    TARGET_FRACTIONS,
+    AllocatedRun,
+    allocation_run_study,
+)
+from stddial_book.experiments.allocation.signal import signal_table, summarize_run_study
 from stddial_book.rl.runlog import write_gzip
 
 

@@ -1,7 +1,7 @@
 """Benchmark, LM testbed: which allocation rule reaches a pool accuracy with the fewest generated samples.
 
 Reads the recorded runs in ``data/runs/allocation`` (GRPO under every rule of
-``stddial_book.experiments.allocation_lm.LM_RULES``, five seeds each, recorded with
+``stddial_book.experiments.allocation.testbed_runs.LM_RULES``, five seeds each, recorded with
 ``python -m stddial_book record --profile reference --recipes grpo --allocations ...``; nothing is
 trained here) and writes:
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from bench_allocation import git_commit
 
 from stddial_book.core.outdir import claim_dir
-from stddial_book.experiments.allocation_lm import RUNS_PROFILE, SUMMARY_FILE, lm_benchmark
+from stddial_book.experiments.allocation.testbed_runs import RUNS_PROFILE, SUMMARY_FILE, lm_benchmark
 from stddial_book.rl.runlog import write_gzip
 
 ROOT = Path(__file__).resolve().parents[1]

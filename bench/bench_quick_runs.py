@@ -10,7 +10,7 @@ versions of the package can be compared on one machine:
         --label before
 
 It writes ``results/quick_runs_<label>.json`` with the commit of the package it imported. The
-runs are the build's own (``stddial_book.experiments.testbed``), nothing is changed or skipped.
+runs are the build's own (``stddial_book.experiments.testbed.runs``), nothing is changed or skipped.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="quick_runs_") as cache:
         os.environ["STDDIAL_CACHE"] = cache  # an empty cache: every run trains
         import stddial_book
-        from stddial_book.experiments import testbed as experiments
+        from stddial_book.experiments.testbed import runs as experiments
         from stddial_book.rl.profiles import PROFILES
 
         profile = PROFILES["quick"]

@@ -37,11 +37,12 @@ def _owners() -> dict[str, tuple[str, ...]]:
     owners: dict[str, list[str]] = {}
     root = Path(__file__).parent
     for layer in LAYERS:
-        for path in sorted((root / layer).glob("*.py")):
+        for path in sorted((root / layer).rglob("*.py")):  # a layer's modules, its subpackages' included
+            module = ".".join((__name__, *path.relative_to(root).with_suffix("").parts))
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
                 if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
                     for name in ast.literal_eval(node.value):
-                        owners.setdefault(name, []).append(f"{__name__}.{layer}.{path.stem}")
+                        owners.setdefault(name, []).append(module)
     return {name: tuple(modules) for name, modules in owners.items()}
 
 

@@ -1,6 +1,6 @@
 """The command line: ``python -m stddial_book sft|train|record|record-ablation|eval|diagnose|measure|record-lm``
 (chapter 9 shows the training commands; ``record-ablation`` records chapter 13's dial-only ablation,
-:mod:`stddial_book.experiments.ablation`).
+:mod:`stddial_book.experiments.ablation.study`).
 
 ``sft``, ``train``, ``record`` and ``eval`` read their sizes from a profile (``quick`` and
 ``reference`` on a CPU, ``full`` on a GPU) and write everything into one output directory, so a run
@@ -209,7 +209,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def _add_record_ablation(sub) -> None:
-    """``record-ablation``: chapter 13's dial-only ablation (:mod:`stddial_book.experiments.ablation`)."""
+    """``record-ablation``: chapter 13's dial-only ablation (:mod:`stddial_book.experiments.ablation.study`)."""
     p = sub.add_parser(
         "record-ablation",
         help="chapter 13's dial-only ablation: every arm x cell x seed, logs and provenance into --out",
@@ -308,8 +308,8 @@ def _add_diagnose(sub) -> None:
 def run_diagnose(args) -> dict:
     """The ``diagnose`` subcommand: checks --out first, reads the file, prints the report, writes --out last."""
     from stddial_book.core.outdir import check_claimable
-    from stddial_book.experiments.diagnose import diagnose, diagnosis_text, load_pool
-    from stddial_book.experiments.diagnose_advice import check_new_file, kept_ids, write_kept_ids
+    from stddial_book.experiments.diagnose.advice import check_new_file, kept_ids, write_kept_ids
+    from stddial_book.experiments.diagnose.report import diagnose, diagnosis_text, load_pool
 
     if args.out is not None:
         check_claimable(args.out, "--out", "diagnose")
@@ -346,7 +346,7 @@ def run_diagnose(args) -> dict:
 
 
 def run_train(args, profile, command: str) -> Path:
-    from stddial_book.experiments.testbed import sft_to_dir, train_to_dir
+    from stddial_book.experiments.testbed.runs import sft_to_dir, train_to_dir
     from stddial_book.theory.recipes import get_recipe, recipe_key
 
     recipe = get_recipe(args.recipe)
@@ -412,7 +412,7 @@ def _check_out(out: Path, resume: bool) -> Path:
 def run_eval(args, profile) -> dict:
     import torch
 
-    from stddial_book.experiments.testbed import load_model_from
+    from stddial_book.experiments.testbed.runs import load_model_from
     from stddial_book.rl.batches import make_problems
     from stddial_book.rl.evaluate import evaluate
 
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         profile = active_profile(args.profile)
         if args.command == "sft":
-            from stddial_book.experiments.testbed import sft_to_dir
+            from stddial_book.experiments.testbed.runs import sft_to_dir
 
             sft_to_dir(
                 profile,
@@ -491,15 +491,15 @@ def main(argv: list[str] | None = None) -> int:
 def _record(args, profile, command: str) -> list:
     """``record`` (the reference runs, under allocation rules too) or ``record-ablation`` (chapter 13)."""
     if args.command == "record-ablation":
-        from stddial_book.experiments.ablation import DESIGN_SEEDS
-        from stddial_book.experiments.ablation_record import record_ablation
+        from stddial_book.experiments.ablation.record import record_ablation
+        from stddial_book.experiments.ablation.study import DESIGN_SEEDS
 
         seeds = args.seeds or list(range(DESIGN_SEEDS))
         return record_ablation(
             profile, seeds, args.work, args.out, init=args.init, shard=args.shard,
             allow_dirty=args.allow_dirty, progress=args.progress, command=command,
         )  # fmt: skip
-    from stddial_book.experiments.record import record_runs
+    from stddial_book.experiments.testbed.record import record_runs
 
     return record_runs(
         profile,

@@ -12,8 +12,8 @@ import pytest
 from conftest import TINY
 
 from stddial_book.core.outdir import MARKER
-from stddial_book.experiments import ablation as ab
-from stddial_book.experiments.ablation_record import record_ablation
+from stddial_book.experiments.ablation import study as ab
+from stddial_book.experiments.ablation.record import record_ablation
 from stddial_book.rl import profiles
 from stddial_book.rl.runlog import load_run
 

@@ -16,10 +16,10 @@ from scipy import stats
 from test_ablation import START, _hard, _log
 
 from stddial_book.core.resources import data_path
-from stddial_book.experiments import ablation as ab
-from stddial_book.experiments import ablation_pooled as ap
-from stddial_book.experiments import ablation_report as ar
-from stddial_book.experiments import ablation_words as aw
+from stddial_book.experiments.ablation import pooled as ap
+from stddial_book.experiments.ablation import report as ar
+from stddial_book.experiments.ablation import study as ab
+from stddial_book.experiments.ablation import words as aw
 
 DIVIDE = (0.5, 0.625, 0.75, 0.625)  # mean 0.625
 LOW = (0.125, 0.25, 0.125, 0.25)  # mean 0.1875

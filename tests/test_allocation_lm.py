@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stddial_book.experiments.allocation_lm import (
+from stddial_book.experiments.allocation.signal import PLAN_AHEAD, build_rule
+from stddial_book.experiments.allocation.testbed_runs import (
     ESTIMATOR_DECAY,
     LM_RULES,
     lm_allocation_changes,
     lm_allocation_study,
     samples_to,
 )
-from stddial_book.experiments.allocation_study import PLAN_AHEAD, build_rule
 from stddial_book.rl.profiles import PROFILES
 
 REFERENCE = PROFILES["reference"]
@@ -99,7 +99,7 @@ def test_the_study_measures_each_rule_against_uniform_grpos_targets(tmp_path) ->
 def test_the_paired_comparison_by_hand() -> None:
     """Per-seed ratios b/a of samples to target, their geometric mean and a Student-t interval on the
     log ratio: equal ratios give a point; two seeds at ratios 1 and 4 give 2 with t(1 df) = 12.706."""
-    from stddial_book.experiments.allocation_lm import paired_t_comparison
+    from stddial_book.experiments.allocation.testbed_runs import paired_t_comparison
 
     def runs(values):
         return [{"samples_to_target": [v]} for v in values]
@@ -143,7 +143,7 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "runs" / "allocation"
 def test_the_shipped_summary_is_what_the_recorded_runs_give() -> None:
     """Chapter 16 reads the summary the package ships (the forty logs stay out of the wheel): it must
     be exactly what bench/bench_allocation_lm.py computes from the committed logs now."""
-    from stddial_book.experiments.allocation_lm import lm_benchmark, load_lm_summary
+    from stddial_book.experiments.allocation.testbed_runs import lm_benchmark, load_lm_summary
 
     shipped = load_lm_summary()
     assert shipped is not None, "data/allocation/allocation_lm.json.gz is missing: run bench/bench_allocation_lm.py"

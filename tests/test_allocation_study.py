@@ -9,7 +9,7 @@ from math import comb, sqrt
 import numpy as np
 import pytest
 
-from stddial_book.experiments.allocated_run import (
+from stddial_book.experiments.allocation.controlled_run import (
     AllocatedRun,
     AllocatedRunResult,
     allocated_run,
@@ -19,7 +19,7 @@ from stddial_book.experiments.allocated_run import (
     mean_update_norm,
     samples_to_target,
 )
-from stddial_book.experiments.allocation_study import (
+from stddial_book.experiments.allocation.signal import (
     STUDY_RULES,
     allocation_signal,
     build_rule,
@@ -27,7 +27,7 @@ from stddial_book.experiments.allocation_study import (
     signal_table,
     summarize_run_study,
 )
-from stddial_book.experiments.bernoulli import sampled_gradients
+from stddial_book.experiments.controlled.bernoulli import sampled_gradients
 from stddial_book.rl.allocation_base import Allocation
 
 TINY = AllocatedRun(batch_prompts=4, steps=8)

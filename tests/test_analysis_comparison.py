@@ -12,8 +12,6 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from stddial_book.experiments.logs import clipping_numbers, minibatch_clipping
-from stddial_book.experiments.refill import max_rounds_study, refill_band_shares, replay_refill, sample_coefficients
 from stddial_book.experiments.statistics import (
     comparison_screen,
     comparison_verdicts,
@@ -22,6 +20,13 @@ from stddial_book.experiments.statistics import (
     screen_values,
     seed_projection,
     study_numbers,
+)
+from stddial_book.experiments.testbed.logs import clipping_numbers, minibatch_clipping
+from stddial_book.experiments.testbed.refill import (
+    max_rounds_study,
+    refill_band_shares,
+    replay_refill,
+    sample_coefficients,
 )
 from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO
 
@@ -297,7 +302,7 @@ def test_sampling_cost_figure_counts_full_and_short_steps() -> None:
 
 
 def test_comparison_and_spread_figures_show_the_numbers() -> None:
-    from stddial_book.experiments.logs import mass_by_sigma
+    from stddial_book.experiments.testbed.logs import mass_by_sigma
     from stddial_book.presentation.plots import comparison_figure, seed_spread_figure
 
     edge = round(math.sqrt(3) / 4, 6)

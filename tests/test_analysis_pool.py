@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stddial_book import DR_GRPO, GRPO
-from stddial_book.experiments.predictions import (
+from stddial_book.experiments.testbed.predictions import (
     band_trajectories,
     hypergeometric_expectation,
     initial_bands,
@@ -128,7 +128,7 @@ def test_welch_by_hand() -> None:
 
 
 def test_pool_study_over_fake_seeds() -> None:
-    from stddial_book.experiments.predictions import pool_study
+    from stddial_book.experiments.testbed.predictions import pool_study
 
     records = fake_run()
     for r in records:

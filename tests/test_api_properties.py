@@ -35,8 +35,9 @@ from hypothesis.extra import numpy as hnp
 
 from stddial_book.corpora import dapo_fig3b as dapo_curve
 from stddial_book.corpora import histograms
-from stddial_book.experiments import controlled as bernoulli
-from stddial_book.experiments import logs, statistics
+from stddial_book.experiments import statistics
+from stddial_book.experiments.controlled import study as bernoulli
+from stddial_book.experiments.testbed import logs
 from stddial_book.rl import gradcheck, losses, model, rollout, sampling, tasks
 from stddial_book.theory import derivation, identity, silent
 from stddial_book.theory import group_size as size_law

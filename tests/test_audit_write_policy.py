@@ -33,7 +33,7 @@ from stddial_book.core.outdir import (
     replace_own,
     require_owned,
 )
-from stddial_book.experiments.record import check_directories, publish_run
+from stddial_book.experiments.testbed.record import check_directories, publish_run
 from stddial_book.rl.runlog import RunLog, load_run
 
 
@@ -200,7 +200,7 @@ def test_record_refuses_one_folder_for_work_and_out(tmp_path) -> None:
 
 
 def test_record_ablation_refuses_a_missing_init_before_anything(tmp_path) -> None:
-    from stddial_book.experiments.ablation_record import record_ablation
+    from stddial_book.experiments.ablation.record import record_ablation
 
     with pytest.raises(ValueError, match="--init .*holds no SFT model"):
         record_ablation(TINY, [0], tmp_path / "work", tmp_path / "out", init=tmp_path / "typo", allow_dirty=True)

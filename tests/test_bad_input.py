@@ -119,8 +119,9 @@ def test_empty_problem_sets_are_refused(tmp_path) -> None:
 
 from stddial_book.corpora import dapo_fig3b as dapo_curve
 from stddial_book.corpora import histograms, solve_tables
-from stddial_book.experiments import controlled as bernoulli
-from stddial_book.experiments import logs, predictions, statistics
+from stddial_book.experiments import statistics
+from stddial_book.experiments.controlled import study as bernoulli
+from stddial_book.experiments.testbed import logs, predictions
 from stddial_book.rl import (
     gradcheck,
     model,

@@ -533,7 +533,7 @@ def recorded_grpo_run() -> list[dict]:
 
 @pytest.mark.parametrize("G", [4, 7, 9, 16])
 def test_a_group_size_the_log_contradicts_is_named(recorded_grpo_run, G: int) -> None:
-    from stddial_book.experiments import logs, predictions, refill
+    from stddial_book.experiments.testbed import logs, predictions, refill
 
     # G = 16 gave a silent-fraction R² of −9.4 (−221 at G = 4), an extreme-mass share of 0, and
     # mass_by_band, dapo_cost, run_summary computed with the wrong G without a word
@@ -583,7 +583,7 @@ def test_one_seed_per_recipe_is_not_testable() -> None:
 
 
 def _controlled_study():
-    from stddial_book.experiments import controlled as bernoulli
+    from stddial_book.experiments.controlled import study as bernoulli
 
     hist = np.array([5, 3, 2, 4, 6, 4, 2, 3, 5])
     config = bernoulli.ControlledRun(num_prompts=40, group_size=4, steps=5)
@@ -594,8 +594,11 @@ def _audit_cases():
     from stddial_book.core import resources
     from stddial_book.corpora import bigmath_figure, histograms, pools, solve_tables
     from stddial_book.corpora import dapo_fig3b as dapo_curve
-    from stddial_book.experiments import controlled as bernoulli
-    from stddial_book.experiments import logs, predictions, refill, reproduction, statistics, testbed_numbers
+    from stddial_book.experiments import statistics
+    from stddial_book.experiments.controlled import study as bernoulli
+    from stddial_book.experiments.reproduction import results as reproduction
+    from stddial_book.experiments.testbed import logs, predictions, refill
+    from stddial_book.experiments.testbed import numbers as testbed_numbers
     from stddial_book.presentation import paper_figures
     from stddial_book.rl import sampling
     from stddial_book.theory import derivation
@@ -809,8 +812,10 @@ def _sweep_calls():
     from stddial_book.core import resources
     from stddial_book.corpora import bigmath_figure, histograms, pools, solve_tables
     from stddial_book.corpora import dapo_fig3b as dapo_curve
-    from stddial_book.experiments import controlled as bernoulli
-    from stddial_book.experiments import logs, predictions, refill, reproduction, statistics
+    from stddial_book.experiments import statistics
+    from stddial_book.experiments.controlled import study as bernoulli
+    from stddial_book.experiments.reproduction import results as reproduction
+    from stddial_book.experiments.testbed import logs, predictions, refill
     from stddial_book.presentation import paper_figures
     from stddial_book.rl import sampling
     from stddial_book.rl.configs import TrainConfig

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from stddial_book import DR_GRPO, GRPO
-from stddial_book.experiments.bernoulli import monte_carlo_gradient, sampled_gradients
+from stddial_book.experiments.controlled.bernoulli import monte_carlo_gradient, sampled_gradients
 from stddial_book.theory.silent import expected_group_std, expected_group_variance
 
 P = np.linspace(0.02, 0.98, 25)
@@ -51,8 +51,8 @@ def test_bad_input() -> None:
 # --- the controlled run (Bay and Yearick, 2026, §8) -------------------------------------------
 
 from stddial_book import DAPO
-from stddial_book.experiments.bernoulli import ControlledRun, controlled_run, initial_solve_rates
-from stddial_book.experiments.controlled import (
+from stddial_book.experiments.controlled.bernoulli import ControlledRun, controlled_run, initial_solve_rates
+from stddial_book.experiments.controlled.study import (
     controlled_run_study,
     hardest_quartile,
     matched_lr,
@@ -134,7 +134,8 @@ def test_study_shapes_and_bad_settings() -> None:
 def test_the_study_is_computed_once_and_read_back_identically(tmp_path, monkeypatch) -> None:
     """Chapters 8 and 13 and the reproduction page share one study through the cache: the first call
     computes it, the next reads it back bit for bit; another payload or changed code computes afresh."""
-    from stddial_book.experiments import controlled, testbed
+    from stddial_book.experiments.controlled import study as controlled
+    from stddial_book.experiments.testbed import runs as testbed
 
     monkeypatch.setenv(testbed.ENV_CACHE, str(tmp_path))
     calls = []
@@ -159,7 +160,7 @@ def test_the_study_is_computed_once_and_read_back_identically(tmp_path, monkeypa
 
 
 def test_quartile_gap_is_paired_and_signed() -> None:
-    from stddial_book.experiments.controlled import quartile_gap
+    from stddial_book.experiments.controlled.study import quartile_gap
 
     study = controlled_run_study(np.arange(65) / 64, np.ones(65), seeds=2, config=SMALL)
     assert np.allclose(quartile_gap(study, "grpo", "grpo"), 0.0)
@@ -169,8 +170,8 @@ def test_quartile_gap_is_paired_and_signed() -> None:
 
 # --- chapter 6's Monte-Carlo check and chapter 8's numbers and exercises ------------------------
 
-from stddial_book.experiments.bernoulli import monte_carlo_z
-from stddial_book.experiments.controlled import (
+from stddial_book.experiments.controlled.bernoulli import monte_carlo_z
+from stddial_book.experiments.controlled.study import (
     controlled_gap_numbers,
     controlled_run_numbers,
     matched_gap,

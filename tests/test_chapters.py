@@ -300,7 +300,7 @@ def llama_parameters(model: dict[str, int], vocab: int = 14) -> int:
 def controlled_study() -> dict[str, np.ndarray]:
     """Chapter 8's and the reproduction page's controlled run, at the paper's settings (seconds)."""
     from stddial_book.corpora.bigmath_figure import load_big_math_histogram
-    from stddial_book.experiments.controlled import controlled_run_study
+    from stddial_book.experiments.controlled.study import controlled_run_study
 
     hist = load_big_math_histogram()
     return controlled_run_study(hist.solve_rates, hist.counts, seeds=5)
@@ -465,7 +465,7 @@ def _real_data() -> dict[str, Any]:
 def _controlled_run() -> dict[str, Any]:
     from scipy import stats
 
-    from stddial_book.experiments.controlled import controlled_gap_numbers, quartile_gap
+    from stddial_book.experiments.controlled.study import controlled_gap_numbers, quartile_gap
 
     study = controlled_study()
     matched, raw = (quartile_gap(study, "grpo", other).mean() for other in ("dr_grpo_matched", "dr_grpo"))
@@ -586,7 +586,7 @@ def _ablation_headlines() -> dict[str, Any]:
     detections than comparisons whose Welch p, times their count, is below 5%."""
     from scipy import stats
 
-    from stddial_book.experiments.ablation_report import load_ablation_summary
+    from stddial_book.experiments.ablation.report import load_ablation_summary
 
     values = load_ablation_summary()["values"]
     diffs, ratios, welch = [], [], 0
@@ -701,8 +701,8 @@ def _smollm2_headlines() -> dict[str, Any]:
 def _spending_samples() -> dict[str, Any]:
     import json
 
-    from stddial_book.experiments.ablation_report import load_ablation_summary
-    from stddial_book.experiments.allocation_study import signal_table
+    from stddial_book.experiments.ablation.report import load_ablation_summary
+    from stddial_book.experiments.allocation.signal import signal_table
 
     def agrees(glued: Glued, want: float) -> bool:  # check_headlines' tolerance, for values a relation quotes
         return glued.value == pytest.approx(want, rel=1e-9 if glued.exact else 5e-4)
@@ -771,7 +771,7 @@ def _spending_samples() -> dict[str, Any]:
 
 @headlines("reproduction", "n_rows", "n_agree")
 def _reproduction() -> dict[str, Any]:
-    from stddial_book.experiments.reproduction import controlled_run_rows, reproduction_rows
+    from stddial_book.experiments.reproduction.results import controlled_run_rows, reproduction_rows
 
     rows = reproduction_rows(dapo_bootstrap=1000, controlled_run=controlled_run_rows(controlled_study()))
     # every row agrees with the paper except those marked as expected to differ (each with its note)

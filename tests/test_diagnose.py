@@ -27,7 +27,7 @@ from stddial_book.corpora.histograms import (
 )
 from stddial_book.corpora.reader_pool import ReaderDataError, load_reader_pool
 from stddial_book.corpora.solve_tables import load_committed_histograms
-from stddial_book.experiments.diagnose import DEFAULT_GROUP_SIZES, diagnose, diagnosis_text
+from stddial_book.experiments.diagnose.report import DEFAULT_GROUP_SIZES, diagnose, diagnosis_text
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 
 
@@ -226,7 +226,7 @@ def test_the_allocation_hook_reports_every_rule(monkeypatch) -> None:
 @pytest.mark.slow  # every rule on a 29,724-prompt pool: seconds; make test runs it, make check leaves it out
 def test_every_rule_plans_a_large_pool_on_a_sample() -> None:
     """A pool larger than PLAN_PROMPTS is planned on that many prompts, the budget scaled; every rule answers."""
-    from stddial_book.experiments.diagnose import PLAN_PROMPTS
+    from stddial_book.experiments.diagnose.report import PLAN_PROMPTS
     from stddial_book.rl.allocation import RULES
 
     hist = load_committed_histograms()["union"]
@@ -461,7 +461,7 @@ def test_the_recommendation_by_hand(tmp_path) -> None:
     text = " ".join(diagnosis_text(diagnose(pool)).split())  # the report wraps at 78 columns
     assert "prune 2 of 4 prompts (50.0%)" in text and "G = 11 for the kept prompts" in text
     assert "may still have p up to 0.53" in text and "may be learnable" in text
-    from stddial_book.experiments.diagnose_advice import kept_ids
+    from stddial_book.experiments.diagnose.advice import kept_ids
 
     assert kept_ids(pool) == [2, 3]
 

@@ -1,4 +1,4 @@
-"""The numbers and tables chapters 2 to 4 show about the identity (stddial_book.experiments.identity_report)."""
+"""The numbers and tables chapters 2 to 4 show about the identity (stddial_book.experiments.identity.report)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stddial_book import DR_GRPO, GRPO, group_advantages
-from stddial_book.experiments.identity_report import (
+from stddial_book.experiments.identity.report import (
     advantage_table,
     clip_shares,
     drift_after,

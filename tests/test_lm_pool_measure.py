@@ -1,4 +1,4 @@
-"""The arithmetic pool, the pilot's rule and `measure` (stddial_book.bridges.lm_pool, experiments.lm_study, bridges.lm_measure)."""
+"""The arithmetic pool, the pilot's rule and `measure` (stddial_book.bridges.lm_pool, experiments.smollm2.study, bridges.lm_measure)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from stddial_book.bridges.lm_pool import TIERS, arithmetic_pool
 from stddial_book.cli import main
 from stddial_book.core.resources import data_path
-from stddial_book.experiments.lm_study import choose_learning_rate
+from stddial_book.experiments.smollm2.study import choose_learning_rate
 
 
 def test_the_committed_pool_is_what_the_generator_draws():

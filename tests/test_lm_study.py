@@ -15,8 +15,8 @@ import pytest
 from scipy import stats
 
 from stddial_book.core.resources import data_path
-from stddial_book.experiments import lm_study as study_mod
-from stddial_book.experiments.lm_study import (
+from stddial_book.experiments.smollm2 import study as study_mod
+from stddial_book.experiments.smollm2.study import (
     choose_learning_rate,
     load_study,
     paired_test,

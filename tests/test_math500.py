@@ -12,7 +12,7 @@ import pytest
 
 from stddial_book.corpora.histograms import silent_fraction
 from stddial_book.corpora.math500 import Math500DataError, load_math500, math500_available, math500_path
-from stddial_book.experiments.diagnose import diagnose
+from stddial_book.experiments.diagnose.report import diagnose
 
 SMALL = {
     "dataset": "a test file of the schema",

@@ -32,7 +32,7 @@ from stddial_book.core.outdir import (
     refusal,
     remove_owned,
 )
-from stddial_book.experiments.testbed import remove_stale_run
+from stddial_book.experiments.testbed.runs import remove_stale_run
 
 PACKAGE = Path(stddial_book.__file__).resolve().parent
 

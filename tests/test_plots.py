@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from stddial_book.core.resources import data_path
-from stddial_book.experiments.logs import mass_by_sigma
-from stddial_book.experiments.predictions import pool_study
-from stddial_book.experiments.testbed_numbers import silent_sides, warm_start_numbers
+from stddial_book.experiments.testbed.logs import mass_by_sigma
+from stddial_book.experiments.testbed.numbers import silent_sides, warm_start_numbers
+from stddial_book.experiments.testbed.predictions import pool_study
 from stddial_book.presentation import plots
 from stddial_book.rl.evaluate import EvalResult
 from stddial_book.rl.runlog import (

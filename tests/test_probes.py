@@ -1,4 +1,4 @@
-"""Cheap measurements in place of training runs (stddial_book.experiments.probes, chapters 10 and 11)."""
+"""Cheap measurements in place of training runs (stddial_book.experiments.testbed.probes, chapters 10 and 11)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stddial_book import DAPO, DR_GRPO, GRPO
-from stddial_book.experiments.probes import kl_gradient_share, rollout_groups, token_weights, update_comparison
+from stddial_book.experiments.testbed.probes import kl_gradient_share, rollout_groups, token_weights, update_comparison
 from stddial_book.rl.gradcheck import GroupBatch
 from stddial_book.rl.model import CharCodec, tiny_model
 from stddial_book.rl.tasks import make_problem

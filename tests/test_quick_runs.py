@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stddial_book.core.resources import sha256
-from stddial_book.experiments.testbed import rl_run, warm_start
+from stddial_book.experiments.testbed.runs import rl_run, warm_start
 from stddial_book.rl.profiles import PROFILES
 from stddial_book.rl.runlog import load_run
 

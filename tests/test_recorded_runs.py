@@ -2,7 +2,7 @@
 from, the versions, the device and a wall time, and the study's storage restores what it stored.
 
 These read the studies under ``data/runs/`` as they are committed: ``record`` writes the runs (see
-``stddial_book.experiments.record``) and ``tools/compact_runs.py`` stores a study's runs compactly (one
+``stddial_book.experiments.testbed.record``) and ``tools/compact_runs.py`` stores a study's runs compactly (one
 Parquet table of the logs, one provenance table with each run's files verbatim and their digests), so a
 hand-copied, dirty-tree or edited run fails here. The last tests run the tool on a small recording.
 """

@@ -11,9 +11,10 @@ import pytest
 
 from stddial_book.corpora.bigmath_figure import load_big_math_histogram
 from stddial_book.corpora.histograms import PAPER_BANDS
-from stddial_book.experiments.bernoulli import ControlledRun
-from stddial_book.experiments.controlled import controlled_run_study
-from stddial_book.experiments.reproduction import (
+from stddial_book.experiments.controlled.bernoulli import ControlledRun
+from stddial_book.experiments.controlled.study import controlled_run_study
+from stddial_book.experiments.reproduction.checks import first_step_share
+from stddial_book.experiments.reproduction.results import (
     Row,
     controlled_run_rows,
     identity_max_error,
@@ -21,7 +22,6 @@ from stddial_book.experiments.reproduction import (
     rloo_max_error,
     rows_table,
 )
-from stddial_book.experiments.reproduction_checks import first_step_share
 
 _HIST = load_big_math_histogram()
 _STUDY = controlled_run_study(_HIST.solve_rates, _HIST.counts, seeds=5)

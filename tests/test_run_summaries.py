@@ -1,5 +1,5 @@
 """The numbers chapters 9-12 glue: one run's summary, the warm start, the held-out start, the pool,
-the profile and resource tables (stddial_book.experiments.logs, 'one run, and the testbed, in numbers')."""
+the profile and resource tables (stddial_book.experiments.testbed.logs, 'one run, and the testbed, in numbers')."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from stddial_book.experiments import logs, testbed_numbers
+from stddial_book.experiments.testbed import logs
+from stddial_book.experiments.testbed import numbers as testbed_numbers
 from stddial_book.rl.evaluate import EvalResult
 from stddial_book.rl.profiles import PROFILES
 from stddial_book.rl.tasks import make_problem

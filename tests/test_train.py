@@ -15,7 +15,7 @@ from safetensors.torch import save_model
 from stddial_book.cli import main
 from stddial_book.core.outdir import MARKER, SET_ASIDE, claim_dir, read_marker
 from stddial_book.core.resources import sha256 as file_sha256
-from stddial_book.experiments import testbed as experiments
+from stddial_book.experiments.testbed import runs as experiments
 from stddial_book.rl import profiles, update
 from stddial_book.rl import trainer as train_module
 from stddial_book.rl.batches import Batch, bucket_of, make_problems
@@ -619,7 +619,7 @@ def test_cached_runs_are_reused(tiny_profile, tmp_path, monkeypatch) -> None:
 
 
 def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profile, tmp_path) -> None:
-    from stddial_book.experiments.record import record_runs
+    from stddial_book.experiments.testbed.record import record_runs
 
     out = tmp_path / "data"
     paths = record_runs(tiny_profile, ["grpo", "dapo"], [0], tmp_path / "work", out, allow_dirty=True)
@@ -642,7 +642,7 @@ def test_record_copies_logs_not_checkpoints_and_reuses_finished_runs(tiny_profil
 def test_record_runs_each_allocation_rule_under_its_own_name(tiny_profile, tmp_path) -> None:
     """``record --allocations``: every recipe × rule × seed from the one SFT model; a rule's run is
     named after it and its provenance says which rule chose its groups; uniform keeps the plain name."""
-    from stddial_book.experiments.record import record_runs, run_name
+    from stddial_book.experiments.testbed.record import record_runs, run_name
 
     out = tmp_path / "data"
     paths = record_runs(
@@ -688,7 +688,7 @@ def test_record_refuses_a_dirty_tree_and_bad_arguments_before_any_work(
 ) -> None:
     """A recorded run must come from a commit: a checkout with uncommitted changes is refused (unless
     allowed, which the provenance then says), and so is every bad argument, before SFT starts."""
-    from stddial_book.experiments import record
+    from stddial_book.experiments.testbed import record
     from stddial_book.rl import runlog as runs
 
     monkeypatch.setattr(runs, "git_state", lambda *a, **k: ("abc1234def", True))
@@ -771,7 +771,7 @@ def test_nothing_is_ever_deleted_and_only_a_runs_own_files_are_set_aside(
     """Starting a run afresh sets an unfinished run's own files aside, never anything else: `--out ''`
     once meant the current directory, which was deleted; a folder with run-like names
     (metrics.jsonl, checkpoint/) is a reader's unless the tool's marker is in it."""
-    from stddial_book.experiments.testbed import remove_stale_run
+    from stddial_book.experiments.testbed.runs import remove_stale_run
 
     work = tmp_path / "work"
     (work / "notes").mkdir(parents=True)
@@ -826,12 +826,12 @@ def test_the_cache_key_covers_the_code_a_run_executes() -> None:
         "rl.profiles",
     } <= modules
     assert not {m for m in modules if m.split(".")[0] in ("presentation", "bridges", "teaching")}
-    assert all((Path(experiments.__file__).parents[1] / (m.replace(".", "/") + ".py")).is_file() for m in modules)
+    assert all((Path(experiments.__file__).parents[2] / (m.replace(".", "/") + ".py")).is_file() for m in modules)
 
 
 def test_the_cache_key_ignores_documentation_but_not_code() -> None:
     """Rewording a docstring or a comment keeps a module's fingerprint; changing a statement does not."""
-    from stddial_book.experiments.testbed import _code_of
+    from stddial_book.experiments.testbed.runs import _code_of
 
     base = 'def f(x):\n    """Double x."""\n    return 2 * x  # twice\n'
     reworded = '"""A module."""\n\n\ndef f(x):\n    """Twice x, reworded."""\n    # the same code\n    return 2 * x\n'
@@ -847,7 +847,7 @@ def test_the_code_fingerprint_is_kept_only_while_the_sources_stay_the_same(tmp_p
     once, in the same process; an edited docstring does not."""
     import shutil
 
-    from stddial_book.experiments import testbed
+    from stddial_book.experiments.testbed import runs as testbed
 
     copy = tmp_path / "stddial_book"
     shutil.copytree(testbed._PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))

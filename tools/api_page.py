@@ -38,25 +38,25 @@ SIGNATURES_ONLY: tuple[str, ...] = (
     "stddial_book.corpora.math500",
     "stddial_book.corpora.reader_pool",
     "stddial_book.corpora.solve_tables",
-    "stddial_book.experiments.ablation",
-    "stddial_book.experiments.ablation_pooled",
-    "stddial_book.experiments.ablation_report",
-    "stddial_book.experiments.allocated_run",
-    "stddial_book.experiments.allocation_lm",
-    "stddial_book.experiments.allocation_study",
-    "stddial_book.experiments.controlled",
-    "stddial_book.experiments.diagnose",
-    "stddial_book.experiments.identity_report",
-    "stddial_book.experiments.lm_study",
-    "stddial_book.experiments.predictions",
-    "stddial_book.experiments.record",
-    "stddial_book.experiments.refill",
-    "stddial_book.experiments.reproduction",
-    "stddial_book.experiments.reproduction_checks",
-    "stddial_book.experiments.reproduction_row",
+    "stddial_book.experiments.ablation.pooled",
+    "stddial_book.experiments.ablation.report",
+    "stddial_book.experiments.ablation.study",
+    "stddial_book.experiments.allocation.controlled_run",
+    "stddial_book.experiments.allocation.signal",
+    "stddial_book.experiments.allocation.testbed_runs",
+    "stddial_book.experiments.controlled.study",
+    "stddial_book.experiments.diagnose.report",
+    "stddial_book.experiments.identity.report",
+    "stddial_book.experiments.reproduction.checks",
+    "stddial_book.experiments.reproduction.results",
+    "stddial_book.experiments.reproduction.row",
+    "stddial_book.experiments.smollm2.study",
     "stddial_book.experiments.statistics",
-    "stddial_book.experiments.testbed",
-    "stddial_book.experiments.testbed_numbers",
+    "stddial_book.experiments.testbed.numbers",
+    "stddial_book.experiments.testbed.predictions",
+    "stddial_book.experiments.testbed.record",
+    "stddial_book.experiments.testbed.refill",
+    "stddial_book.experiments.testbed.runs",
     "stddial_book.presentation.display",
     "stddial_book.presentation.identity_plots",
     "stddial_book.presentation.intuition",
@@ -94,13 +94,13 @@ def public_modules(root: Path = ROOT) -> list[str]:
     """Every module of the layers that declares ``__all__``, in layer order, read without importing."""
     found = []
     for layer in LAYERS:
-        for path in sorted((root / "stddial_book" / layer).glob("*.py")):
+        for path in sorted((root / "stddial_book" / layer).rglob("*.py")):  # subpackages' modules included
             tree = ast.parse(path.read_text(encoding="utf-8"))
             if any(
                 isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets)
                 for node in tree.body
             ):
-                found.append(f"stddial_book.{layer}.{path.stem}")
+                found.append(".".join(path.relative_to(root).with_suffix("").parts))
     return found
 
 

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     record["stages"]["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
     _write(out / "driver.json", record)
 
-    from stddial_book.experiments.lm_study import choose_learning_rate, pass_rate_curve
+    from stddial_book.experiments.smollm2.study import choose_learning_rate, pass_rate_curve
 
     rates, chosen = {}, {}
     for recipe in args.pilot_recipes:

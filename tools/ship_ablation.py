@@ -3,7 +3,7 @@
     python tools/ship_ablation.py --out NEW                  # the study of data/runs/ablation
     python tools/ship_ablation.py --runs STUDY --out NEW     # of another stored study or recording
 
-The study (:func:`stddial_book.experiments.ablation.ablation_study` of the runs, plus the power analysis of
+The study (:func:`stddial_book.experiments.ablation.study.ablation_study` of the runs, plus the power analysis of
 the reference runs at the design's run length) is written to ``NEW/ablation.json.gz``, a new folder this
 tool creates; it replaces ``data/ablation/ablation.json.gz`` in the repository by hand (``git``), and
 ``tests/test_ablation_report.py`` recomputes it. A new recording (the ``--out`` of
@@ -29,7 +29,7 @@ SUMMARY_NAME = "ablation.json.gz"
 def write_study(runs: Path, out: Path) -> dict:
     """The shipped study of ``runs``, written to ``out/ablation.json.gz`` (``out`` is created here)."""
     sys.path.insert(0, str(ROOT))
-    from stddial_book.experiments.ablation import RUN_SAMPLES, ablation_study, power_analysis
+    from stddial_book.experiments.ablation.study import RUN_SAMPLES, ablation_study, power_analysis
     from stddial_book.rl.runlog import load_run, recorded_runs
 
     study = ablation_study(runs)

@@ -1,5 +1,5 @@
 """Copy a finished SmolLM2 recording (tools/record_smollm2.py's --out) into a new folder of the repository,
-checked, with portable paths, and write the summary the wheel ships (stddial_book.experiments.lm_study).
+checked, with portable paths, and write the summary the wheel ships (stddial_book.experiments.smollm2.study).
 
     python tools/ship_smollm2.py --recording REC --source-root SRC --out data/runs/smollm2/recording
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from stddial_book.bridges.smollm2 import file_sha256
-    from stddial_book.experiments.lm_study import write_study
+    from stddial_book.experiments.smollm2.study import write_study
 
     rec, out = args.recording, args.out
     if out.exists() or out.is_symlink() or args.summary.exists():

@@ -2,7 +2,7 @@
 
 The chapter-15 run (:func:`~stddial_book.bridges.lm_run.run_lm`'s code: TRL's ``GRPOTrainer``, LoRA,
 ``math-verify`` rewards, the dial's callback) once per recipe and seed, recorded as the package's other runs
-are (:mod:`stddial_book.experiments.record`): each run lives in a work directory (default
+are (:mod:`stddial_book.experiments.testbed.record`): each run lives in a work directory (default
 ``runs/record-lm``) with TRL's checkpoints, and its log, compressed (``metrics.jsonl.gz``: the dial's
 diagnostics under ``dial/`` and TRL's own log, one record per optimizer step), and ``provenance.json`` go to
 ``--out`` (default ``data/runs/lm``), one folder per ``<recipe>-seed<k>``.

@@ -216,7 +216,7 @@ def smollm2_model_dir(cache: str | os.PathLike | None = None) -> Path:
     Raises ``FileNotFoundError`` naming the install command when the wheel is missing.
     """
     if cache is None:
-        from stddial_book.experiments.testbed import cache_dir
+        from stddial_book.experiments.testbed.runs import cache_dir
 
         cache = cache_dir()
     folder = Path(cache) / "smollm2" / f"{SMOLLM2_SHA256[:16]}-{_DTYPE}"

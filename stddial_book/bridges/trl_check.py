@@ -449,7 +449,7 @@ def _testbed_trainer(
 ) -> Any:
     """TRL's ``GRPOTrainer`` on the testbed, quiet: the SFT model from ``sft_dir`` (also the KL reference
     when β > 0), the profile's pool of prompts, and :func:`grpo_config` of ``config``."""
-    from stddial_book.experiments.testbed import load_model_from
+    from stddial_book.experiments.testbed.runs import load_model_from
     from stddial_book.rl.batches import make_problems
     from stddial_book.rl.model import make_tokenizer
 

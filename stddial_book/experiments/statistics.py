@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_int, check_number, to_numpy, unit_scale
-from stddial_book.experiments.logs import _training_steps, extreme_mass_share, final_eval
-from stddial_book.experiments.predictions import prediction_numbers
+from stddial_book.experiments.testbed.logs import _training_steps, extreme_mass_share, final_eval
+from stddial_book.experiments.testbed.predictions import prediction_numbers
 
 __all__ = [
     "seed_summary",

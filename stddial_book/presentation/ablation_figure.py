@@ -23,12 +23,12 @@ def ablation_figure(summary: dict) -> plt.Figure:
     (marker), its 95% interval (thick) and its family-wise interval at 1 − α/m (thin), both Student t
     with Welch's degrees of freedom, with the cell's minimum detectable effect of the division marked
     (±, grey ticks). A contrast that is beyond noise
-    (:func:`stddial_book.experiments.ablation_report.detected`) is filled, the others hollow. The
+    (:func:`stddial_book.experiments.ablation.report.detected`) is filled, the others hollow. The
     bottom rows pool each contrast over the cells
-    (:func:`~stddial_book.experiments.ablation_pooled.pooled_contrasts`, exploratory): within AdamW,
+    (:func:`~stddial_book.experiments.ablation.pooled.pooled_contrasts`, exploratory): within AdamW,
     within SGD, and over all cells by random effects, each with its family-wise interval."""
-    from stddial_book.experiments.ablation_pooled import GROUPS, pooled_contrasts
-    from stddial_book.experiments.ablation_report import cell_order, cell_words, detected
+    from stddial_book.experiments.ablation.pooled import GROUPS, pooled_contrasts
+    from stddial_book.experiments.ablation.report import cell_order, cell_words, detected
 
     order = cell_order(summary)
     pooled = pooled_contrasts(summary)
@@ -78,7 +78,7 @@ def ablation_figure(summary: dict) -> plt.Figure:
 
 def _draw_pooled(ax, pooled: dict, groups: list[str], measure: str, alpha: float) -> None:
     """The pooled rows at the bottom of a panel: each contrast's estimate and family-wise interval."""
-    from stddial_book.experiments.ablation_report import detected
+    from stddial_book.experiments.ablation.report import detected
 
     for y, group in enumerate(reversed(groups)):
         for offset, (contrast, (_label, color, marker)) in zip((0.17, -0.17), _CONTRAST_STYLE.items()):

@@ -21,10 +21,10 @@ DIAGNOSIS_FILES = ("diagnose.png", "diagnose.json", "diagnose.txt")
 
 @_legible
 def diagnose_figure(report: dict) -> plt.Figure:
-    """Three panels from :func:`stddial_book.experiments.diagnose.diagnose`'s dict: silent fraction by G (closed form
+    """Three panels from :func:`stddial_book.experiments.diagnose.report.diagnose`'s dict: silent fraction by G (closed form
     and subsampled), DAPO's draws per kept group by G, and each recipe's gradient mass by tenth of p."""
     if not isinstance(report, dict) or "silent_fraction" not in report:
-        raise TypeError("report must be the dict stddial_book.experiments.diagnose.diagnose returns.")
+        raise TypeError("report must be the dict stddial_book.experiments.diagnose.report.diagnose returns.")
     fig, axes = plt.subplots(3, 1, figsize=(5.0, 10.5), layout="constrained")
     sizes = report["group_sizes"]
     g_star = report["group_size_law"]["G_star"]

@@ -1,4 +1,4 @@
-"""Chapter 15's figures of the recorded SmolLM2 runs (:mod:`stddial_book.experiments.lm_study`'s summary).
+"""Chapter 15's figures of the recorded SmolLM2 runs (:mod:`stddial_book.experiments.smollm2.study`'s summary).
 
 Panels are stacked in one column of :data:`~stddial_book.presentation.style.STACKED_WIDTH` inches, so that
 their labels stay legible on a phone.

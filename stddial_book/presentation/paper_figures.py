@@ -74,7 +74,7 @@ def _check_named(mapping: object, name: str, what: str) -> dict:
     return mapping
 
 
-#: What :func:`stddial_book.experiments.controlled.controlled_run_study` returns that chapter 8's figures read.
+#: What :func:`stddial_book.experiments.controlled.study.controlled_run_study` returns that chapter 8's figures read.
 _CONTROLLED_KEYS = (
     "silent_measured/grpo",
     "silent_expected/grpo",
@@ -94,14 +94,14 @@ _CONTROLLED_KEYS = (
 def _check_controlled(study: object) -> dict:
     if not isinstance(study, dict) or any(key not in study for key in _CONTROLLED_KEYS):
         raise ValueError(
-            "study must be what stddial_book.experiments.controlled.controlled_run_study returns (a dict with "
+            "study must be what stddial_book.experiments.controlled.study.controlled_run_study returns (a dict with "
             "quartile/<run>, decile_share/<run>, silent_measured/grpo, ...)."
         )
     return study
 
 
 def _check_pool_study(study: object) -> dict:
-    """What :func:`stddial_book.experiments.predictions.pool_study` returns, for recipes the figures know."""
+    """What :func:`stddial_book.experiments.testbed.predictions.pool_study` returns, for recipes the figures know."""
     if not isinstance(study, dict) or not study:
         raise ValueError("study must be a non-empty pool_study result (recipe key -> its seeds' numbers).")
     for key, entry in study.items():
@@ -227,7 +227,7 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
-    from stddial_book.experiments.bernoulli import monte_carlo_gradient
+    from stddial_book.experiments.controlled.bernoulli import monte_carlo_gradient
     from stddial_book.theory.group_size import arcsine_objective, large_group_gradient
     from stddial_book.theory.silent import expected_group_std, expected_group_variance
 

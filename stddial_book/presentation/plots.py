@@ -38,7 +38,7 @@ def _spread_labels(ends: list[tuple[float, int, str]], gap: float) -> list[tuple
 
 
 def _xs(records, name):
-    from stddial_book.experiments.logs import curve
+    from stddial_book.experiments.testbed.logs import curve
 
     return curve(records, name)
 
@@ -56,7 +56,7 @@ _SAMPLES = "samples generated (thousands)"
 def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapters 10-12: one run's held-out accuracy against the samples generated so far: sampled
     (T = 1) and greedy over all held-out prompts (top), sampled per digit count (bottom)."""
-    from stddial_book.experiments.logs import buckets
+    from stddial_book.experiments.testbed.logs import buckets
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True, sharey=True)
     for name, style, label in (
@@ -81,9 +81,9 @@ def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
 def run_dial_figure(runs: dict[str, list[dict]], group_size: int) -> plt.Figure:
     """Chapters 10-12: the dial in a run's log. Top: the silent fraction of each step's generated
     groups. Bottom: the share of the update mass at each level of the group std σ, i.e. each pair
-    {k, G − k} of correct counts (:func:`stddial_book.experiments.logs.mass_by_sigma`), per run in
+    {k, G − k} of correct counts (:func:`stddial_book.experiments.testbed.logs.mass_by_sigma`), per run in
     ``runs`` (label -> records), with the share of the mixed groups of the first run as outlines."""
-    from stddial_book.experiments.logs import mass_by_sigma
+    from stddial_book.experiments.testbed.logs import mass_by_sigma
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True)
     labels = list(runs)
@@ -199,7 +199,7 @@ def run_metrics_figure(
 @_stacks
 def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: two of the source paper's predictions for one recipe, for each set of runs
-    in ``studies`` (label -> :func:`~stddial_book.experiments.predictions.pool_study`): top, the measured silent
+    in ``studies`` (label -> :func:`~stddial_book.experiments.testbed.predictions.pool_study`): top, the measured silent
     fraction of each stretch between pool measurements against its closed form; bottom, the
     share of the update mass per quartile of initial solve rate, realised (bars) against the
     closed form (diamonds)."""
@@ -289,7 +289,7 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
 def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> plt.Figure:
     """Chapter 9: the warm start's held-out pass rate as the probe estimated it at each check
     (the stopping rule), the target, and the pass rate measured again with fresh samples at the
-    end (``numbers`` from :func:`stddial_book.experiments.testbed_numbers.warm_start_numbers`)."""
+    end (``numbers`` from :func:`stddial_book.experiments.testbed.numbers.warm_start_numbers`)."""
     from stddial_book.rl.runlog import metric_series
 
     steps, rate = metric_series(records, "sft/pass_rate")
@@ -311,7 +311,7 @@ def start_difficulty_figure(evaluation, problems) -> plt.Figure:
     """Chapter 9: where RL starts, from an ``EvalResult`` of ``problems`` with G samples each.
     Top: how many of the G samples were right, per digit count. Bottom: the pass rate against
     the number of carries in the sum, per digit count."""
-    from stddial_book.experiments.testbed_numbers import pass_rate_by_carries
+    from stddial_book.experiments.testbed.numbers import pass_rate_by_carries
 
     G = evaluation.num_samples
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True)
@@ -332,7 +332,7 @@ def start_difficulty_figure(evaluation, problems) -> plt.Figure:
 def pool_start_figure(records: list[dict], problems) -> plt.Figure:
     """Chapter 9: the RL pool's solve rates at the start of a run (its first measurement),
     stacked by digit count; ``problems`` are the training problems the pool was taken from."""
-    from stddial_book.experiments.predictions import pool_history
+    from stddial_book.experiments.testbed.predictions import pool_history
 
     _, n, K = pool_history(records)
     p = K[0] / n
@@ -351,7 +351,7 @@ def pool_start_figure(records: list[dict], problems) -> plt.Figure:
 def silent_sides_figure(sides: list[dict], group_size: int) -> plt.Figure:
     """Chapter 9: the silent fraction at G against the pool's mean solve rate, split into
     all-wrong and all-right groups, one point per pool measurement of each run (``sides``:
-    :func:`stddial_book.experiments.testbed_numbers.silent_sides` results)."""
+    :func:`stddial_book.experiments.testbed.numbers.silent_sides` results)."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6), constrained_layout=True)
     for key, color, label in (
         ("all_wrong", "C3", "all wrong (k = 0)"),
@@ -411,7 +411,7 @@ def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
 
 def _on_grid(runs: list[list[dict]], name: str, grid: np.ndarray) -> np.ndarray:
     """One row per run: a metric interpolated onto a common grid of samples generated."""
-    from stddial_book.experiments.logs import curve
+    from stddial_book.experiments.testbed.logs import curve
 
     return np.array([np.interp(grid, *curve(records, name)) for records in runs])
 
@@ -423,11 +423,11 @@ def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt
     records of each of its seeds.
 
     Top: the share of update mass per kind of mixed group, k or G − k correct
-    (:func:`~stddial_book.experiments.logs.mass_by_sigma`), mean over seeds: the dial's direct effect.
+    (:func:`~stddial_book.experiments.testbed.logs.mass_by_sigma`), mean over seeds: the dial's direct effect.
     Bottom: held-out sampled accuracy against samples generated (DAPO's discarded samples count),
     mean over seeds with a band of ± 1 standard error of that mean.
     """
-    from stddial_book.experiments.logs import mass_by_sigma
+    from stddial_book.experiments.testbed.logs import mass_by_sigma
 
     names = list(runs)
     G = int(group_size)

@@ -53,7 +53,7 @@ def check_record(
     """Everything ``record`` needs, checked before any work: recipes, seeds, allocation rules,
     configurations, both directories (:func:`stddial_book.core.outdir.refusal`) and a clean
     checkout. Returns (commit, dirty)."""
-    from stddial_book.experiments.allocation_lm import lm_allocation_changes
+    from stddial_book.experiments.allocation.testbed_runs import lm_allocation_changes
     from stddial_book.rl.runlog import git_state, refuse_dirty
     from stddial_book.theory.recipes import get_recipe
 
@@ -117,10 +117,10 @@ def record_runs(
 ) -> list[Path]:
     """Run (or resume) every recipe × allocation rule × seed from one SFT model and write the logs
     to ``out`` (rule ``"uniform"``, the default, is the plain loop of chapters 10-12; the others run
-    with the settings of :func:`stddial_book.experiments.allocation_lm.lm_allocation_changes`)."""
+    with the settings of :func:`stddial_book.experiments.allocation.testbed_runs.lm_allocation_changes`)."""
     from stddial_book.core.outdir import claim_dir, replace_own
-    from stddial_book.experiments.allocation_lm import lm_allocation_changes
-    from stddial_book.experiments.testbed import remove_stale_run, sft_to_dir, train_to_dir
+    from stddial_book.experiments.allocation.testbed_runs import lm_allocation_changes
+    from stddial_book.experiments.testbed.runs import remove_stale_run, sft_to_dir, train_to_dir
     from stddial_book.rl.checkpoints import checkpoint_dir
 
     check_record(profile, recipes, seeds, work, out, allow_dirty, allocations)

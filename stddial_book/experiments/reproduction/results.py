@@ -6,7 +6,7 @@ decimals the paper prints, and whether the two agree. Nothing here is typed from
 the ``paper`` column; the tests assert that every row agrees, except those marked
 ``expected_to_differ`` (the book's corrections, and one bootstrap end) with the reason in ``note``.
 
-Agreement, and how a near miss is reported: :class:`~stddial_book.experiments.reproduction_row.Row`.
+Agreement, and how a near miss is reported: :class:`~stddial_book.experiments.reproduction.row.Row`.
 
 Bay and Yearick (2026), arXiv 2607.00152: §2 (RLOO, Table 1), §3 (identity, attenuation), §4
 (group-size law and table), §5 (DAPO), §6 (difficulty weight), §7 (Big-Math tables), §8
@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from stddial_book.core.checks import check_int
-from stddial_book.experiments.reproduction_row import Row
+from stddial_book.experiments.reproduction.row import Row
 
 __all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
 
@@ -99,14 +99,14 @@ def _group_size_rows() -> list[Row]:
 
 
 def controlled_run_rows(study: dict[str, np.ndarray], pool=None, config=None) -> list[Row]:
-    """The §8 rows from :func:`stddial_book.experiments.controlled.controlled_run_study`, in the
+    """The §8 rows from :func:`stddial_book.experiments.controlled.study.controlled_run_study`, in the
     paper's order, then the book's corrections. ``pool`` is the (solve_rates, counts) the study drew
     from (default: Big-Math), ``config`` its :class:`ControlledRun` (default: the paper's).
 
     A random result's tolerance is the SD of one run at the paper's size (6,000 prompts): the SD
     over the study's seeds, or, for the first step's shares, the exact SD of one draw."""
-    from stddial_book.experiments.bernoulli import ControlledRun
-    from stddial_book.experiments.reproduction_checks import (
+    from stddial_book.experiments.controlled.bernoulli import ControlledRun
+    from stddial_book.experiments.reproduction.checks import (
         controlled_share_rows,
         correction_rows,
         figure_b_row,
@@ -163,7 +163,7 @@ def _check_study(study: dict[str, np.ndarray]) -> None:
     )
     if not isinstance(study, dict) or any(key not in study for key in needed):
         raise ValueError(
-            "study must be what stddial_book.experiments.controlled.controlled_run_study returns (it needs "
+            "study must be what stddial_book.experiments.controlled.study.controlled_run_study returns (it needs "
             f"{', '.join(needed)})."
         )
     if len(study["matched_lr"]) < 2:
@@ -177,7 +177,7 @@ def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | No
         not isinstance(controlled_run, (list, tuple)) or not all(isinstance(r, Row) for r in controlled_run)
     ):
         raise TypeError("controlled_run must be None or a list of Row (what controlled_run_rows returns).")
-    from stddial_book.experiments.reproduction_checks import penalty_rows
+    from stddial_book.experiments.reproduction.checks import penalty_rows
 
     penalty = penalty_rows()
     rows = _exact_rows() + _fidelity_rows()
@@ -286,7 +286,7 @@ def _big_math_label(quantity: str) -> tuple[str, str, str]:
 def _big_math_rows() -> list[Row]:
     """§7's Big-Math tables, from the committed histogram (:func:`check_against_paper`)."""
     from stddial_book.corpora.bigmath_figure import PUBLISHED, check_against_paper, load_big_math_histogram
-    from stddial_book.experiments.reproduction_checks import big_math_claim_rows
+    from stddial_book.experiments.reproduction.checks import big_math_claim_rows
 
     rows, book = [], {}
     for row in check_against_paper(load_big_math_histogram().counts):

@@ -7,7 +7,7 @@ controlled training run (§8). Its score is scalar, s = y − p for an answer y 
 The functions here compute the gradient from the sampled answers and scores, the way a trainer
 does, never from σ̂ directly, so comparing them with the closed forms is a real check. This
 module holds the sampled gradient, its Monte-Carlo check and the controlled run itself;
-:mod:`stddial_book.experiments.controlled` measures the runs and builds chapter 8's study on them.
+:mod:`stddial_book.experiments.controlled.study` measures the runs and builds chapter 8's study on them.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ the final sampled accuracy on the 256 held-out prompts no run ever trains on
 runs; the step-size control gives every SGD arm of a cell the same step length
 (:func:`matched_sgd_lrs`, from a short pilot), a fraction of AdamW's chosen on a small grid for
 both dial arms together (:func:`choose_fractions`), while the AdamW arms share the profile's rate;
-:mod:`stddial_book.experiments.ablation_record` records every run with provenance as ``record``
+:mod:`stddial_book.experiments.ablation.record` records every run with provenance as ``record``
 does, and :func:`ablation_study` reads them back with every comparison counted.
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size
-from stddial_book.experiments.predictions import hypergeometric_expectation, pool_history
+from stddial_book.experiments.testbed.predictions import hypergeometric_expectation, pool_history
 
 __all__ = [
     "warm_start_numbers",

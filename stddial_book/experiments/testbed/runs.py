@@ -49,9 +49,9 @@ def cache_dir() -> Path:
 
 
 #: The modules a training run starts from; :func:`run_modules` adds every package module they import.
-_RUN_ENTRY_POINTS = ("rl.trainer", "rl.sft", "experiments.testbed", "experiments.record", "rl.profiles")
+_RUN_ENTRY_POINTS = ("rl.trainer", "rl.sft", "experiments.testbed.runs", "experiments.testbed.record", "rl.profiles")
 
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module_file(name: str) -> Path:

@@ -3,7 +3,7 @@
 Every rule trains GRPO from the reference warm start, inside the real trainer
 (:func:`stddial_book.rl.trainer.train` with ``TrainConfig.allocation``), at the reference profile's
 sample budget: 65,536 generated samples, screening and redraws included. Each rule gets the settings
-of the controlled study (:func:`stddial_book.experiments.allocation_study.build_rule`), so both
+of the controlled study (:func:`stddial_book.experiments.allocation.signal.build_rule`), so both
 studies compare the rules at one step size: B = 32 prompts × 8 samples in the update. The rules that
 plan every group size before drawing (Knapsack RL, the dial's rules) reallocate the B samples of a
 random batch of 32 prompts each step; the rules that draw in rounds (DAPO, GRESO, SPEED,
@@ -11,14 +11,14 @@ Reinforce-Ada) draw from the whole pool and may generate up to 4 B a step. The p
 is the controlled study's (a Beta posterior whose counts decay by 0.9 at each visit).
 
 The runs are recorded with ``python -m stddial_book record --profile reference --recipes grpo
---allocations ...`` into ``data/runs/allocation`` (:mod:`stddial_book.experiments.record`).
+--allocations ...`` into ``data/runs/allocation`` (:mod:`stddial_book.experiments.testbed.record`).
 :func:`lm_allocation_study` reads them and measures what the controlled study measures, in the same
 currency: generated samples to reach the pool accuracy uniform GRPO reaches after 1/15, 1/5 and all
 of its budget (pool accuracy: the mean over the 256 pool prompts of k/32, measured every 16 steps),
 the accuracy at the budget, the realised update norm against uniform GRPO's (the step-size control:
 AdamW's step is set by its learning rate, not by the gradient's scale, so no rate is retuned; the
 ratio shows whether that held), and the final accuracy by quartile of the prompts' starting
-difficulty. The cells are :func:`stddial_book.experiments.allocation_study.summarize_run_study`'s;
+difficulty. The cells are :func:`stddial_book.experiments.allocation.signal.summarize_run_study`'s;
 the comparisons, paired by seed and counted, use Student-t intervals (:func:`paired_t_comparison`):
 with five seeds a percentile bootstrap would be much too narrow.
 """
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.experiments.allocated_run import TARGET_FRACTIONS
-from stddial_book.experiments.allocation_study import PLAN_AHEAD, build_rule
+from stddial_book.experiments.allocation.controlled_run import TARGET_FRACTIONS
+from stddial_book.experiments.allocation.signal import PLAN_AHEAD, build_rule
 
 __all__ = [
     "LM_RULES",
@@ -172,7 +172,7 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     targets from uniform GRPO's mean curve, each run's :func:`lm_run_measures`, then
     :func:`summarize_run_study` (``cells``, counted ``comparisons``, ``headline``) with the per-rule
     quartile accuracies beside it."""
-    from stddial_book.experiments.allocation_study import _mean_ci, summarize_run_study
+    from stddial_book.experiments.allocation.signal import _mean_ci, summarize_run_study
 
     runs = _load_rule_runs(Path(directory), recipe, rules)
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])

@@ -16,8 +16,8 @@ import numpy as np
 from scipy.stats import binom, norm
 
 from stddial_book.core.checks import check_pool
-from stddial_book.experiments.bernoulli import ControlledRun
-from stddial_book.experiments.reproduction_row import Row
+from stddial_book.experiments.controlled.bernoulli import ControlledRun
+from stddial_book.experiments.reproduction.row import Row
 from stddial_book.theory.recipes import Recipe
 
 __all__ = [
@@ -188,7 +188,7 @@ def figure_b_row(solve_rates, counts, study: dict[str, np.ndarray], config: Cont
 def _dapo_rank(study: dict[str, np.ndarray], per_group: bool) -> float:
     """DAPO's rank (1 = fastest) among GRPO, Dr. GRPO and DAPO by the hardest quartile's mean solve
     rate averaged over the run, per step or per generated group (:func:`quartile_gap`)."""
-    from stddial_book.experiments.controlled import quartile_gap
+    from stddial_book.experiments.controlled.study import quartile_gap
 
     ahead = 0
     for other in ("grpo", "dr_grpo"):
@@ -220,7 +220,7 @@ def correction_rows(solve_rates, counts, study: dict[str, np.ndarray], config: C
     the hardest quartile is step size (chapter 8, :func:`controlled_gap_numbers`); DAPO's rank per
     generated group; and the paper's "DAPO" arm, a same-prompt redraw, against DAPO's batch refill."""
     from stddial_book.corpora.histograms import PAPER_BANDS
-    from stddial_book.experiments.controlled import controlled_gap_numbers
+    from stddial_book.experiments.controlled.study import controlled_gap_numbers
     from stddial_book.theory.recipes import GRPO
     from stddial_book.theory.silent import refill_weight
 

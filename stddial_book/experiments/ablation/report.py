@@ -1,7 +1,7 @@
-"""What chapter 13 reads from the recorded dial-only ablation (:mod:`stddial_book.experiments.ablation`).
+"""What chapter 13 reads from the recorded dial-only ablation (:mod:`stddial_book.experiments.ablation.study`).
 
 The recorded runs stay in the repository (``data/runs/ablation``); the package ships their study
-(``data/ablation/ablation.json.gz``, :func:`~stddial_book.experiments.ablation.ablation_study` of
+(``data/ablation/ablation.json.gz``, :func:`~stddial_book.experiments.ablation.study.ablation_study` of
 that folder plus the power analysis of the reference runs), written by ``tools/ship_ablation.py``
 and recomputed from the logs by ``tests/test_ablation_report.py``. This module turns it into the
 chapter's numbers, tables and verdicts:
@@ -13,13 +13,13 @@ chapter's numbers, tables and verdicts:
   interval and Bonferroni p;
 * :func:`explanations`: the candidate explanations of chapter 13's null, each with what it predicts
   and whether the recorded contrasts bear it out; the verdicts are computed, not written (in words:
-  :mod:`stddial_book.experiments.ablation_words`).
+  :mod:`stddial_book.experiments.ablation.words`).
 
 A contrast counts as *detected* when its family-wise interval (Student t with Welch's degrees of
 freedom, level 1 − α/m over the m comparisons) excludes zero and its Bonferroni-adjusted Welch p is
 below α; for a t interval the two agree. The percentile bootstrap intervals the study keeps beside
 them decide nothing: with 12 seeds an arm their far tails are too narrow. The cells taken together
-are in :mod:`stddial_book.experiments.ablation_pooled`.
+are in :mod:`stddial_book.experiments.ablation.pooled`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.experiments.ablation import ARMS, CELLS, CONTRASTS, MEASURES, Cell
-from stddial_book.experiments.ablation_pooled import CONTRAST_NAMES, effect_differences
+from stddial_book.experiments.ablation.pooled import CONTRAST_NAMES, effect_differences
+from stddial_book.experiments.ablation.study import ARMS, CELLS, CONTRASTS, MEASURES, Cell
 
 __all__ = [
     "SUMMARY_FILE",
@@ -76,7 +76,7 @@ def _check(summary: dict[str, Any]) -> None:
     needed = ("cells", "comparisons", "alpha", "means", "seeds", "values")
     if not isinstance(summary, dict) or any(k not in summary for k in needed):
         raise ValueError(
-            "summary must be what stddial_book.experiments.ablation.ablation_study returns "
+            "summary must be what stddial_book.experiments.ablation.study.ablation_study returns "
             f"(it needs {', '.join(needed)}); load it with load_ablation_summary()."
         )
 
@@ -88,7 +88,7 @@ def cell_order(summary: dict[str, Any]) -> list[str]:
 
 
 def cell_of(key: str) -> Cell:
-    """The design's :class:`~stddial_book.experiments.ablation.Cell` of a cell key (``G8-sgd-clip``)."""
+    """The design's :class:`~stddial_book.experiments.ablation.study.Cell` of a cell key (``G8-sgd-clip``)."""
     return next(c for c in CELLS if c.key == key)
 
 
@@ -109,7 +109,7 @@ def dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def detected(result: dict[str, Any], alpha: float) -> bool:
-    """Whether one comparison of :func:`~stddial_book.experiments.ablation._contrast` is beyond
+    """Whether one comparison of :func:`~stddial_book.experiments.ablation.study._contrast` is beyond
     noise: its family-wise interval excludes 0 and its Bonferroni p is below ``alpha``."""
     interval, p = result.get("ci_family"), result.get("p_bonferroni")
     if interval is None or p is None or not np.isfinite(p):

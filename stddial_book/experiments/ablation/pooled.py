@@ -1,5 +1,5 @@
 """The dial-only ablation's cells taken together (chapter 13): exploratory analyses, added after the
-per-cell estimates of :mod:`stddial_book.experiments.ablation_report` were seen.
+per-cell estimates of :mod:`stddial_book.experiments.ablation.report` were seen.
 
 * :func:`inverse_variance`: the cells' differences pooled with weights 1/se², with Cochran's Q,
   I² and the DerSimonian-Laird random-effects mean beside the fixed-effect one;
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.experiments.ablation import CELLS, CONTRASTS, MEASURES, Cell
+from stddial_book.experiments.ablation.study import CELLS, CONTRASTS, MEASURES, Cell
 
 __all__ = ["inverse_variance", "cell_differences", "pooled_contrasts", "pooled_rows", "effect_differences", "GROUPS"]
 

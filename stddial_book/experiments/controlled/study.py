@@ -1,6 +1,6 @@
 """What chapter 8 measures on the controlled run of Bernoulli-logit prompts (Bay and Yearick, 2026, §8).
 
-The run itself, one parameter θ per prompt and p = ς(θ), is :func:`stddial_book.experiments.bernoulli.controlled_run`.
+The run itself, one parameter θ per prompt and p = ς(θ), is :func:`stddial_book.experiments.controlled.bernoulli.controlled_run`.
 Here: the measurements of one run (the silent fraction's R² against p^G + (1 − p)^G, the update
 mass on extreme prompts and per decile of the initial p, the hardest quartile's mean solve rate),
 the matched learning rate and the run re-matched at every step, and the study over seeds with the
@@ -13,7 +13,7 @@ import numpy as np
 
 from stddial_book.core.checks import check_int, check_number, check_unit_interval, to_numpy
 from stddial_book.corpora.histograms import PAPER_BANDS, decile_of
-from stddial_book.experiments.bernoulli import (  # noqa: F401  (the run's names: kept as controlled.<name>)
+from stddial_book.experiments.controlled.bernoulli import (  # noqa: F401  (the run's names: kept as controlled.<name>)
     MAX_PROMPT_STEPS,
     MAX_REDRAW_TRIES,
     MAX_SAMPLES,
@@ -198,7 +198,7 @@ def controlled_run_study(
     ``dapo_oversampling`` (groups drawn per prompt and step), ``dapo_quartile_at_grpo_budget``,
     ``silent_measured/grpo`` and ``silent_expected/grpo`` (per step), ``matched_lr``.
     """
-    from stddial_book.experiments.testbed import cached_arrays
+    from stddial_book.experiments.testbed.runs import cached_arrays
 
     if check_int(seeds, "seeds") < 2 or seeds > MAX_SEEDS:
         raise ValueError(f"seeds must be at least 2 (to show a spread) and at most {MAX_SEEDS}; got {seeds}.")
@@ -208,7 +208,7 @@ def controlled_run_study(
     payload = {"solve_rates": rates, "counts": weights, "seeds": int(seeds), "config": config}
     # chapters 8 and 13 and the reproduction page ask for the same study: computed once, then read
     return cached_arrays(
-        "controlled", payload, lambda: _study(rates, weights, int(seeds), config), ("experiments.controlled",)
+        "controlled", payload, lambda: _study(rates, weights, int(seeds), config), ("experiments.controlled.study",)
     )
 
 

@@ -1,13 +1,13 @@
-"""Recording the dial-only ablation (:mod:`stddial_book.experiments.ablation`): pilot, then every run.
+"""Recording the dial-only ablation (:mod:`stddial_book.experiments.ablation.study`): pilot, then every run.
 
-``python -m stddial_book.experiments.ablation_record record --out ablation --work work-ablation``
+``python -m stddial_book.experiments.ablation.record record --out ablation --work work-ablation``
 runs, in a work directory, the warm start (or takes ``--init``), the pilot that sets SGD's rates
-(:func:`stddial_book.experiments.ablation.matched_sgd_lrs` with the fractions
-:func:`~stddial_book.experiments.ablation.choose_fractions` picks), then every arm × cell × seed, seed by
+(:func:`stddial_book.experiments.ablation.study.matched_sgd_lrs` with the fractions
+:func:`~stddial_book.experiments.ablation.study.choose_fractions` picks), then every arm × cell × seed, seed by
 seed, resuming whatever an interruption left; each finished run's compressed log and provenance go
-to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.record.publish_run`),
+to ``--out`` exactly as ``record`` writes them (:func:`stddial_book.experiments.testbed.record.publish_run`),
 with ``pilot.json`` beside them. ``--shard i/n`` splits the runs over n processes (one a core).
-``study`` prints :func:`~stddial_book.experiments.ablation.ablation_study` of a recorded directory.
+``study`` prints :func:`~stddial_book.experiments.ablation.study.ablation_study` of a recorded directory.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stddial_book.experiments.ablation import (
+from stddial_book.experiments.ablation.study import (
     ARMS,
     CELLS,
     DESIGN_SEEDS,
@@ -45,7 +45,7 @@ __all__ = ["record_ablation", "main"]
 def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: dict, progress: bool, command: str):
     """Run (or resume, or keep if finished) one run in the work directory ``run``, as ``record`` does."""
     from stddial_book.core.outdir import replace_own
-    from stddial_book.experiments.testbed import remove_stale_run, train_to_dir
+    from stddial_book.experiments.testbed.runs import remove_stale_run, train_to_dir
     from stddial_book.rl.checkpoints import checkpoint_dir
 
     if (run / "done").exists():
@@ -59,8 +59,8 @@ def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: 
 
 def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow_dirty: bool, command: str):
     """The step-size pilot, every run published to ``out/pilot-<label>``: the norm runs of
-    :func:`~stddial_book.experiments.ablation.pilot_cells` (seed 0), then the SGD grid of
-    :func:`~stddial_book.experiments.ablation.tuning_runs`. Returns (and writes to ``out/pilot.json``)
+    :func:`~stddial_book.experiments.ablation.study.pilot_cells` (seed 0), then the SGD grid of
+    :func:`~stddial_book.experiments.ablation.study.tuning_runs`. Returns (and writes to ``out/pilot.json``)
     the norms, the grid's pool accuracies, the chosen fractions and the SGD rates of the design."""
     from stddial_book.core.outdir import atomic_write, own_path
     from stddial_book.rl.runlog import load_run
@@ -91,7 +91,7 @@ def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow
 
 def _settled(profile, arm, seed, init, work, out, label, changes, allow_dirty, command) -> Path:
     """A pilot run made (:func:`_settle`) in ``work/pilot-<label>`` and published to ``out``; its work directory."""
-    from stddial_book.experiments.record import publish_run
+    from stddial_book.experiments.testbed.record import publish_run
 
     run = work / f"pilot-{label}"
     _settle(profile, ARMS[arm], seed, init, run, changes, False, command)
@@ -103,7 +103,7 @@ def _checked(seeds, shard, cells, work, out, allow_dirty: bool, init=None) -> No
     """Everything checked before any work: seeds, shard, cells, both directories (apart, each the
     policy accepts), ``init`` (an SFT directory holding its model), a clean checkout."""
     from stddial_book.core.outdir import checked_path
-    from stddial_book.experiments.record import check_directories
+    from stddial_book.experiments.testbed.record import check_directories
     from stddial_book.rl.runlog import git_state, refuse_dirty
 
     index, count = shard
@@ -149,8 +149,8 @@ def record_ablation(
     unless ``allow_dirty`` (the provenance then says so); both directories go through
     :func:`stddial_book.core.outdir.claim_dir`, and nothing is ever deleted."""
     from stddial_book.core.outdir import claim_dir, expand_path
-    from stddial_book.experiments.record import RECORDED_KIND, WORK_KIND, publish_run
-    from stddial_book.experiments.testbed import _cache_lock, sft_to_dir
+    from stddial_book.experiments.testbed.record import RECORDED_KIND, WORK_KIND, publish_run
+    from stddial_book.experiments.testbed.runs import _cache_lock, sft_to_dir
 
     _checked(seeds, shard, cells, work, out, allow_dirty, init)
     work, out = claim_dir(work, WORK_KIND, flag="--work"), claim_dir(out, RECORDED_KIND)
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from stddial_book.rl.profiles import PROFILES
 
-    parser = argparse.ArgumentParser(prog="python -m stddial_book.experiments.ablation_record")
+    parser = argparse.ArgumentParser(prog="python -m stddial_book.experiments.ablation.record")
     parser.add_argument("action", choices=("record", "study"))
     parser.add_argument("--profile", default="reference", choices=sorted(PROFILES))
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(DESIGN_SEEDS)))
@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         shard=(index, count),
         allow_dirty=args.allow_dirty,
         progress=not args.no_progress,
-        command="python -m stddial_book.experiments.ablation_record " + shlex.join(words),
+        command="python -m stddial_book.experiments.ablation.record " + shlex.join(words),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size, check_int, to_numpy
-from stddial_book.experiments.logs import _check_records, _check_run_group_size, final_eval
+from stddial_book.experiments.testbed.logs import _check_records, _check_run_group_size, final_eval
 
 __all__ = [
     "pool_history",

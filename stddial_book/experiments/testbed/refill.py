@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size, check_int, to_numpy
-from stddial_book.experiments.logs import _check_records, _check_run_group_size, _training_steps
-from stddial_book.experiments.predictions import initial_bands, pool_history, silent_check
+from stddial_book.experiments.testbed.logs import _check_records, _check_run_group_size, _training_steps
+from stddial_book.experiments.testbed.predictions import initial_bands, pool_history, silent_check
 
 __all__ = ["dapo_cost", "refill_band_shares", "replay_refill", "max_rounds_study", "sample_coefficients"]
 
@@ -177,7 +177,7 @@ def sample_coefficients(recipe, correct, lengths, group_size: int, max_new_token
     Aᵢ / Σⱼ ℓⱼ for the token mean (DAPO), with B samples and ℓᵢ the lengths (chapters 4 and 13).
     """
     from stddial_book.core.checks import check_binary
-    from stddial_book.experiments.probes import token_weights
+    from stddial_book.experiments.testbed.probes import token_weights
     from stddial_book.theory.recipes import as_recipe, group_advantages
 
     recipe = as_recipe(recipe)

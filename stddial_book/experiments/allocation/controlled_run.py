@@ -1,7 +1,7 @@
 """Chapter 8's controlled run with each step's group sizes chosen by an allocation rule (Part V).
 
-One parameter θ per prompt, p = ς(θ), as in :mod:`stddial_book.experiments.bernoulli`. Each step
-the rule (:func:`stddial_book.experiments.allocation_study.build_rule`) spends its samples through
+One parameter θ per prompt, p = ς(θ), as in :mod:`stddial_book.experiments.controlled.bernoulli`. Each step
+the rule (:func:`stddial_book.experiments.allocation.signal.build_rule`) spends its samples through
 :func:`stddial_book.rl.allocation.allocate`, rewards drawn Bernoulli at each prompt's current p;
 the groups it keeps form the step. The update is the recipe's loss gradient over those groups: the
 advantages of :func:`stddial_book.theory.recipes.group_advantages` (ragged groups: each centred
@@ -9,7 +9,7 @@ and scaled on its own G samples) times the Bernoulli-logit score y − p, averag
 N kept samples (GRPO's sequence mean) and multiplied by B/G, with B the step size in samples
 (:func:`build_rule`) and G = 8. A uniform step of B/G groups of G is then exactly chapter 8's
 per-prompt update (1/G) Σ Aᵢ(yᵢ − p) (tests check it against
-:func:`stddial_book.experiments.bernoulli.sampled_gradients`); a prompt given 2G samples weighs
+:func:`stddial_book.experiments.controlled.bernoulli.sampled_gradients`); a prompt given 2G samples weighs
 twice, as in a trainer's ragged batch. The optimiser is plain SGD (θ ← θ + lr·g, chapter 8's) or
 Adam over the whole θ vector (dense: a prompt not drawn this step has gradient 0 and still moves
 by its momentum, as torch's Adam moves a parameter whose gradient is zero).
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from stddial_book.core.checks import check_int, check_number, check_unit_interval, to_numpy
-from stddial_book.experiments.allocation_study import PLAN_AHEAD, build_rule, step_candidates
-from stddial_book.experiments.bernoulli import _binary
+from stddial_book.experiments.allocation.signal import PLAN_AHEAD, build_rule, step_candidates
+from stddial_book.experiments.controlled.bernoulli import _binary
 from stddial_book.rl.allocation import RULES, allocate, bernoulli_draw, record_allocation
 from stddial_book.rl.allocation_base import Allocation
 from stddial_book.rl.pool_state import new_pool_state
@@ -248,8 +248,8 @@ TARGET_FRACTIONS = (1 / 15, 1 / 5, 1.0)
 def study_pool(name: str, num_prompts: int, rng: np.random.Generator) -> np.ndarray:
     """``num_prompts`` initial pass rates of pool ``name`` (:data:`POOLS`)."""
     from stddial_book.corpora.bigmath_figure import load_big_math_histogram
-    from stddial_book.experiments.allocation_study import histogram_pool
-    from stddial_book.experiments.bernoulli import ControlledRun, initial_solve_rates
+    from stddial_book.experiments.allocation.signal import histogram_pool
+    from stddial_book.experiments.controlled.bernoulli import ControlledRun, initial_solve_rates
 
     count = check_int(num_prompts, "num_prompts", minimum=4)
     if name == "book":
@@ -337,7 +337,7 @@ def allocation_run_study(
     (:func:`matched_lr`, one pilot draw of the pool), and the targets (:func:`_targets`). Returns
     ``{"targets": {pool/optimizer: [...]}, "runs": {pool/optimizer/recipe/rule: [per-seed dict]}}``.
     """
-    from stddial_book.experiments.allocation_study import STUDY_RULES
+    from stddial_book.experiments.allocation.signal import STUDY_RULES
 
     rules = STUDY_RULES if rules is None else tuple(rules)
     seeds = check_int(seeds, "seeds", minimum=2)

@@ -1,6 +1,6 @@
 """Chapter 13's dial-only ablation in words: the result sentence, the reading of the verdicts, the
 pooled cells and the controls, and the bottom line's clause, each built from the numbers of
-:mod:`stddial_book.experiments.ablation_report` and :mod:`stddial_book.experiments.ablation_pooled`
+:mod:`stddial_book.experiments.ablation.report` and :mod:`stddial_book.experiments.ablation.pooled`
 so that the words follow the data (Markdown: arm names in code type)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.experiments.ablation_pooled import CONTRAST_NAMES, MEASURE_NAMES, pooled_contrasts
-from stddial_book.experiments.ablation_report import (
+from stddial_book.experiments.ablation.pooled import CONTRAST_NAMES, MEASURE_NAMES, pooled_contrasts
+from stddial_book.experiments.ablation.report import (
     ablation_numbers,
     cell_of,
     cell_phrase,
@@ -240,7 +240,7 @@ def ablation_reading_parts(summary: dict[str, Any]) -> dict[str, str]:
 
 
 def ablation_reading(summary: dict[str, Any]) -> str:
-    """The chapter's reading of :func:`~stddial_book.experiments.ablation_report.explanations`, the
+    """The chapter's reading of :func:`~stddial_book.experiments.ablation.report.explanations`, the
     pooled cells and the controls, in words (:func:`ablation_reading_parts`, joined)."""
     return " ".join(part for part in ablation_reading_parts(summary).values() if part)
 

@@ -14,7 +14,7 @@ the rule's *ceiling*: the signal per 1,000 samples that landed in kept mixed gro
 rule would reach if the samples it spent on silent groups and discards were free.
 
 :func:`build_rule` gives every rule the same step size in samples, so all of them are compared at
-one scale; :mod:`stddial_book.experiments.allocated_run` trains with them.
+one scale; :mod:`stddial_book.experiments.allocation.controlled_run` trains with them.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def signal_table(
     return {name: _row(_run_rule(name, p, steps, batch_prompts, seed, max_size)) for name in rules}
 
 
-# --- summaries of the training study (stddial_book.experiments.allocated_run) -----------------
+# --- summaries of the training study (stddial_book.experiments.allocation.controlled_run) -----------------
 
 #: Bootstrap settings: resamples and confidence level.
 BOOTSTRAP_RESAMPLES, CONFIDENCE = 2000, 0.95

@@ -28,7 +28,7 @@ from stddial_book.corpora.histograms import (
 )
 from stddial_book.corpora.reader_files import ReaderDataError
 from stddial_book.corpora.reader_pool import ReaderPool, as_reader_pool, load_reader_pool
-from stddial_book.experiments.diagnose_advice import recommendation, recommendation_lines
+from stddial_book.experiments.diagnose.advice import recommendation, recommendation_lines
 from stddial_book.theory.group_size import group_size_law, large_group_gradient
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 from stddial_book.theory.silent import silent_probability
@@ -78,7 +78,7 @@ def diagnose(
     0 < p < 1), ``gradient_mass_by_decile`` (GRPO's and Dr. GRPO's large-group budget), ``allocation`` (each
     rule's plan for ``budget`` generated samples, default 8 per prompt, compared in generated samples; a pool of
     more than :data:`PLAN_PROMPTS` prompts is planned on that many drawn at random with ``seed``, the budget
-    scaled to them), ``recommendation`` (:func:`stddial_book.experiments.diagnose_advice.recommendation`: what to
+    scaled to them), ``recommendation`` (:func:`stddial_book.experiments.diagnose.advice.recommendation`: what to
     prune, the G the law asks for, the silent fraction after pruning, how sure the pruning is) and ``warnings``
     (what the reader should check in the data, e.g. prompt ids that repeat in a per-prompt table).
     """

@@ -1,0 +1,1 @@
+"""Chapter 15's recorded SmolLM2 runs, read and analysed as their plan states."""

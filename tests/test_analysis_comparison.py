@@ -16,11 +16,9 @@ from stddial_book.experiments.statistics import (
     comparison_screen,
     comparison_verdicts,
     hard_quartile_screen,
-    live_comparison_numbers,
-    screen_values,
     seed_projection,
-    study_numbers,
 )
+from stddial_book.experiments.testbed.comparison import live_comparison_numbers, screen_values, study_numbers
 from stddial_book.experiments.testbed.logs import clipping_numbers, minibatch_clipping
 from stddial_book.experiments.testbed.refill import (
     max_rounds_study,

@@ -123,9 +123,9 @@ def test_advantages_have_the_shape_w_times_one_minus_phat_over_sigma_squared(lab
     plus, minus = d.advantage_claims(label)
     assert plus.holds() and minus.holds()
     weight = d.variant_advantages(label)[3]
-    assert plus.display_rhs.subs(d._sigma_symbol, d.sigma) == plus.rhs
+    assert plus.display_rhs.subs(d.sigma_symbol, d.sigma) == plus.rhs
     assert sp.simplify(plus.rhs - weight * (1 - d.phat) / d.sigma**2) == 0
-    assert d._sigma_symbol in plus.rhs_in_sigma().free_symbols or label.startswith("dr")
+    assert d.sigma_symbol in plus.rhs_in_sigma().free_symbols or label.startswith("dr")
     assert not d.Claim("off", "A₊ twice too large", plus.lhs, 2 * plus.rhs).holds()
 
 

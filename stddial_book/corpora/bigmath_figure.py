@@ -35,11 +35,11 @@ import numpy as np
 from stddial_book.core.checks import to_numpy
 from stddial_book.corpora.histograms import (
     KHistogram,
-    _read_counts_csv,
     band_shares,
     decile_of,
     decile_shares,
     gradient_budget,
+    read_counts_csv,
     silent_fraction,
 )
 from stddial_book.theory.group_size import large_group_gradient
@@ -496,7 +496,7 @@ def load_big_math_histogram(data_dir: str | Path | None = None):
         "it ships with the package (data/solve_rates/); rebuild it with python -m stddial_book.corpora.bigmath_figure "
         "--pdf <fig_realdata.pdf>."
     )
-    rows = _read_counts_csv(path, ("k", "count"), fix)
+    rows = read_counts_csv(path, ("k", "count"), fix)
     k = [r["k"] for r in rows]
     if k != list(range(ROLLOUTS + 1)):
         raise ValueError(f"{path} must list k = 0..{ROLLOUTS} once each, in order; {fix}")

@@ -25,6 +25,7 @@ __all__ = [
     "band_shares",
     "decile_of",
     "decile_shares",
+    "read_counts_csv",
 ]
 
 
@@ -258,7 +259,7 @@ def _check_budget(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
     return arr
 
 
-def _read_counts_csv(path: Path, columns: Sequence[str], fix: str) -> list[dict[str, Any]]:
+def read_counts_csv(path: Path, columns: Sequence[str], fix: str) -> list[dict[str, Any]]:
     """The rows of a committed count table (a CSV whose header is ``columns``), its ``k`` and ``count``
     parsed as non-negative whole numbers; ``ValueError`` naming the file, the line and ``fix`` otherwise."""
     try:

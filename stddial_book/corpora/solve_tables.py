@@ -13,7 +13,7 @@ import numpy as np
 
 from stddial_book.core.outdir import check_claimable, claim_dir
 from stddial_book.core.resources import data_path, sha256  # sha256: provenance of the derived tables
-from stddial_book.corpora.histograms import KHistogram, SolveCounts, _read_counts_csv
+from stddial_book.corpora.histograms import KHistogram, SolveCounts, read_counts_csv
 
 __all__ = [
     "BIG_MATH_REPO",
@@ -335,7 +335,7 @@ def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) ->
     fix = TABLES_FIX
     out: dict[str, list[int]] = {}
     seen: set[tuple[str, int]] = set()
-    for row in _read_counts_csv(path, ("table", "k", "count"), fix):
+    for row in read_counts_csv(path, ("table", "k", "count"), fix):
         name, k = row["table"], row["k"]
         if not name or k > DEEPSCALER_ROLLOUTS or (name, k) in seen:
             raise ValueError(

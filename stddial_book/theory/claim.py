@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from stddial_book.core.checks import check_int
+from stddial_book.core.checks import check_int, shown
 
 __all__ = [
     "Claim",
@@ -34,6 +34,10 @@ __all__ = [
     "r_minus",
     "gbar_plus",
     "gbar_minus",
+    "sigma_symbol",
+    "MAX_SYMBOLIC_SIZE",
+    "check_symbolic_size",
+    "scalar_expr",
     "LINE_WIDTH",
     "latex_lines",
 ]
@@ -58,14 +62,17 @@ sigma = sp.sqrt(phat * (1 - phat))
 _a, _b, _n = sp.symbols("a b n", positive=True)
 _c, _d = sp.symbols("c d", positive=True)  # p = c/(c + d): a solve rate strictly between 0 and 1
 _gap = sp.Symbol("Delta", positive=True)
-_sigma_symbol = sp.Symbol(r"\sigma", positive=True)  # display only
+#: σ as one symbol, for display only: what :meth:`Claim.rhs_in_sigma` writes for sqrt(p̂(1 − p̂)).
+sigma_symbol = sp.Symbol(r"\sigma", positive=True)
 
 #: The largest group size (or sequence length) the sample-by-sample claims build: each sample is a
 #: symbol, and SymPy's cost grows fast with their number. The symbolic-G claims hold for every G.
 MAX_SYMBOLIC_SIZE = 256
 
 
-def _symbolic_size(value: int, name: str, minimum: int) -> int:
+def check_symbolic_size(value: int, name: str, minimum: int) -> int:
+    """``value`` as a group size (or sequence length) a sample-by-sample claim can build: an integer of at
+    least ``minimum`` and at most :data:`MAX_SYMBOLIC_SIZE`, else a ``ValueError`` naming ``name``."""
     value = check_int(value, name, minimum=minimum)
     if value > MAX_SYMBOLIC_SIZE:
         raise ValueError(
@@ -75,21 +82,16 @@ def _symbolic_size(value: int, name: str, minimum: int) -> int:
     return value
 
 
-def _shown(value: object) -> str:
-    """``value``'s repr on one line, cut to 60 characters (a 2-D array's repr spans lines)."""
-    return " ".join(repr(value).split())[:60]
-
-
-def _scalar_expr(value: object, name: str) -> sp.Expr:
+def scalar_expr(value: object, name: str) -> sp.Expr:
     """A reward value or eps: a SymPy expression (a symbol such as ``r_plus``) or a finite real number."""
     if isinstance(value, bool) or not isinstance(value, (sp.Expr, int, float)):
         raise TypeError(
             f"{name} must be a SymPy expression (e.g. r_plus) or a real number; got "
-            f"{type(value).__name__} {_shown(value)}."
+            f"{type(value).__name__} {shown(value)}."
         )
     expr = sp.sympify(value)
     if expr.has(sp.nan, sp.zoo, sp.oo, -sp.oo) or expr.is_real is False:
-        raise ValueError(f"{name} must be finite and real; got {_shown(value)}.")
+        raise ValueError(f"{name} must be finite and real; got {shown(value)}.")
     return expr
 
 
@@ -113,8 +115,8 @@ def _shown_width(expr: sp.Expr) -> int:
         symbol: sp.Symbol(letters[i % len(letters)] * _symbol_width(symbol))
         for i, symbol in enumerate(sorted(expr.free_symbols, key=str))
     }
-    shown = sp.pretty(expr.xreplace(stand_ins), use_unicode=True)
-    return max(len(row) for row in shown.splitlines())
+    drawn = sp.pretty(expr.xreplace(stand_ins), use_unicode=True)
+    return max(len(row) for row in drawn.splitlines())
 
 
 def latex_lines(expr: sp.Expr, width: int = LINE_WIDTH) -> list[str]:
@@ -127,7 +129,7 @@ def latex_lines(expr: sp.Expr, width: int = LINE_WIDTH) -> list[str]:
     width = check_int(width, "width", minimum=1)
     if isinstance(expr, bool) or not isinstance(expr, (sp.Expr, int, float)):
         raise TypeError(
-            f"expr must be a SymPy expression (e.g. a Claim's lhs); got {type(expr).__name__} {_shown(expr)}."
+            f"expr must be a SymPy expression (e.g. a Claim's lhs); got {type(expr).__name__} {shown(expr)}."
         )
     if isinstance(expr, float) and not math.isfinite(expr):
         raise ValueError(f"expr must be finite; got {expr}.")
@@ -191,7 +193,7 @@ class Claim:
         """The closed form with sqrt(p̂)·sqrt(1 − p̂) written as the symbol σ, for display."""
         if self.display_rhs is not None:
             return self.display_rhs
-        return self.rhs.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), _sigma_symbol)
+        return self.rhs.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), sigma_symbol)
 
     def latex(self) -> str:
         """The equation as LaTeX (the closed form in terms of σ), for ``IPython.display.Math``."""

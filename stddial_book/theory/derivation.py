@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import sympy as sp
 
-from stddial_book.core.checks import check_int
+from stddial_book.core.checks import check_int, shown
 from stddial_book.theory.claim import (  # noqa: F401  (k, LINE_WIDTH, latex_lines: kept as derivation.<name>)
     LINE_WIDTH,
     MAX_SYMBOLIC_SIZE,
     Claim,
     G,
     L_max,
-    _scalar_expr,
-    _shown,
-    _sigma_symbol,
-    _symbolic_size,
+    check_symbolic_size,
     eps,
     eps_sigma,
     gbar_minus,
@@ -37,7 +34,9 @@ from stddial_book.theory.claim import (  # noqa: F401  (k, LINE_WIDTH, latex_lin
     phat,
     r_minus,
     r_plus,
+    scalar_expr,
     sigma,
+    sigma_symbol,
 )
 
 __all__ = [
@@ -69,7 +68,7 @@ __all__ = [
 
 def _check_correction(correction: int) -> int:
     if isinstance(correction, bool) or not isinstance(correction, (int, float)) or correction not in (0, 1):
-        raise ValueError(f"correction must be 0 (population std) or 1 (Bessel's); got {_shown(correction)}.")
+        raise ValueError(f"correction must be 0 (population std) or 1 (Bessel's); got {shown(correction)}.")
     return int(correction)
 
 
@@ -82,8 +81,8 @@ def reward_moments(
     multiplies the variance by G/(G − 1).
     """
     correction = _check_correction(correction)
-    reward_correct = _scalar_expr(reward_correct, "reward_correct")
-    reward_wrong = _scalar_expr(reward_wrong, "reward_wrong")
+    reward_correct = scalar_expr(reward_correct, "reward_correct")
+    reward_wrong = scalar_expr(reward_wrong, "reward_wrong")
     gap = reward_correct - reward_wrong
     if gap.is_number and not gap > 0:
         raise ValueError(
@@ -107,11 +106,11 @@ def advantages(
 ) -> tuple[sp.Expr, sp.Expr]:
     """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings."""
     if not isinstance(scale_std, bool):
-        raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {_shown(scale_std)}.")
+        raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {shown(scale_std)}.")
     mean, std = reward_moments(reward_correct, reward_wrong, correction)
-    reward_correct = _scalar_expr(reward_correct, "reward_correct")
-    reward_wrong = _scalar_expr(reward_wrong, "reward_wrong")
-    std_eps = _scalar_expr(std_eps, "std_eps")
+    reward_correct = scalar_expr(reward_correct, "reward_correct")
+    reward_wrong = scalar_expr(reward_wrong, "reward_wrong")
+    std_eps = scalar_expr(std_eps, "std_eps")
     if std_eps.is_number and std_eps < 0:
         raise ValueError(f"std_eps is added to the std and must be >= 0; got {std_eps}.")
     a_plus, a_minus = reward_correct - mean, reward_wrong - mean
@@ -135,7 +134,7 @@ VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
 def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
     """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`."""
     if not isinstance(label, str) or label not in _VARIANTS:
-        raise ValueError(f"unknown variant {_shown(label)}; choose one of {sorted(_VARIANTS)}.")
+        raise ValueError(f"unknown variant {shown(label)}; choose one of {sorted(_VARIANTS)}.")
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
     a_plus, a_minus = advantages(scale, correction, sp.Integer(hi), sp.Integer(lo))
     return description, a_plus, a_minus, weight
@@ -144,16 +143,16 @@ def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
 def _in_sigma(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
     """(``expr`` in p̂, ``expr`` as written with σ): ``expr`` is given with p̂(1 − p̂) as σ², so that
     the page can show (1 − p̂)/σ, which SymPy would otherwise rewrite as sqrt(1 − p̂)/sqrt(p̂)."""
-    return expr.subs(_sigma_symbol, sigma), expr
+    return expr.subs(sigma_symbol, sigma), expr
 
 
 def advantage_claims(label: str) -> tuple[Claim, Claim]:
     """A₊ = w (1 − p̂)/σ² and A₋ = −w p̂/σ²: each variant's advantages, from the definitions,
     equal these short forms in its weight w (so (1 − p̂)/σ and −p̂/σ for GRPO)."""
     description, a_plus, a_minus, weight = variant_advantages(label)
-    shown_weight = weight.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), _sigma_symbol)
-    plus, plus_shown = _in_sigma(shown_weight * (1 - phat) / _sigma_symbol**2)
-    minus, minus_shown = _in_sigma(-shown_weight * phat / _sigma_symbol**2)
+    shown_weight = weight.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), sigma_symbol)
+    plus, plus_shown = _in_sigma(shown_weight * (1 - phat) / sigma_symbol**2)
+    minus, minus_shown = _in_sigma(-shown_weight * phat / sigma_symbol**2)
     return (
         Claim(f"a_plus_{label}", f"{description}: A₊ = w (1 − p̂)/σ²", a_plus, plus, display_rhs=plus_shown),
         Claim(f"a_minus_{label}", f"{description}: A₋ = −w p̂/σ²", a_minus, minus, display_rhs=minus_shown),
@@ -178,8 +177,8 @@ def variants_table():
         if wrong is not None:
             raise AssertionError(f"{wrong.label} does not hold: lhs - rhs = {wrong.difference()}")
         weight = claims[2].rhs_in_sigma() / (gbar_plus - gbar_minus)
-        shown = [a_plus.rhs_in_sigma(), a_minus.rhs_in_sigma(), weight, claims[3].rhs_in_sigma()]
-        rows.append([description, *(f"${sp.latex(expr)}$" for expr in shown)])
+        displayed = [a_plus.rhs_in_sigma(), a_minus.rhs_in_sigma(), weight, claims[3].rhs_in_sigma()]
+        rows.append([description, *(f"${sp.latex(expr)}$" for expr in displayed)])
     return table(["variant", "$A_+$", "$A_-$", "$w$", r"mean $\lvert A_i \rvert$"], rows)
 
 
@@ -206,7 +205,7 @@ def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "g
     w (ḡ₊ − ḡ₋) where ḡ₊ and ḡ₋ are the means of the correct and wrong scores. This checks the
     bookkeeping the symbolic-p̂ version abstracts away.
     """
-    group_size = _symbolic_size(group_size, "group_size", 2)
+    group_size = check_symbolic_size(group_size, "group_size", 2)
     num_correct = check_int(num_correct, "num_correct")
     if not 0 < num_correct < group_size:
         raise ValueError(f"need 0 < num_correct < group_size; got k={num_correct}, G={group_size}.")
@@ -239,10 +238,10 @@ def aggregation_claims(lengths: tuple[int, ...] = (2, 3, 1)) -> list[Claim]:
     """
     if isinstance(lengths, (str, bytes)) or not isinstance(lengths, (tuple, list)) or not lengths:
         raise ValueError(
-            f"lengths must be a non-empty tuple of sequence lengths, e.g. (2, 3, 1); got {_shown(lengths)}."
+            f"lengths must be a non-empty tuple of sequence lengths, e.g. (2, 3, 1); got {shown(lengths)}."
         )
-    _symbolic_size(len(lengths), "the number of sequences", 1)
-    lengths = tuple(_symbolic_size(length, "each length", 1) for length in lengths)
+    check_symbolic_size(len(lengths), "the number of sequences", 1)
+    lengths = tuple(check_symbolic_size(length, "each length", 1) for length in lengths)
     if len(lengths) * (max(lengths) + 1) > 4 * MAX_SYMBOLIC_SIZE:
         raise ValueError(
             f"lengths {lengths!r:.40} need {len(lengths) * (max(lengths) + 1)} score symbols, more than "
@@ -302,7 +301,7 @@ def expected_variance_claim() -> Claim:
 
 def expected_variance_sum_claim(group_size: int) -> Claim:
     """The same expectation as an explicit binomial sum for a concrete G (a polynomial in p)."""
-    n = _symbolic_size(group_size, "group_size", 1)
+    n = check_symbolic_size(group_size, "group_size", 1)
     lhs = sum(
         sp.binomial(n, j) * p**j * (1 - p) ** (n - j) * sp.Rational(j, n) * (1 - sp.Rational(j, n))
         for j in range(n + 1)

@@ -31,6 +31,7 @@ __all__ = [
     "update_weight",
     "mean_abs_advantage",
     "rloo_advantages",
+    "is_bessel",
 ]
 
 
@@ -58,7 +59,7 @@ def group_std(rewards: ArrayLike, correction: int = 0) -> ArrayLike:
     if arr.ndim == 0:
         raise ValueError("rewards must hold a group of samples along its last axis; got a scalar.")
     check_group_size(arr.shape[-1], "the group size (length of the last axis of rewards)")
-    _check_correction(correction)
+    is_bessel(correction)
     unit, exponent, _ = unit_scale(arr)  # exact; no overflow in the squares of rewards near 1e200
     return like(np.ldexp(unit.std(axis=-1, ddof=correction), exponent[..., 0]), rewards)
 
@@ -79,7 +80,7 @@ def std_from_pass_rate(pass_rate: ArrayLike, group_size: ArrayLike | None = None
     p = to_numpy(pass_rate, "pass_rate")
     check_unit_interval(p, "pass_rate")
     sigma = np.sqrt(p * (1.0 - p))
-    if _check_correction(correction):
+    if is_bessel(correction):
         check_broadcast(pass_rate=p, group_size=_need_group_size(group_size))
         sigma = sigma / to_numpy(bessel_factor(group_size), "group_size")
     return like(sigma, pass_rate)
@@ -168,7 +169,9 @@ def rloo_advantages(rewards: ArrayLike) -> ArrayLike:
     return like(out, rewards)
 
 
-def _check_correction(correction: int) -> bool:
+def is_bessel(correction: int) -> bool:
+    """Whether a std ``correction`` is Bessel's (1, the sample std) rather than 0 (the population std, the
+    identity's σ); anything else raises ``ValueError``."""
     if (
         isinstance(correction, bool)
         or not isinstance(correction, (int, float, np.integer, np.floating))

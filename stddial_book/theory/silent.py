@@ -22,7 +22,7 @@ from stddial_book.theory.recipes import as_recipe
 
 if TYPE_CHECKING:  # pragma: no cover
     from stddial_book.theory.recipes import Recipe
-from stddial_book.theory.identity import _check_correction, update_weight
+from stddial_book.theory.identity import is_bessel, update_weight
 
 __all__ = [
     "silent_probability",
@@ -72,7 +72,7 @@ def expected_group_variance(solve_rate: ArrayLike, group_size: ArrayLike, correc
     if np.any(g < 2):
         raise ValueError("group_size must be at least 2: one sample has no spread.")
     check_broadcast(solve_rate=p, group_size=g)
-    value = p * (1.0 - p) * ((g - 1.0) / g if not _check_correction(correction) else 1.0)
+    value = p * (1.0 - p) * ((g - 1.0) / g if not is_bessel(correction) else 1.0)
     template = solve_rate if np.ndim(p) >= np.ndim(g) else group_size
     return like(value, template)
 
@@ -96,7 +96,7 @@ def expected_group_std(solve_rate: ArrayLike, group_size: ArrayLike, correction:
             f"group_size {g.max():.6g} is above {MAX_GROUP_SIZE:.0e}, the largest G the binomial sum "
             "takes; for larger G use the expansions (attenuated_fidelity, expected_group_variance)."
         )
-    use_bessel = _check_correction(correction)
+    use_bessel = is_bessel(correction)
     check_broadcast(solve_rate=p, group_size=g)
     p_b, g_b = np.broadcast_arrays(p, g)
     out = np.empty(p_b.shape, dtype=np.float64)

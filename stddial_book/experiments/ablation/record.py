@@ -25,9 +25,8 @@ from stddial_book.experiments.ablation.study import (
     PILOT_SGD_LR,
     TUNING_SEED,
     Cell,
-    _mean_update_norm,
-    _settings,
     ablation_study,
+    cell_settings,
     choose_fractions,
     matched_sgd_lrs,
     pilot_cells,
@@ -37,6 +36,7 @@ from stddial_book.experiments.ablation.study import (
     tuning_changes,
     tuning_runs,
 )
+from stddial_book.experiments.testbed.logs import logged_update_norm
 from stddial_book.theory.recipes import Recipe
 
 __all__ = ["record_ablation", "main"]
@@ -69,7 +69,7 @@ def _pilot(profile, init: Path, work: Path, out: Path, cells, sizes: dict, allow
     for arm, cell in pilot_cells(cells):
         label = run_label(arm, cell, 0)
         run = _settled(profile, arm, 0, init, work, out, label, pilot_changes(cell, **sizes), allow_dirty, command)
-        norms[label] = _mean_update_norm(load_run(run)[1])
+        norms[label] = logged_update_norm(load_run(run)[1])
     accuracy = {}
     for label, arm, cell, fraction in tuning_runs(cells):
         lr = matched_sgd_lrs(norms, {cell.key: fraction})[f"{arm}-{cell.key}"]
@@ -150,12 +150,12 @@ def record_ablation(
     :func:`stddial_book.core.outdir.claim_dir`, and nothing is ever deleted."""
     from stddial_book.core.outdir import claim_dir, expand_path
     from stddial_book.experiments.testbed.record import RECORDED_KIND, WORK_KIND, publish_run
-    from stddial_book.experiments.testbed.runs import _cache_lock, sft_to_dir
+    from stddial_book.experiments.testbed.runs import cache_lock, sft_to_dir
 
     _checked(seeds, shard, cells, work, out, allow_dirty, init)
     work, out = claim_dir(work, WORK_KIND, flag="--work"), claim_dir(out, RECORDED_KIND)
     sft_dir = expand_path(init) if init is not None else work / "sft-seed0"
-    with _cache_lock(work / "sft-seed0"):
+    with cache_lock(work / "sft-seed0"):
         if not (sft_dir / "model.safetensors").exists():
             sft_to_dir(profile, 0, sft_dir, progress=progress, command=command)
         publish_run(sft_dir, out / "sft", allow_dirty, ("sft.json",))
@@ -165,7 +165,7 @@ def record_ablation(
     for seed, cell, arm in plan[shard[0] :: shard[1]]:
         label = run_label(arm, cell, seed)
         lr = lrs[f"{arm}-{cell.key}"] if cell.optimizer == "sgd" else None
-        _settle(profile, ARMS[arm], seed, sft_dir, work / label, _settings(cell, lr, **sizes), progress, command)
+        _settle(profile, ARMS[arm], seed, sft_dir, work / label, cell_settings(cell, lr, **sizes), progress, command)
         written.append(publish_run(work / label, out / label, allow_dirty))
     return written
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from stddial_book.experiments.testbed.logs import logged_update_norm
 from stddial_book.theory.recipes import Recipe
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "design_cost",
     "ablation_summary",
     "ablation_study",
+    "cell_settings",
 ]
 
 #: The one recipe every arm shares (see the module's docstring for why this aggregation).
@@ -158,7 +160,7 @@ def _parse_label(name: str) -> tuple[str, str, int]:
     return arm, cell, int(seed)
 
 
-def _settings(
+def cell_settings(
     cell: Cell, lr: float | None = None, step_samples: int = STEP_SAMPLES, run_samples: int = RUN_SAMPLES, **changes
 ) -> dict[str, Any]:
     """The TrainConfig fields :func:`ablation_config` sets (besides the recipe and the seed); smaller
@@ -185,7 +187,7 @@ def ablation_config(profile, arm: str, cell: Cell, seed: int, lr: float | None =
     prompt, held-out with 32 a prompt), ``lr`` (default: the profile's, 1e-4 for AdamW)."""
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {list(ARMS)}; got {arm!r}.")
-    return profile.train_config(ARMS[arm], seed, **_settings(cell, lr, **changes))
+    return profile.train_config(ARMS[arm], seed, **cell_settings(cell, lr, **changes))
 
 
 def pilot_config(profile, arm: str, cell: Cell, seed: int = 0):
@@ -199,7 +201,7 @@ def pilot_changes(cell: Cell, step_samples: int = STEP_SAMPLES, **changes) -> di
     changes.pop("run_samples", None)
     lr = PILOT_SGD_LR if cell.optimizer == "sgd" else None
     budget = PILOT_STEPS * step_samples
-    return _settings(cell, lr, step_samples, budget, **{**changes, "eval_every": 0, "checkpoint_every": 4})
+    return cell_settings(cell, lr, step_samples, budget, **{**changes, "eval_every": 0, "checkpoint_every": 4})
 
 
 def pilot_cells(cells: Sequence[Cell] = CELLS) -> list[tuple[str, Cell]]:
@@ -211,11 +213,6 @@ def pilot_cells(cells: Sequence[Cell] = CELLS) -> list[tuple[str, Cell]]:
             anchor = Cell(cell.group_size, "adamw", cell.clip)
             runs += [("divide", anchor)] + [(arm, cell) for arm in ARMS]
     return list(dict.fromkeys(runs))
-
-
-def _mean_update_norm(records: list[dict[str, Any]]) -> float:
-    norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
-    return float(np.mean(norms)) if norms else float("nan")
 
 
 def matched_sgd_lrs(pilot: dict[str, float], fractions: dict[str, float] | None = None) -> dict[str, float]:
@@ -265,7 +262,7 @@ def tuning_changes(
     """A tuning run's fields: a quarter of a run's samples (8,192), the pool measured at its end
     (held-out, which the choice does not read, with 4 samples a prompt)."""
     budget = max(run_samples // 4, step_samples)
-    return _settings(cell, lr, step_samples, budget, **{"eval_samples": 4, **changes})
+    return cell_settings(cell, lr, step_samples, budget, **{"eval_samples": 4, **changes})
 
 
 def pool_accuracy(records: list[dict[str, Any]]) -> float:
@@ -341,7 +338,7 @@ def run_measures(records: list[dict[str, Any]], hardest: np.ndarray, samples: fl
         "hardest_quartile": float(np.interp(at, generated, quartile)),
         "heldout": float(np.interp(at, held_x, held_y)) if held else float("nan"),
         "other_quartiles": float(np.interp(at, generated, others)),
-        "update_norm": _mean_update_norm(records),
+        "update_norm": logged_update_norm(records),
         "updates": float(steps[-1]) if steps else float("nan"),
         "grad_norm": float(grads.mean()) if grads.size else float("nan"),
         "grad_above_one": float(np.mean(grads > 1.0)) if grads.size else float("nan"),

@@ -31,7 +31,7 @@ import numpy as np
 
 from stddial_book.core.checks import check_int, check_number, check_unit_interval, to_numpy
 from stddial_book.experiments.allocation.signal import PLAN_AHEAD, build_rule, step_candidates
-from stddial_book.experiments.controlled.bernoulli import _binary
+from stddial_book.experiments.controlled.bernoulli import with_binary_rewards
 from stddial_book.rl.allocation import RULES, allocate, bernoulli_draw, record_allocation
 from stddial_book.rl.allocation_base import Allocation
 from stddial_book.rl.pool_state import new_pool_state
@@ -121,7 +121,7 @@ def allocation_gradient(p: np.ndarray, allocation: Allocation, recipe: Recipe | 
     owner = np.repeat(prompts, sizes)
     rank = np.arange(owner.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     answers = (rank < np.repeat(correct, sizes)).astype(np.float64)
-    advantages = group_advantages(answers, sizes.tolist(), _binary(as_recipe(recipe)))
+    advantages = group_advantages(answers, sizes.tolist(), with_binary_rewards(as_recipe(recipe)))
     weighted = advantages * (answers - p[owner])
     grad += np.bincount(owner, weights=weighted, minlength=p.size)
     return grad * (step_samples / G) / owner.size

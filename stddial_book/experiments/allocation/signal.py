@@ -39,6 +39,9 @@ __all__ = [
     "allocation_signal",
     "histogram_pool",
     "signal_table",
+    "bootstrap_interval",
+    "mean_ci",
+    "summarize_run_study",
 ]
 
 #: Every rule of :data:`stddial_book.rl.allocation.RULES`, in the order the tables list them.
@@ -229,7 +232,9 @@ def bootstrap_backend() -> str:
     return f"scipy.stats.bootstrap {scipy.__version__}, percentile"
 
 
-def _mean_ci(values) -> dict:
+def mean_ci(values) -> dict:
+    """The mean of the finite ``values``, its bootstrap interval at ``CONFIDENCE`` (:func:`bootstrap_interval`)
+    and how many values were finite (``reached``: the runs that reached a target); ``None`` where none was."""
     arr = np.asarray(values, dtype=np.float64)
     ok = arr[np.isfinite(arr)]
     if ok.size == 0:
@@ -245,9 +250,9 @@ def summarize_cell(runs: list[dict]) -> dict:
     norms = np.array([r["norm_ratio"] for r in runs])
     to_target = np.array([r["samples_to_target"] for r in runs], dtype=np.float64)
     return {
-        "samples_to_target": [_mean_ci(to_target[:, j]) for j in range(to_target.shape[1])],
-        "accuracy_at_sample_budget": _mean_ci([r["accuracy_at_sample_budget"] for r in runs]),
-        "accuracy_at_step_budget": _mean_ci([r["accuracy_at_step_budget"] for r in runs]),
+        "samples_to_target": [mean_ci(to_target[:, j]) for j in range(to_target.shape[1])],
+        "accuracy_at_sample_budget": mean_ci([r["accuracy_at_sample_budget"] for r in runs]),
+        "accuracy_at_step_budget": mean_ci([r["accuracy_at_step_budget"] for r in runs]),
         "generated_at_step_budget": float(np.mean([r["generated_at_step_budget"] for r in runs])),
         "norm_ratio": {"mean": float(norms.mean()), "min": float(norms.min()), "max": float(norms.max())},
         "lr": float(runs[0]["lr"]),

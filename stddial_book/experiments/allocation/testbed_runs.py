@@ -33,6 +33,7 @@ import numpy as np
 
 from stddial_book.experiments.allocation.controlled_run import TARGET_FRACTIONS
 from stddial_book.experiments.allocation.signal import PLAN_AHEAD, build_rule
+from stddial_book.experiments.testbed.logs import logged_update_norm
 
 __all__ = [
     "LM_RULES",
@@ -117,11 +118,6 @@ def _shares(records: list[dict[str, Any]]) -> dict[str, float]:
     return {"kept_share": kept / generated, "silent_share": silent / generated, "surplus_share": surplus / generated}
 
 
-def _mean_update_norm(records: list[dict[str, Any]]) -> float:
-    norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
-    return float(np.mean(norms)) if norms else float("nan")
-
-
 def lm_run_measures(
     records: list[dict[str, Any]], targets, budget: float, reference_norm: float, quartile_of: np.ndarray
 ) -> dict[str, Any]:
@@ -137,7 +133,7 @@ def lm_run_measures(
         "accuracy_at_step_budget": at_budget,  # every rule's step budget buys the same samples here
         "generated_at_step_budget": float(budget),
         "curve": [float(np.interp(g, generated, accuracy)) for g in grid],
-        "norm_ratio": _mean_update_norm(records) / reference_norm,
+        "norm_ratio": logged_update_norm(records) / reference_norm,
         "lr": 0.0,
         "quartile_accuracy": [float(rates[-1][quartile_of == q].mean()) for q in range(4)],
         **_shares(records),
@@ -172,7 +168,7 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     targets from uniform GRPO's mean curve, each run's :func:`lm_run_measures`, then
     :func:`summarize_run_study` (``cells``, counted ``comparisons``, ``headline``) with the per-rule
     quartile accuracies beside it."""
-    from stddial_book.experiments.allocation.signal import _mean_ci, summarize_run_study
+    from stddial_book.experiments.allocation.signal import mean_ci, summarize_run_study
 
     runs = _load_rule_runs(Path(directory), recipe, rules)
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
@@ -184,7 +180,7 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     order = np.argsort(start, kind="stable")
     quartile_of = np.empty(start.size, dtype=np.int64)
     quartile_of[order] = np.arange(start.size) * 4 // start.size
-    reference_norm = float(np.mean([_mean_update_norm(records) for _, records in runs["uniform"]]))
+    reference_norm = float(np.mean([logged_update_norm(records) for _, records in runs["uniform"]]))
     measured = {
         f"lm/adamw/{recipe}/{rule}": [
             lm_run_measures(rec, targets, budget, reference_norm, quartile_of) for _, rec in pairs
@@ -194,7 +190,7 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     summary = summarize_run_study({"runs": measured, "targets": targets, "reference_norm": {"lm": reference_norm}})
     summary.update(_t_comparisons(measured, len(targets)))
     summary["quartiles"] = {
-        key.rsplit("/", 1)[1]: [_mean_ci([r["quartile_accuracy"][q] for r in value]) for q in range(4)]
+        key.rsplit("/", 1)[1]: [mean_ci([r["quartile_accuracy"][q] for r in value]) for q in range(4)]
         for key, value in measured.items()
     }
     summary["seeds"] = {rule: len(pairs) for rule, pairs in runs.items()}

@@ -35,16 +35,20 @@ __all__ = [
     "ControlledRunResult",
     "initial_solve_rates",
     "controlled_run",
+    "expected_gain",
+    "with_binary_rewards",
+    "check_controlled_run",
+    "check_controlled_result",
 ]
 
 
-def _expected_gain(solve_rate: np.ndarray, group_size: int, recipe: Recipe) -> np.ndarray:
+def expected_gain(solve_rate: np.ndarray, group_size: int, recipe: Recipe) -> np.ndarray:
     """The finite-G closed form of :func:`sampled_gradients`: the recipe's expected update weight
     at 0/1 rewards, E[σ̂] when it divides by the std and E[σ̂²] when it does not."""
-    return np.asarray(expected_update_weight(solve_rate, group_size, _binary(recipe)))
+    return np.asarray(expected_update_weight(solve_rate, group_size, with_binary_rewards(recipe)))
 
 
-def _binary(recipe: Recipe) -> Recipe:
+def with_binary_rewards(recipe: Recipe) -> Recipe:
     """The recipe with the 0/1 rewards of a Bernoulli-logit prompt."""
     return recipe.replace(reward_wrong=0.0, reward_correct=1.0)
 
@@ -67,7 +71,7 @@ def sampled_gradients(
         raise ValueError(f"solve_rate must be a non-empty 1-D array of per-prompt p; got shape {p.shape}.")
     check_unit_interval(p, "solve_rate")
     answers = (rng.random((p.size, size)) < p[:, None]).astype(np.float64)
-    advantages = group_advantages(answers.reshape(-1), size, _binary(recipe))
+    advantages = group_advantages(answers.reshape(-1), size, with_binary_rewards(recipe))
     scores = answers - p[:, None]
     return (advantages.reshape(p.size, size) * scores).mean(axis=1)
 
@@ -109,7 +113,7 @@ def monte_carlo_z(
     recipe = as_recipe(recipe)
     p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
     mean, se = monte_carlo_gradient(p, group_size, recipe, num_groups, seed=seed)
-    gap = mean - _expected_gain(p, check_group_size(group_size), recipe)
+    gap = mean - expected_gain(p, check_group_size(group_size), recipe)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(se > 0, gap / np.where(se > 0, se, 1.0), np.where(gap == 0, 0.0, np.sign(gap) * np.inf))
 
@@ -189,7 +193,7 @@ def initial_solve_rates(
     solve_rates: np.ndarray, counts: np.ndarray, config: ControlledRun, rng: np.random.Generator
 ) -> np.ndarray:
     """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8)."""
-    _check_config(config)
+    check_controlled_run(config)
     p, c = check_pool(solve_rates, counts)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)); got {type(rng).__name__}.")
@@ -219,7 +223,7 @@ def controlled_run(
     otherwise.
     """
     recipe = as_recipe(recipe)
-    _check_config(config)
+    check_controlled_run(config)
     rate = config.lr if lr is None else check_number(lr, "lr")
     if not rate > 0:
         raise ValueError(f"lr must be positive; got {lr!r}.")
@@ -241,7 +245,7 @@ def controlled_run(
         p = 1.0 / (1.0 + np.exp(-theta))
         history[step] = p
         silent_expected[step] = float(np.mean(p**G + (1.0 - p) ** G))
-        expected[step] = _expected_gain(p, G, recipe)
+        expected[step] = expected_gain(p, G, recipe)
         gain = sampled_gradients(p, G, recipe, rng)
         silent = gain == 0.0
         silent_measured[step] = float(silent.mean())
@@ -261,12 +265,14 @@ def controlled_run(
     return ControlledRunResult(p0, history, silent_measured, silent_expected, gains, expected, drawn, kept)
 
 
-def _check_config(config: ControlledRun) -> None:
+def check_controlled_run(config: ControlledRun) -> None:
+    """Refuses (``TypeError``) a ``config`` that is not a :class:`ControlledRun`."""
     if not isinstance(config, ControlledRun):
         raise TypeError(f"config must be a ControlledRun; got {type(config).__name__}.")
 
 
-def _check_result(result: ControlledRunResult) -> None:
+def check_controlled_result(result: ControlledRunResult) -> None:
+    """Refuses (``TypeError``) a ``result`` that is not what :func:`controlled_run` returns."""
     if not isinstance(result, ControlledRunResult):
         raise TypeError(
             f"result must be what controlled_run returns (a ControlledRunResult); got {type(result).__name__}."

@@ -19,10 +19,10 @@ from stddial_book.experiments.controlled.bernoulli import (  # noqa: F401  (the 
     MAX_SAMPLES,
     ControlledRun,
     ControlledRunResult,
-    _check_config,
-    _check_result,
-    _expected_gain,
+    check_controlled_result,
+    check_controlled_run,
     controlled_run,
+    expected_gain,
     initial_solve_rates,
     monte_carlo_gradient,
     monte_carlo_z,
@@ -56,7 +56,7 @@ def silent_r2(result: ControlledRunResult) -> float:
     NaN when the measured fraction does not vary over the steps (one step, or none or every group
     silent at each): R² is then undefined.
     """
-    _check_result(result)
+    check_controlled_result(result)
     measured, expected = result.silent_measured, result.silent_expected
     spread = np.sum((measured - measured.mean()) ** 2)
     if spread == 0:
@@ -95,7 +95,7 @@ def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
 
 def quartile_curve(result: ControlledRunResult) -> np.ndarray:
     """Mean solve rate of the initially hardest quartile before each step and at the end."""
-    _check_result(result)
+    check_controlled_result(result)
     if result.initial_p.size < 4:
         raise ValueError(
             f"the run has {result.initial_p.size} prompts, so its hardest quartile is empty; train at least 4 prompts."
@@ -114,9 +114,9 @@ def matched_lr(
     """
 
     def mean_gain(recipe: Recipe | str) -> float:
-        return float(np.mean(_expected_gain(np.asarray(initial_p), config.group_size, as_recipe(recipe))))
+        return float(np.mean(expected_gain(np.asarray(initial_p), config.group_size, as_recipe(recipe))))
 
-    _check_config(config)
+    check_controlled_run(config)
     base = mean_gain(other)
     if base <= 0:
         raise ValueError(
@@ -140,7 +140,7 @@ def rematched_run(
     """
     from dataclasses import replace
 
-    _check_config(config)
+    check_controlled_run(config)
     seed = check_int(seed, "seed", minimum=0)
     one_step = replace(config, steps=1)
     p = to_numpy(initial_p, "initial_p")
@@ -170,7 +170,7 @@ def rematched_run(
 def value_at_budget(result: ControlledRunResult, curve: np.ndarray, groups: float) -> float:
     """``curve`` (one value per step boundary) read at a cumulative number of groups drawn, by
     linear interpolation: DAPO compared with the others per generated sample."""
-    _check_result(result)
+    check_controlled_result(result)
     drawn = np.concatenate([[0.0], np.cumsum(result.groups_drawn, dtype=np.float64)])
     curve = to_numpy(curve, "curve")
     if curve.shape != drawn.shape:
@@ -428,7 +428,7 @@ _GAP_RUNS = {"raw": "dr_grpo", "matched": "dr_grpo_matched", "dapo": "dapo"}
 
 def _step_mass(result: ControlledRunResult, step: int) -> tuple[np.ndarray, np.ndarray]:
     """(measured, closed-form) update per prompt at ``step``, refusing a step without update mass."""
-    _check_result(result)
+    check_controlled_result(result)
     steps = result.gain.shape[0]
     step = check_int(step, "step")
     if not 0 <= step < steps:  # a negative step would silently count from the end

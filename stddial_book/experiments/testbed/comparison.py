@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from stddial_book.experiments.statistics import seed_summary
-from stddial_book.experiments.testbed.logs import _training_steps, extreme_mass_share, final_eval
+from stddial_book.experiments.testbed.logs import extreme_mass_share, final_eval, training_steps
 from stddial_book.experiments.testbed.predictions import prediction_numbers
 from stddial_book.theory.recipes import get_recipe
 
@@ -43,7 +43,7 @@ def live_comparison_numbers(runs: dict[str, list[list[dict[str, Any]]]], group_s
     out: dict[str, float] = {}
     for key, seeds in runs.items():
         out[f"share_{key}"] = seed_summary([extreme_mass_share(r, group_size) for r in seeds])[0]
-        out[f"updates_{key}"] = seed_summary([_training_steps(r)[-1]["updates"] for r in seeds])[0]
+        out[f"updates_{key}"] = seed_summary([training_steps(r)[-1]["updates"] for r in seeds])[0]
     return out
 
 

@@ -27,10 +27,14 @@ __all__ = [
     "run_summary",
     "clipping_numbers",
     "minibatch_clipping",
+    "logged_update_norm",
+    "check_records",
+    "check_run_group_size",
+    "training_steps",
 ]
 
 
-def _check_records(records: list[dict[str, Any]], name: str = "records") -> list[dict[str, Any]]:
+def check_records(records: list[dict[str, Any]], name: str = "records") -> list[dict[str, Any]]:
     """``records`` as a list, after checking it is what :func:`stddial_book.rl.runlog.load_run` returns."""
     if isinstance(records, (str, bytes, dict)) or not isinstance(records, Sequence):
         raise TypeError(f"{name} must be the list of metric records load_run returns; got {type(records).__name__}.")
@@ -43,7 +47,7 @@ def _check_records(records: list[dict[str, Any]], name: str = "records") -> list
     return list(records)
 
 
-def _check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int:
+def check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int:
     """``group_size`` as an int G ≥ 2, after checking it is the G the run's log was written with.
 
     Three things in a training log tell G: a generated group's k correct is at most G
@@ -53,7 +57,7 @@ def _check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int
     share of 0); the message names the G the log holds."""
     G = check_group_size(group_size)
     hint = "pass the run's own group size (provenance['config']['train']['group_size'])"
-    for r in _check_records(records):
+    for r in check_records(records):
         ks = r.get("groups_generated/k")
         if ks is None:
             continue
@@ -90,7 +94,7 @@ def _check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int
 
 def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
     """The last evaluation of a run: ``eval/...`` metrics without the prefix."""
-    records = _check_records(records)
+    records = check_records(records)
     evals = [r for r in records if "eval/accuracy_sampled" in r]
     if not evals:
         raise ValueError("this run log holds no evaluation; train with eval_every > 0.")
@@ -100,7 +104,7 @@ def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
 def buckets(records: list[dict[str, Any]]) -> list[str]:
     """The difficulty buckets a run evaluated, in sorted order."""
     prefix = "eval/accuracy_sampled/"
-    records = _check_records(records)
+    records = check_records(records)
     return sorted({k[len(prefix) :] for r in records for k in r if k.startswith(prefix)})
 
 
@@ -111,7 +115,7 @@ def update_mass(records: list[dict[str, Any]]) -> dict[str, float]:
     chapter 3); silent groups add nothing. Buckets with no mixed group add 0.
     """
     prefix = "dial/update_mass/"
-    records = _check_records(records)
+    records = check_records(records)
     totals: dict[str, float] = {}
     for r in records:
         for k, v in r.items():
@@ -129,7 +133,7 @@ def curve(records: list[dict[str, Any]], name: str, x: str = "samples/generated"
 
 def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """(σ, w) of every group that reached an update, pooled over the run (chapter 13's check)."""
-    records = _check_records(records)
+    records = check_records(records)
     sig = [s for r in records for s in r.get("groups/sigma", [])]
     w = [x for r in records for x in r.get("groups/weight", [])]
     sig, w = to_numpy(sig, "groups/sigma", allow_empty=True), to_numpy(w, "groups/weight", allow_empty=True)
@@ -147,7 +151,7 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
     Those groups have the smallest non-zero σ = sqrt(G − 1)/G; GRPO weights them by σ and
     Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 13).
     """
-    group_size = _check_run_group_size(records, group_size)
+    group_size = check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
     if weight.sum() == 0:
         raise ValueError("no group reached an update in this run.")
@@ -161,7 +165,7 @@ def identity_during_training(runs: Sequence[list[dict[str, Any]]]) -> dict[str, 
     and σ. Chapters 10-12."""
     if isinstance(runs, (str, bytes, dict)) or not isinstance(runs, Sequence):
         raise TypeError(f"runs must be a list of run logs (one list of records per run); got {type(runs).__name__}.")
-    runs = [_check_records(records, "each run") for records in runs]
+    runs = [check_records(records, "each run") for records in runs]
     out: dict[str, list] = {"rel_error": [], "minibatch": [], "clipped": [], "sigma": []}
     for records in runs:
         for r in records:
@@ -191,7 +195,7 @@ def gradient_scale(
         return float(np.mean(weights))
 
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, a number of tokens.")
-    records, reference = _check_records(records), _check_records(reference, "reference")
+    records, reference = check_records(records), check_records(reference, "reference")
     base = mean_weight(reference)
     if base <= 0:
         raise ValueError("the reference run's groups all have weight 0 (every group silent): no ratio to take.")
@@ -232,7 +236,7 @@ def mass_by_sigma(records: list[dict[str, Any]], group_size: int) -> dict[str, n
     Dr. GRPO by σ², so ``mass`` leans towards k = G/2 more under Dr. GRPO; ``mass[0]`` is
     :func:`extreme_mass_share`. Chapters 10-12.
     """
-    G = _check_run_group_size(records, group_size)
+    G = check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
     k = np.arange(1, G // 2 + 1)
     levels = np.sqrt(k * (G - k)) / G
@@ -266,8 +270,8 @@ def run_summary(provenance: dict[str, Any], records: list[dict[str, Any]], group
     """
     if not isinstance(provenance, dict):
         raise TypeError(f"provenance must be the dict load_run returns first; got {type(provenance).__name__}.")
-    records = _check_records(records)
-    G = _check_run_group_size(records, group_size)
+    records = check_records(records)
+    G = check_run_group_size(records, group_size)
     steps = [r for r in records if r["step"] > 0]
     if not steps:
         raise ValueError("this run log holds no training step.")
@@ -298,9 +302,16 @@ def run_summary(provenance: dict[str, Any], records: list[dict[str, Any]], group
     return out
 
 
-def _training_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def logged_update_norm(records: list[dict[str, Any]]) -> float:
+    """The mean ``update_norm`` (the length of a step's whole parameter change) over the records of a
+    run's log that carry one; NaN if none does."""
+    norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
+    return float(np.mean(norms)) if norms else float("nan")
+
+
+def training_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of training steps that generated groups (step > 0)."""
-    steps = [r for r in _check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
+    steps = [r for r in check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
         raise ValueError("this run log holds no training step with generated groups (groups_generated/k).")
     return steps
@@ -312,7 +323,7 @@ def clipping_numbers(records: list[dict[str, Any]]) -> dict[str, float]:
     the lower bound (``clip_low``), the share of those steps with any token clipped at the upper
     bound (``clip_high_steps``), and the mean fraction of completions cut at the length cap
     (``truncated``). Each step's clip fractions are the mean over its minibatches."""
-    steps = _training_steps(records)
+    steps = training_steps(records)
     high = np.array([r["clip_ratio/high_mean"] for r in steps if "clip_ratio/high_mean" in r], dtype=np.float64)
     low = np.array([r["clip_ratio/low_mean"] for r in steps if "clip_ratio/low_mean" in r], dtype=np.float64)
     if high.size == 0:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size, check_int, to_numpy
-from stddial_book.experiments.testbed.logs import _check_records, _check_run_group_size, final_eval
+from stddial_book.experiments.testbed.logs import check_records, check_run_group_size, final_eval
 
 __all__ = [
     "pool_history",
@@ -26,7 +26,7 @@ __all__ = [
 def pool_history(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, np.ndarray]:
     """(steps, n, K) of a run's pool measurements: ``K[i, x]`` correct of ``n`` samples for pool
     prompt x at ``steps[i]`` (step 0 is the start of RL). Needs a run with ``pool_size`` set."""
-    rows = [r for r in _check_records(records) if "pool/k" in r]
+    rows = [r for r in check_records(records) if "pool/k" in r]
     if not rows:
         raise ValueError("this run log holds no pool measurement; train with pool_size set.")
     ns = {int(r["pool/n"]) for r in rows}
@@ -90,7 +90,7 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     of groups each) before R² is taken. Chapter 11.
     """
     steps_m, n, K = pool_history(records)
-    G = group_size = _check_run_group_size(records, group_size)
+    G = group_size = check_run_group_size(records, group_size)
     silent_value = np.zeros(G + 1)
     silent_value[[0, G]] = 1.0
     per_prompt = np.array([hypergeometric_expectation(k, n, G, silent_value) for k in K])
@@ -171,7 +171,7 @@ def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_ban
     steps_m, n, K = pool_history(records)
     bands = initial_bands(records, num_bands)
     num_bands = check_int(num_bands, "num_bands", minimum=1)  # initial_bands has checked it
-    G = _check_run_group_size(records, group_size)
+    G = check_run_group_size(records, group_size)
     weights = np.asarray(update_weight(np.arange(G + 1) / G, recipe, G), dtype=np.float64)
     expected_per_prompt = np.array([hypergeometric_expectation(k, n, G, weights) for k in K])
     realised = np.zeros(num_bands)

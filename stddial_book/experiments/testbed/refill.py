@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size, check_int, to_numpy
-from stddial_book.experiments.testbed.logs import _check_records, _check_run_group_size, _training_steps
+from stddial_book.experiments.testbed.logs import check_records, check_run_group_size, training_steps
 from stddial_book.experiments.testbed.predictions import initial_bands, pool_history, silent_check
 
 __all__ = ["dapo_cost", "refill_band_shares", "replay_refill", "max_rounds_study", "sample_coefficients"]
@@ -20,8 +20,8 @@ def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float
     when rounds ask only for the missing groups and no step hit the cap: bookkeeping); and from
     the closed form, f = E[p^G + (1 − p)^G] over the prompts drawn (:func:`silent_check`: the
     prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap."""
-    group_size = _check_run_group_size(records, group_size)
-    steps = [r for r in _check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
+    group_size = check_run_group_size(records, group_size)
+    steps = [r for r in check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
         raise ValueError("this run log holds no training step.")
     ks = np.concatenate([np.asarray(r["groups_generated/k"]) for r in steps])
@@ -87,7 +87,7 @@ def replay_refill(
     """
     from stddial_book.rl.sampling import DynamicSampler
 
-    G = _check_run_group_size(records, group_size)
+    G = check_run_group_size(records, group_size)
     prompts_per_step = check_int(prompts_per_step, "prompts_per_step", minimum=1)
     max_rounds = check_int(max_rounds, "max_rounds", minimum=1)
     out: dict[str, list] = {
@@ -98,7 +98,7 @@ def replay_refill(
         "logged_rounds": [],
         "logged_hit_cap": [],
     }
-    for r in _training_steps(records):
+    for r in training_steps(records):
         ks = np.asarray(r["groups_generated/k"], dtype=np.int64)
         if np.any(ks < 0) or np.any(ks > G):
             raise ValueError(f"step {r['step']} logs k outside 0..{G}; pass the run's group size.")
@@ -146,7 +146,7 @@ def max_rounds_study(records: list[dict[str, Any]], train: dict[str, Any], max_r
     G, per_step = train["group_size"], train["prompts_per_step"]
     own = replay_refill(records, G, per_step, train["max_rounds"])
     new = replay_refill(records, G, per_step, max_rounds)
-    steps = _training_steps(records)
+    steps = training_steps(records)
     samples_per_step = float(np.mean(new["groups_generated"])) * G
     num_steps = math.ceil(train["sample_budget"] / samples_per_step)
     updates_per_step = float(np.mean(np.minimum(train["num_minibatches"], new["groups_kept"])))

@@ -35,6 +35,7 @@ __all__ = [
     "load_model_from",
     "same_warm_start",
     "cached_arrays",
+    "cache_lock",
 ]
 
 ENV_CACHE = "STDDIAL_CACHE"
@@ -141,13 +142,13 @@ def cached_arrays(kind: str, payload: dict[str, Any], compute, entry_points: tup
     study read it instead of computing it again. The key hashes the payload (arrays by their bytes)
     and the code of ``entry_points`` and every package module they import
     (:func:`code_fingerprint`), so a changed statement there computes afresh. Processes sharing the
-    cache wait for one another (:func:`_cache_lock`); the file is written whole, then renamed."""
+    cache wait for one another (:func:`cache_lock`); the file is written whole, then renamed."""
     import numpy as np
 
     text = json.dumps({k: _payload_value(v) for k, v in payload.items()}, sort_keys=True, default=str)
     key = hashlib.sha256((code_fingerprint(entry_points) + text).encode()).hexdigest()[:16]
     path = cache_dir() / f"{kind}-{key}.npz"
-    with _cache_lock(path):
+    with cache_lock(path):
         if not path.exists():
             arrays = compute()
             partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
@@ -378,7 +379,7 @@ def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
         },
     )
     out = cache_dir() / key
-    with _cache_lock(out):
+    with cache_lock(out):
         if not (out / "model.safetensors").exists():
             sft_to_dir(
                 profile, seed, out, progress=progress, command=f"warm_start(profile={profile.name!r}, seed={seed})"
@@ -387,7 +388,7 @@ def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
 
 
 @contextlib.contextmanager
-def _cache_lock(entry: Path):
+def cache_lock(entry: Path):
     """Hold an exclusive lock on one cache entry while it is made: processes sharing the cache (the
     test runner's workers, a build beside the tests) wait for a run another one is making and then
     reuse it, instead of making it twice in the same directory. The lock is a small file beside the
@@ -421,7 +422,7 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
     key = _key("rl", {"profile": profile.name, "init": init.name, "train": config.to_dict()})
     out = cache_dir() / key
     done = out / "done"
-    with _cache_lock(out):
+    with cache_lock(out):
         if not done.exists():
             resume = checkpoint_dir(out) is not None
             if not resume:

@@ -212,7 +212,7 @@ def _dataset_refusal(dataset_id: str) -> str | None:
 def _check_extras() -> None:
     """TRL, peft and math-verify importable; else the ImportError that names the install."""
     from stddial_book.bridges.lm_run import _import_lm_extras
-    from stddial_book.bridges.trl_keywords import _import_trl
+    from stddial_book.bridges.trl_keywords import import_trl as _import_trl
 
     _import_trl("record-lm")
     _import_lm_extras()
@@ -446,7 +446,8 @@ def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: s
     """Train one run in ``work/name`` (resumed from its last checkpoint, or from the start) unless done. Under
     several processes every one trains; the main process alone touches the folder (:func:`on_main`)."""
     from stddial_book.bridges.lm_run import _build_trainer
-    from stddial_book.bridges.trl_check import _quiet, _random_states_kept
+    from stddial_book.bridges.trl_check import quiet_transformers as _quiet
+    from stddial_book.bridges.trl_check import random_states_kept as _random_states_kept
     from stddial_book.rl.runlog import RunLog
 
     run, done, checkpoint = on_main(_open_run, plan, name)

@@ -39,7 +39,7 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from stddial_book.bridges.trl_differences import trl_gaps
-from stddial_book.bridges.trl_keywords import _grpo_config_from, _import_trl
+from stddial_book.bridges.trl_keywords import grpo_config_from, import_trl
 from stddial_book.bridges.trl_settings import reward_settings, trl_settings
 from stddial_book.core.checks import check_int, check_number
 from stddial_book.rl.allocation_rules import GresoSkip
@@ -310,7 +310,7 @@ def allocated_trainer(
     it is watched. Returns the trainer and the history the skip reads (None without ``skip``). The skip replaces
     the trainer's private ``_get_train_sampler`` (TRL 1.16.0) and keeps its history in this process only.
     """
-    trl = _import_trl("allocated_trainer")
+    trl = import_trl("allocated_trainer")
     if len(prompts) != plan.keep.size:
         raise ValueError(f"prompts has {len(prompts)} rows but the plan measured {plan.keep.size}; pass the same pool.")
     kept = prompts.select(np.flatnonzero(plan.keep).tolist())
@@ -319,7 +319,7 @@ def allocated_trainer(
     if skip is not None:
         state = new_pool_state(len(kept))
         funcs[0] = SilenceWatcher(funcs[0], state, plan.num_generations, correct)
-    args = _grpo_config_from(plan.settings, output_dir, overrides)
+    args = grpo_config_from(plan.settings, output_dir, overrides)
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=funcs,
@@ -343,7 +343,7 @@ def _reward_funcs(recipe: str, max_new_tokens: int) -> tuple[list[Any], float]:
     values = reward_settings(recipe, max_new_tokens=max_new_tokens)
     funcs: list[Any] = [CorrectnessReward(values["reward_correct"], values["reward_wrong"])]
     if values["soft_overlong_punishment"] is not None:
-        rewards = _import_trl("the soft overlong punishment", "trl.rewards")
+        rewards = import_trl("the soft overlong punishment", "trl.rewards")
         funcs.append(rewards.get_soft_overlong_punishment(**values["soft_overlong_punishment"]))
     return funcs, values["reward_correct"]
 

@@ -9,17 +9,26 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from stddial_book.bridges.trl_rewards import _overlong_cache
+from stddial_book.bridges.trl_rewards import overlong_cache_tokens
 from stddial_book.theory.recipes import Recipe
 
-__all__: list[str] = []  # the one-batch check's helpers; the public function is trl_check.one_batch_check
+#: The one-batch check's helpers (the check itself is :func:`stddial_book.bridges.trl_check.one_batch_check`).
+__all__ = [
+    "check_batch",
+    "book_rewards",
+    "BookTokens",
+    "book_tokens",
+    "truncated",
+    "reference_logprobs",
+    "gradient_difference",
+]
 
 
-def _check_batch(
+def check_batch(
     problems: Any, completions: Any, old_logprobs: Any, group_size: int, max_new_tokens: int, vocab_size: int
 ) -> tuple[list[Any], list[list[int]]]:
     """Problems (G in a row per prompt) and completions (token-id lists, EOS only last) for one_batch_check,
-    with their log π_old if given (:func:`_check_old_logprobs`)."""
+    with their log π_old if given (checked by ``_check_old_logprobs``)."""
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.tasks import Problem
 
@@ -82,7 +91,7 @@ def _check_old_logprobs(old_logprobs: Any, rows: int, width: int) -> None:
         raise ValueError(f"old_logprobs must have shape ({rows}, ≥ {width}); got {tuple(old_logprobs.shape)}.")
 
 
-def _book_rewards(
+def book_rewards(
     recipe: Recipe, problems: list[Any], completions: list[list[int]], max_new_tokens: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The verifier's correctness and the recipe's shaped reward per sample: ``reward_correct`` or
@@ -96,12 +105,12 @@ def _book_rewards(
     rewards = np.where(correct > 0, recipe.reward_correct, recipe.reward_wrong)
     lengths = np.array([len(ids) for ids in completions])
     if recipe.overlong_penalty:
-        cache = _overlong_cache(recipe, max_new_tokens)
+        cache = overlong_cache_tokens(recipe, max_new_tokens)
         rewards = rewards + overlong_penalty(lengths, max_new_tokens, cache)
     return correct, rewards
 
 
-class _BookTokens(NamedTuple):
+class BookTokens(NamedTuple):
     """The batch's tensors in the order :func:`~stddial_book.rl.rollout.completion_logprobs` takes them."""
 
     prompt_ids: Any
@@ -110,7 +119,7 @@ class _BookTokens(NamedTuple):
     mask: Any
 
 
-def _book_tokens(problems: list[Any], completions: list[list[int]], device: Any) -> _BookTokens:
+def book_tokens(problems: list[Any], completions: list[list[int]], device: Any) -> BookTokens:
     """The batch as the book's trainer holds it: left-padded prompt ids and mask, right-padded completion ids
     and mask (padding is the codec's pad id)."""
     import torch
@@ -124,10 +133,10 @@ def _book_tokens(problems: list[Any], completions: list[list[int]], device: Any)
     completion_ids = torch.full((len(completions), width), codec.pad_id, dtype=torch.long, device=device)
     for row, ids in enumerate(completions):
         completion_ids[row, : len(ids)] = torch.tensor(ids, device=device)
-    return _BookTokens(prompt_ids, prompt_mask, completion_ids, completion_ids != codec.pad_id)
+    return BookTokens(prompt_ids, prompt_mask, completion_ids, completion_ids != codec.pad_id)
 
 
-def _truncated(completions: list[list[int]], max_new_tokens: int, device: Any) -> Any:
+def truncated(completions: list[list[int]], max_new_tokens: int, device: Any) -> Any:
     """Per sample, whether it was cut off: L_max tokens without a final EOS."""
     import torch
 
@@ -137,7 +146,7 @@ def _truncated(completions: list[list[int]], max_new_tokens: int, device: Any) -
     return torch.tensor([len(ids) == max_new_tokens and ids[-1] != eos for ids in completions], device=device)
 
 
-def _reference_logprobs(reference: Any, tokens: _BookTokens) -> Any:
+def reference_logprobs(reference: Any, tokens: BookTokens) -> Any:
     """log π_ref of the completions' tokens, from a copy of ``reference`` on the batch's device, without
     gradient."""
     import torch
@@ -149,7 +158,7 @@ def _reference_logprobs(reference: Any, tokens: _BookTokens) -> Any:
         return completion_logprobs(model, *tokens)
 
 
-def _gradient_difference(trl_model: Any, book_model: Any) -> tuple[float, float]:
+def gradient_difference(trl_model: Any, book_model: Any) -> tuple[float, float]:
     """max |g_TRL − g_book| over all weights, and max |g_book| (a weight without gradient counts as 0)."""
     import torch
 

@@ -15,26 +15,26 @@ from typing import Any
 import numpy as np
 
 from stddial_book.bridges.trl_batch import (
-    _book_rewards,
-    _book_tokens,
-    _BookTokens,
-    _check_batch,
-    _gradient_difference,
-    _reference_logprobs,
-    _truncated,
+    BookTokens,
+    book_rewards,
+    book_tokens,
+    check_batch,
+    gradient_difference,
+    reference_logprobs,
+    truncated,
 )
 from stddial_book.bridges.trl_differences import trl_equivalent_recipe
-from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION, _grpo_config_from, _import_trl
+from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION, grpo_config_from, import_trl
 from stddial_book.bridges.trl_rewards import reward_settings, trl_reward_funcs
 from stddial_book.bridges.trl_settings import grpo_config, trl_settings, trl_settings_for
 from stddial_book.core.checks import check_int
 from stddial_book.theory.recipes import Recipe, as_recipe
 
-__all__ = ["one_batch_check", "trl_testbed_run"]
+__all__ = ["one_batch_check", "trl_testbed_run", "quiet_transformers", "random_states_kept", "quiet_trainer"]
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """No progress bars, info logs or the deprecation warning TRL triggers in transformers while TRL runs."""
     import warnings
 
@@ -54,7 +54,7 @@ def _quiet() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _random_states_kept() -> Iterator[None]:
+def random_states_kept() -> Iterator[None]:
     """Restore Python's, numpy's and torch's CPU random states afterwards (Trainer reseeds them).
 
     ``fork_rng(devices=[])`` restores torch's CPU generator only, not the CUDA ones.
@@ -70,7 +70,7 @@ def _random_states_kept() -> Iterator[None]:
             np.random.set_state(numpy_state)
 
 
-def _quiet_trainer(trainer: Any) -> None:
+def quiet_trainer(trainer: Any) -> None:
     """No progress bars or printed logs from the Trainer (the chapters print their own numbers)."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -142,12 +142,12 @@ def one_batch_check(
     recipe = as_recipe(recipe)
     group_size, max_new_tokens = _check_arguments(policy, ref_model, group_size, max_new_tokens, workdir, trl_overrides)
     vocab_size = policy.get_input_embeddings().weight.shape[0]
-    problems, completions = _check_batch(problems, completions, old_logprobs, group_size, max_new_tokens, vocab_size)
+    problems, completions = check_batch(problems, completions, old_logprobs, group_size, max_new_tokens, vocab_size)
     reward_settings(recipe, max_new_tokens=max_new_tokens)  # an empty overlong band fails before TRL starts
-    trl = _import_trl("one_batch_check")
+    trl = import_trl("one_batch_check")
     trl_policy, book_model = copy.deepcopy(policy), copy.deepcopy(policy)  # both sides work on copies
     reference = ref_model if ref_model is not None else policy
-    with _quiet(), _random_states_kept():
+    with quiet_transformers(), random_states_kept():
         trainer = _one_batch_trainer(
             trl, recipe, trl_policy, reference, problems, group_size, max_new_tokens, Path(workdir), trl_overrides
         )
@@ -222,12 +222,12 @@ def _one_batch_trainer(
     trl_policy.config._name_or_path = _save_reference(reference, workdir / "reference")
     trainer = trl.GRPOTrainer(
         model=trl_policy,
-        args=_grpo_config_from(settings, workdir / "trl", overrides),
+        args=grpo_config_from(settings, workdir / "trl", overrides),
         reward_funcs=trl_reward_funcs(recipe, max_new_tokens=max_new_tokens),
         train_dataset=_prompt_dataset(problems[::group_size]),
         processing_class=make_tokenizer(),
     )
-    _quiet_trainer(trainer)
+    quiet_trainer(trainer)
     return trainer
 
 
@@ -270,11 +270,11 @@ def _one_batch_check(
     # policy_loss, with TRL's recipe (group statistics over every sample, as
     # TRL's; trl_gaps: overlong filter)
     book = trl_equivalent_recipe(recipe)
-    correct, rewards = _book_rewards(recipe, problems, completions, max_new_tokens)
+    correct, rewards = book_rewards(recipe, problems, completions, max_new_tokens)
     advantages = group_advantages(rewards, group_size, book)
-    tokens = _book_tokens(problems, completions, device)  # prompt ids and mask, completion ids and mask
+    tokens = book_tokens(problems, completions, device)  # prompt ids and mask, completion ids and mask
     logprobs = completion_logprobs(book_model, *tokens)
-    ref = _reference_logprobs(reference, tokens) if book.kl_coef > 0 else None
+    ref = reference_logprobs(reference, tokens) if book.kl_coef > 0 else None
     old_book = logprobs.detach() if old is None else torch.where(tokens.mask, old, 0.0)
     result = policy_loss(
         logprobs,
@@ -284,7 +284,7 @@ def _one_batch_check(
         book,
         max_new_tokens=max_new_tokens,
         ref_logprobs=ref,
-        truncated=_truncated(completions, max_new_tokens, device),
+        truncated=truncated(completions, max_new_tokens, device),
     )
     result.loss.backward()
 
@@ -327,7 +327,7 @@ def _replace_generation(trainer: Any, problems: list[Any], completions: list[lis
     trainer._generate_single_turn = generate
 
 
-def _check_same_batch(out: dict[str, Any], tokens: _BookTokens) -> None:
+def _check_same_batch(out: dict[str, Any], tokens: BookTokens) -> None:
     """Refuse a comparison where TRL's padded prompt or completion ids differ from the book's."""
     import torch
 
@@ -353,7 +353,7 @@ def _comparison(
     unanimous: np.ndarray,
 ) -> dict[str, Any]:
     """The report of :func:`one_batch_check` from both sides' advantages, losses and gradients."""
-    difference, scale = _gradient_difference(trainer.model, book_model)
+    difference, scale = gradient_difference(trainer.model, book_model)
     advantages_trl = out["advantages"].detach().double().cpu().numpy()
     loss_trl, loss_book = (float(trl_loss.detach()), float(result.loss.detach()))
     report: dict[str, Any] = {
@@ -412,10 +412,10 @@ def trl_testbed_run(
     batch = profile.train["prompts_per_step"] * profile.train["group_size"]
     config = profile.train_config(recipe, seed, sample_budget=rollout_batches * batch)
     reward_funcs = trl_reward_funcs(recipe, max_new_tokens=config.max_new_tokens)
-    trl = _import_trl("trl_testbed_run")
+    trl = import_trl("trl_testbed_run")
     trainer = _testbed_trainer(trl, profile, config, reward_funcs, sft_dir, Path(workdir), device or profile.device)
     logs = _record_rollouts(trainer)
-    with _quiet():
+    with quiet_transformers():
         start = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - start
@@ -457,7 +457,7 @@ def _testbed_trainer(
     train_problems, _ = make_problems(profile.task_config())
     pool = train_problems if config.pool_size is None else train_problems[: config.pool_size]
     dataset = _prompt_dataset(pool)
-    with _quiet():
+    with quiet_transformers():
         if config.recipe.kl_coef > 0:  # the KL reference is the starting model, as in the book's trainer
             model.config._name_or_path = _save_reference(model, workdir / "reference")
         args = grpo_config(
@@ -476,7 +476,7 @@ def _testbed_trainer(
         trainer = trl.GRPOTrainer(
             model=model, reward_funcs=reward_funcs, args=args, train_dataset=dataset, processing_class=make_tokenizer()
         )
-    _quiet_trainer(trainer)
+    quiet_trainer(trainer)
     return trainer
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.bridges.trl_keywords import _DEFAULT_NUM_MINIBATCHES, _check_bool
+from stddial_book.bridges.trl_keywords import DEFAULT_NUM_MINIBATCHES, check_bool
 from stddial_book.core.checks import check_int
 from stddial_book.theory.recipes import Recipe, as_recipe
 
@@ -46,7 +46,7 @@ def trl_gaps(
     recipe: Recipe | str,
     *,
     group_size: int = 8,
-    num_minibatches: int = _DEFAULT_NUM_MINIBATCHES,
+    num_minibatches: int = DEFAULT_NUM_MINIBATCHES,
     use_vllm: bool = False,
 ) -> list[TRLGap]:
     """What ``recipe`` asks for and TRL's ``GRPOTrainer`` computes differently, with what follows (chapter 14).
@@ -83,7 +83,7 @@ def trl_gaps(
         group_size, "group_size", minimum=2, hint="A group of one sample has no spread to learn from."
     )
     num_minibatches = check_int(num_minibatches, "num_minibatches", minimum=1)
-    use_vllm = _check_bool(use_vllm, "use_vllm")
+    use_vllm = check_bool(use_vllm, "use_vllm")
     rows = (
         _dynamic_sampling_gap(recipe),
         _std_correction_gap(recipe, group_size),

@@ -13,21 +13,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TRL_CHECKED_VERSION"]
+__all__ = [
+    "TRL_CHECKED_VERSION",
+    "DEFAULT_PROMPTS_PER_STEP",
+    "DEFAULT_NUM_MINIBATCHES",
+    "check_bool",
+    "check_grpo_settings",
+    "check_temperature",
+    "import_trl",
+    "grpo_config_from",
+]
 
 
 #: The TRL release whose source this mapping was checked against.
 TRL_CHECKED_VERSION = "1.16.0"
 
 
-# The defaults of the batch schedule: TrainConfig's (tests check they agree).
-_DEFAULT_PROMPTS_PER_STEP = 32
+#: The batch schedule's default prompts per optimizer step: TrainConfig's (tests check they agree).
+DEFAULT_PROMPTS_PER_STEP = 32
+
+#: The batch schedule's default minibatches per step: TrainConfig's (tests check they agree).
+DEFAULT_NUM_MINIBATCHES = 2
 
 
-_DEFAULT_NUM_MINIBATCHES = 2
-
-
-def _check_bool(value: Any, name: str) -> bool:
+def check_bool(value: Any, name: str) -> bool:
     """``value`` as a bool, or a TypeError naming ``name``: only True or False (numpy's too), not 1 or "yes"."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(
@@ -84,7 +93,7 @@ _BOOL_SETTINGS = (
 )
 
 
-def _check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+def check_grpo_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Refuse a ``GRPOConfig`` keyword of the wrong type or outside its range, naming it (TRL itself would
     take the string "1e-5" or NaN as a learning rate and fail, or train wrongly, much later)."""
     for name, value in settings.items():
@@ -147,7 +156,7 @@ def _example(name: str) -> str:
     }.get(name, "1")
 
 
-def _check_temperature(value: Any) -> float:
+def check_temperature(value: Any) -> float:
     """The sampling temperature as a float: a finite number > 0 (1 samples the policy itself; chapter 14)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(
@@ -158,7 +167,7 @@ def _check_temperature(value: Any) -> float:
     return float(value)
 
 
-def _import_trl(what: str, module: str = "trl") -> Any:
+def import_trl(what: str, module: str = "trl") -> Any:
     """Import ``module`` of TRL, or an ImportError that says how to install it."""
     import importlib
 
@@ -171,10 +180,10 @@ def _import_trl(what: str, module: str = "trl") -> Any:
         ) from None
 
 
-def _grpo_config_from(settings: dict[str, Any], output_dir: str | os.PathLike, overrides: dict[str, Any]) -> Any:
+def grpo_config_from(settings: dict[str, Any], output_dir: str | os.PathLike, overrides: dict[str, Any]) -> Any:
     """A ``GRPOConfig`` from settings, with ``overrides`` on top; refuses names this TRL does not have."""
-    kwargs = _check_settings({**settings, **overrides})  # before TRL is imported: the error needs no TRL
-    trl = _import_trl("grpo_config")
+    kwargs = check_grpo_settings({**settings, **overrides})  # before TRL is imported: the error needs no TRL
+    trl = import_trl("grpo_config")
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
     if "activation_checkpointing" in kwargs and "activation_checkpointing" not in fields:
         kwargs["gradient_checkpointing"] = kwargs.pop("activation_checkpointing")  # older transformers' name

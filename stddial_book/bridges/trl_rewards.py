@@ -7,15 +7,16 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.bridges.trl_keywords import _import_trl
+from stddial_book.bridges.trl_keywords import import_trl
 from stddial_book.core.checks import check_int, check_reward_values
 from stddial_book.theory.recipes import Recipe, as_recipe
 
-__all__ = ["reward_settings", "trl_reward_funcs"]
+__all__ = ["reward_settings", "trl_reward_funcs", "overlong_cache_tokens"]
 
 
-def _overlong_cache(recipe: Recipe, max_new_tokens: int) -> int:
-    """L_cache in tokens, rounded as :attr:`stddial_book.rl.configs.TrainConfig.overlong_cache` rounds it."""
+def overlong_cache_tokens(recipe: Recipe, max_new_tokens: int) -> int:
+    """DAPO's L_cache in tokens for ``max_new_tokens`` = L_max, rounded as the engine's
+    ``TrainConfig.overlong_cache`` rounds it."""
     return int(round(recipe.overlong_cache_fraction * max_new_tokens))
 
 
@@ -36,7 +37,7 @@ def reward_settings(recipe: Recipe | str, *, max_new_tokens: int) -> dict[str, A
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1, hint="It is L_max, the generation cap.")
     overlong = None
     if recipe.overlong_penalty:
-        cache = _overlong_cache(recipe, max_new_tokens)
+        cache = overlong_cache_tokens(recipe, max_new_tokens)
         if cache < 1:
             raise ValueError(
                 f"the overlong penalty band L_cache = round({recipe.overlong_cache_fraction} · {max_new_tokens}) is "
@@ -117,6 +118,6 @@ def trl_reward_funcs(recipe: Recipe | str, *, max_new_tokens: int) -> list[Calla
     settings = reward_settings(recipe, max_new_tokens=max_new_tokens)
     funcs: list[Callable[..., list[float]]] = [_AdditionReward(settings["reward_correct"], settings["reward_wrong"])]
     if settings["soft_overlong_punishment"] is not None:
-        rewards = _import_trl("the soft overlong punishment", "trl.rewards")
+        rewards = import_trl("the soft overlong punishment", "trl.rewards")
         funcs.append(rewards.get_soft_overlong_punishment(**settings["soft_overlong_punishment"]))
     return funcs

@@ -12,13 +12,13 @@ from typing import Any
 
 from stddial_book.bridges.trl_differences import TRL_STD_EPS, TRLGap, trl_equivalent_recipe, trl_gaps  # noqa: F401
 from stddial_book.bridges.trl_keywords import (
-    _DEFAULT_NUM_MINIBATCHES,
-    _DEFAULT_PROMPTS_PER_STEP,
+    DEFAULT_NUM_MINIBATCHES,
+    DEFAULT_PROMPTS_PER_STEP,
     TRL_CHECKED_VERSION,  # noqa: F401
-    _check_bool,
-    _check_settings,
-    _check_temperature,
-    _grpo_config_from,
+    check_bool,
+    check_grpo_settings,
+    check_temperature,
+    grpo_config_from,
 )
 from stddial_book.bridges.trl_rewards import reward_settings  # noqa: F401
 from stddial_book.core.checks import check_int
@@ -107,8 +107,8 @@ def trl_settings(
     *,
     group_size: int,
     max_new_tokens: int,
-    prompts_per_step: int = _DEFAULT_PROMPTS_PER_STEP,
-    num_minibatches: int = _DEFAULT_NUM_MINIBATCHES,
+    prompts_per_step: int = DEFAULT_PROMPTS_PER_STEP,
+    num_minibatches: int = DEFAULT_NUM_MINIBATCHES,
     micro_batch_size: int | None = None,
     num_processes: int = 1,
     temperature: float = 1.0,
@@ -161,7 +161,7 @@ def trl_settings(
     sizes = _checked_sizes(
         group_size, max_new_tokens, prompts_per_step, num_minibatches, micro_batch_size, num_processes
     )
-    return _mapped_settings(recipe, **sizes, temperature=_check_temperature(temperature))
+    return _mapped_settings(recipe, **sizes, temperature=check_temperature(temperature))
 
 
 def _checked_sizes(
@@ -227,7 +227,7 @@ def _mapped_settings(
         "repetition_penalty": 1.0,
     }
     settings.update(_schedule(group_size, prompts_per_step, num_minibatches, micro_batch_size, num_processes))
-    return _check_settings(settings)
+    return check_grpo_settings(settings)
 
 
 def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
@@ -276,7 +276,7 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
             "activation_checkpointing": False,
         }
     )
-    return _check_settings(settings)
+    return check_grpo_settings(settings)
 
 
 def grpo_config(
@@ -298,7 +298,7 @@ def grpo_config(
     settings = trl_settings_for(config, num_processes=num_processes)
     if not isinstance(output_dir, (str, os.PathLike)):
         raise TypeError(f"output_dir must be a directory path (str or Path); got {type(output_dir).__name__}.")
-    if _check_bool(exact, "exact"):
+    if check_bool(exact, "exact"):
         gaps = trl_gaps(
             config.recipe,
             group_size=config.group_size,
@@ -311,7 +311,7 @@ def grpo_config(
                 f"TRL cannot express {config.recipe.name!r} exactly ({listed}). "
                 f"{_exact_fix({gap.knob for gap in gaps})}"
             )
-    return _grpo_config_from(settings, output_dir, overrides)
+    return grpo_config_from(settings, output_dir, overrides)
 
 
 def _exact_fix(knobs: set[str]) -> str:

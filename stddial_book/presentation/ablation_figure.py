@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import STACKED_WIDTH, _legible
+from stddial_book.presentation.style import STACKED_WIDTH, legible_figure
 
 __all__ = ["ablation_figure"]
 
@@ -17,7 +17,7 @@ _POOLED = {"adamw": "AdamW", "sgd": "SGD", "all": "all: random effects"}
 _PANELS = {"hardest_quartile": "hardest quartile, final pool accuracy", "heldout": "held-out accuracy (transfer)"}
 
 
-@_legible
+@legible_figure
 def ablation_figure(summary: dict) -> plt.Figure:
     """One row per cell of the design, one panel per measure (stacked, for a phone): each contrast's difference of means
     (marker), its 95% interval (thick) and its family-wise interval at 1 − α/m (thin), both Student t

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stddial_book.core.outdir import check_claimable, claim_dir
-from stddial_book.presentation.style import RECIPE_COLORS, _legible
+from stddial_book.presentation.style import RECIPE_COLORS, legible_figure
 
 __all__ = ["diagnose_figure", "write_diagnosis", "DIAGNOSIS_FILES"]
 
@@ -19,7 +19,7 @@ __all__ = ["diagnose_figure", "write_diagnosis", "DIAGNOSIS_FILES"]
 DIAGNOSIS_FILES = ("diagnose.png", "diagnose.json", "diagnose.txt")
 
 
-@_legible
+@legible_figure
 def diagnose_figure(report: dict) -> plt.Figure:
     """Three panels from :func:`stddial_book.experiments.diagnose.report.diagnose`'s dict: silent fraction by G (closed form
     and subsampled), DAPO's draws per kept group by G, and each recipe's gradient mass by tenth of p."""

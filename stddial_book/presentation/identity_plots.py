@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, TYPE_SIZES, _book_type_sizes
+from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, TYPE_SIZES, legible
 from stddial_book.theory.identity import update_weight
 from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages
 
@@ -58,7 +58,7 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
             ha="center",
             fontsize=TYPE_SIZES["legend"],
         )
-    return _book_type_sizes(fig)
+    return legible(fig)
 
 
 def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] = (GRPO, DR_GRPO)) -> plt.Figure:
@@ -83,7 +83,7 @@ def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] =
         )
     ax.set(xlabel=r"group pass rate $\hat p = k/G$", ylabel=r"mean $|A_i|$", title=f"G = {group_size}")
     ax.legend(frameon=False, loc="lower center")
-    return _book_type_sizes(fig)
+    return legible(fig)
 
 
 def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt.Figure:
@@ -101,7 +101,7 @@ def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt
         title=r"gradient of the loss against $w\,(\bar g_+ - \bar g_-)$, one group per $k$",
     )
     ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(errors))
-    return _book_type_sizes(fig)
+    return legible(fig)
 
 
 def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
@@ -116,7 +116,7 @@ def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
 
     summary = drift_summary(study)
     steps = np.array([row["step"] for row in summary])
-    return _book_type_sizes(_drift_axes(study, summary, steps))
+    return legible(_drift_axes(study, summary, steps))
 
 
 def _drift_axes(study: dict[str, np.ndarray], summary: list[dict[str, float]], steps: np.ndarray) -> plt.Figure:

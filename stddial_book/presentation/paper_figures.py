@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stddial_book.core.checks import check_int, to_numpy
-from stddial_book.presentation.style import _KEY_NAMES, RECIPE_COLORS, TYPE_SIZES, _legible, _stacks
+from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, TYPE_SIZES, legible_figure, stacked_figure
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 
 __all__ = [
@@ -105,9 +105,9 @@ def _check_pool_study(study: object) -> dict:
     if not isinstance(study, dict) or not study:
         raise ValueError("study must be a non-empty pool_study result (recipe key -> its seeds' numbers).")
     for key, entry in study.items():
-        if key not in _KEY_NAMES:
+        if key not in RECIPE_NAMES:
             raise ValueError(
-                f"study has recipe key {' '.join(repr(key).split())[:40]}; the figures draw {sorted(_KEY_NAMES)}."
+                f"study has recipe key {' '.join(repr(key).split())[:40]}; the figures draw {sorted(RECIPE_NAMES)}."
             )
         if (
             not isinstance(entry, dict)
@@ -121,8 +121,8 @@ def _check_pool_study(study: object) -> dict:
     return study
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
     """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (top), and its inverse, the
     smallest G with P(silent) ≤ δ (bottom, :func:`stddial_book.theory.silent.tries_needed`)."""
@@ -156,8 +156,8 @@ def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), 
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), group_size: int = 8) -> plt.Figure:
     """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (top), and
     each recipe's expected update weight per prompt at one G (bottom)."""
@@ -180,8 +180,8 @@ def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), gro
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
     from stddial_book.theory.group_size import (
@@ -222,8 +222,8 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
     markers at G = 64 (and the exact curves at G = 8)."""
@@ -259,14 +259,14 @@ def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     fig.legend(
         *right.get_legend_handles_labels(),
         loc="outside lower center",
-        ncol=2,  # the panels are stacked six inches wide (_stacks)
+        ncol=2,  # the panels are stacked six inches wide (stacked_figure)
         frameon=False,
         fontsize=TYPE_SIZES["legend"],
     )
     return fig
 
 
-@_legible
+@legible_figure
 def difficulty_weight_figure() -> plt.Figure:
     """Chapter 6: ω(p) = 1/√(p(1 − p)) on a log scale, against Dr. GRPO's flat weight."""
     from stddial_book.theory.group_size import difficulty_weight
@@ -284,7 +284,7 @@ def difficulty_weight_figure() -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def big_math_histogram_figure(hist) -> plt.Figure:
     """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
     from stddial_book.corpora.histograms import KHistogram
@@ -304,7 +304,7 @@ def big_math_histogram_figure(hist) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def silent_by_group_size_figure(
     curves: dict[str, np.ndarray],
     group_sizes: np.ndarray,
@@ -339,7 +339,7 @@ def silent_by_group_size_figure(
     return fig
 
 
-@_legible
+@legible_figure
 def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
     """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
     shares = {
@@ -370,8 +370,8 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def dapo_allcorrect_figure(fit) -> plt.Figure:
     """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve (top); and
     E[p^32] against the pool's mean solve rate, the competence (bottom); the panels stack for a phone."""
@@ -403,7 +403,7 @@ def dapo_allcorrect_figure(fit) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def controlled_silent_figure(study: dict) -> plt.Figure:
     """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
     _check_controlled(study)
@@ -419,7 +419,7 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def controlled_mass_figure(study: dict) -> plt.Figure:
     """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
     mean over seeds) against the finite-G closed form (markers)."""
@@ -449,8 +449,8 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
     learning rate (top), and per generated group with Dr. GRPO's step matched (bottom); the panels
@@ -490,8 +490,8 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
     """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
     per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""
@@ -510,8 +510,8 @@ def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figur
         for key, entry in study.items():
             curves = np.array([np.interp(grid, s, b[band]) for s, b in zip(entry["samples"], entry["bands"])])
             mean, sd = curves.mean(axis=0), curves.std(axis=0, ddof=1) if len(curves) > 1 else 0 * grid
-            color = RECIPE_COLORS[_KEY_NAMES[key]]
-            ax.plot(grid / 1000, mean, color=color, lw=2, label=f"{_KEY_NAMES[key]} ({len(curves)} seeds)")
+            color = RECIPE_COLORS[RECIPE_NAMES[key]]
+            ax.plot(grid / 1000, mean, color=color, lw=2, label=f"{RECIPE_NAMES[key]} ({len(curves)} seeds)")
             ax.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
         ax.set(xlabel="samples generated (thousands)", title=f"quartile {band + 1} of initial solve rate")
     axes[0].set(ylabel="mean solve rate of the quartile")
@@ -519,7 +519,7 @@ def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figur
     return fig
 
 
-@_legible
+@legible_figure
 def pool_silent_figure(study: dict) -> plt.Figure:
     """Chapter 13: measured silent fraction of the generated groups against its unbiased closed
     form, one point per interval between pool measurements and per seed."""
@@ -528,7 +528,7 @@ def pool_silent_figure(study: dict) -> plt.Figure:
     for key, entry in study.items():
         m = np.concatenate([c["interval_measured"] for c in entry["silent"]])
         p = np.concatenate([c["interval_predicted"] for c in entry["silent"]])
-        ax.plot(p, m, "o", ms=4, alpha=0.7, color=RECIPE_COLORS[_KEY_NAMES[key]], label=_KEY_NAMES[key])
+        ax.plot(p, m, "o", ms=4, alpha=0.7, color=RECIPE_COLORS[RECIPE_NAMES[key]], label=RECIPE_NAMES[key])
     low = min(ax.get_xlim()[0], ax.get_ylim()[0])
     high = max(ax.get_xlim()[1], ax.get_ylim()[1])
     ax.plot([low, high], [low, high], "k--", lw=1, label="measured = predicted")
@@ -537,7 +537,7 @@ def pool_silent_figure(study: dict) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def pool_mass_figure(study: dict) -> plt.Figure:
     """Chapter 13: each recipe's share of its update mass per quartile of initial solve rate,
     realised (bars, mean over seeds) against the closed form (markers)."""
@@ -555,9 +555,9 @@ def pool_mass_figure(study: dict) -> plt.Figure:
             x,
             realised.mean(axis=0),
             width=width,
-            color=RECIPE_COLORS[_KEY_NAMES[key]],
+            color=RECIPE_COLORS[RECIPE_NAMES[key]],
             alpha=0.8,
-            label=_KEY_NAMES[key],
+            label=RECIPE_NAMES[key],
         )
         ax.plot(x, expected.mean(axis=0), "kD", ms=4)
     ax.plot([], [], "kD", ms=4, label="closed form")

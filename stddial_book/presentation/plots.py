@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import RECIPE_COLORS, TYPE_SIZES, _legible, _stacks
+from stddial_book.presentation.style import RECIPE_COLORS, TYPE_SIZES, legible_figure, stacked_figure
 
 __all__ = [
     "sampling_cost_figure",
@@ -51,8 +51,8 @@ def _thousands(records: list[dict], name: str) -> tuple[np.ndarray, np.ndarray]:
 _SAMPLES = "samples generated (thousands)"
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapters 10-12: one run's held-out accuracy against the samples generated so far: sampled
     (T = 1) and greedy over all held-out prompts (top), sampled per digit count (bottom)."""
@@ -76,8 +76,8 @@ def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def run_dial_figure(runs: dict[str, list[dict]], group_size: int) -> plt.Figure:
     """Chapters 10-12: the dial in a run's log. Top: the silent fraction of each step's generated
     groups. Bottom: the share of the update mass at each level of the group std σ, i.e. each pair
@@ -119,7 +119,7 @@ def run_dial_figure(runs: dict[str, list[dict]], group_size: int) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def identity_check_figure(runs: list[list[dict]]) -> plt.Figure:
     """Chapters 10-12: every identity check made inside the update (``identity_check_every``),
     pooled over ``runs``: the relative error of a checked group's update against w(ḡ₊ − ḡ₋),
@@ -162,8 +162,8 @@ _METRICS = {
 }
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def run_metrics_figure(
     records: list[dict], panels: tuple[str, ...] = ("kl", "clip"), max_new_tokens: int | None = None
 ) -> plt.Figure:
@@ -195,19 +195,19 @@ def run_metrics_figure(
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: two of the source paper's predictions for one recipe, for each set of runs
     in ``studies`` (label -> :func:`~stddial_book.experiments.testbed.predictions.pool_study`): top, the measured silent
     fraction of each stretch between pool measurements against its closed form; bottom, the
     share of the update mass per quartile of initial solve rate, realised (bars) against the
     closed form (diamonds)."""
-    from stddial_book.presentation.style import _KEY_NAMES
+    from stddial_book.presentation.style import RECIPE_NAMES
 
     fig, (silent, mass) = plt.subplots(1, 2, figsize=(9, 3.8), constrained_layout=True)
     width = 0.8 / len(studies)
-    color = RECIPE_COLORS[_KEY_NAMES[key]]
+    color = RECIPE_COLORS[RECIPE_NAMES[key]]
     for i, (label, study) in enumerate(studies.items()):
         entry = study[key]
         m = np.concatenate([c["interval_measured"] for c in entry["silent"]])
@@ -246,13 +246,13 @@ def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: the third prediction, where learning happens: the mean solve rate of each
     quartile of initial solve rate against the samples generated, mean over seeds with ± 2 SD
     shaded, one panel per set of runs in ``studies`` (their budgets differ, so each gets its axis)."""
-    from stddial_book.presentation.style import _BAND_COLORS
+    from stddial_book.presentation.style import BAND_COLORS
 
     fig, axes = plt.subplots(1, len(studies), figsize=(9, 3.6), constrained_layout=True, sharey=True)
     for ax, (label, study) in zip(np.atleast_1d(axes), studies.items()):
@@ -263,7 +263,7 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
             curves = np.array([np.interp(grid, s, b[band]) for s, b in zip(entry["samples"], entry["bands"])])
             mean = curves.mean(axis=0)
             sd = curves.std(axis=0, ddof=1) if len(curves) > 1 else 0 * grid
-            color = _BAND_COLORS[band % len(_BAND_COLORS)]
+            color = BAND_COLORS[band % len(BAND_COLORS)]
             ax.plot(grid / 1000, mean, color=color, lw=2)
             ax.fill_between(grid / 1000, mean - 2 * sd, mean + 2 * sd, color=color, alpha=0.15, lw=0)
             if ax is np.atleast_1d(axes)[0]:  # name the curves once, at their right ends
@@ -285,7 +285,7 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> plt.Figure:
     """Chapter 9: the warm start's held-out pass rate as the probe estimated it at each check
     (the stopping rule), the target, and the pass rate measured again with fresh samples at the
@@ -305,8 +305,8 @@ def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> pl
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def start_difficulty_figure(evaluation, problems) -> plt.Figure:
     """Chapter 9: where RL starts, from an ``EvalResult`` of ``problems`` with G samples each.
     Top: how many of the G samples were right, per digit count. Bottom: the pass rate against
@@ -328,7 +328,7 @@ def start_difficulty_figure(evaluation, problems) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def pool_start_figure(records: list[dict], problems) -> plt.Figure:
     """Chapter 9: the RL pool's solve rates at the start of a run (its first measurement),
     stacked by digit count; ``problems`` are the training problems the pool was taken from."""
@@ -347,7 +347,7 @@ def pool_start_figure(records: list[dict], problems) -> plt.Figure:
     return fig
 
 
-@_legible
+@legible_figure
 def silent_sides_figure(sides: list[dict], group_size: int) -> plt.Figure:
     """Chapter 9: the silent fraction at G against the pool's mean solve rate, split into
     all-wrong and all-right groups, one point per pool measurement of each run (``sides``:
@@ -375,8 +375,8 @@ def silent_sides_figure(sides: list[dict], group_size: int) -> plt.Figure:
     return fig
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapter 12: DAPO's dynamic sampling. Top: samples generated and samples that reached an
     update, cumulative over steps (the gap is the silent groups thrown away). Bottom: how many
@@ -416,8 +416,8 @@ def _on_grid(runs: list[list[dict]], name: str, grid: np.ndarray) -> np.ndarray:
     return np.array([np.interp(grid, *curve(records, name)) for records in runs])
 
 
-@_legible
-@_stacks
+@legible_figure
+@stacked_figure
 def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt.Figure:
     """Chapter 13: the recipes side by side over their seeds. ``runs`` maps a recipe name to the
     records of each of its seeds.
@@ -461,7 +461,7 @@ def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt
     return fig
 
 
-@_legible
+@legible_figure
 def seed_spread_figure(values: dict[str, dict[str, list[float]]]) -> plt.Figure:
     """Chapter 13: the final values the comparison screen tests, one dot per seed and a line at
     each recipe's mean. ``values`` is what :func:`~stddial_book.experiments.statistics.comparison_screen` takes:

@@ -6,7 +6,18 @@ import functools
 
 import matplotlib.pyplot as plt
 
-__all__ = ["RECIPE_COLORS", "legible"]
+from stddial_book.theory.recipes import PRESETS, RECIPES
+
+__all__ = [
+    "RECIPE_COLORS",
+    "RECIPE_NAMES",
+    "BAND_COLORS",
+    "TYPE_SIZES",
+    "STACKED_WIDTH",
+    "legible",
+    "legible_figure",
+    "stacked_figure",
+]
 
 
 #: One colour per preset, used by every figure of the book.
@@ -21,10 +32,11 @@ RECIPE_COLORS = {"GRPO": "#1f77b4", "Dr. GRPO": "#d62728", "DAPO": "#2ca02c"}
 TYPE_SIZES = {"title": 12, "label": 12, "ticks": 13, "legend": 11}
 
 
-def _book_type_sizes(fig: plt.Figure) -> plt.Figure:
-    """``fig`` with the book's type sizes (:data:`TYPE_SIZES`), set on the finished figure. (Not
-    with ``plt.rc_context``: restoring the rcParams on exit can reset the notebook's inline
-    backend, and later figures then vanish.)"""
+def legible(fig: plt.Figure) -> plt.Figure:
+    """``fig`` with the book's type sizes (:data:`TYPE_SIZES`), set on the finished figure: every
+    figure of the package, and one a chapter draws itself (chapter 14's TRL run), so that it reads
+    like the package's figures. (Not with ``plt.rc_context``: restoring the rcParams on exit can reset
+    the notebook's inline backend, and later figures then vanish.)"""
     for ax in fig.axes:
         ax.title.set_fontsize(TYPE_SIZES["title"])
         ax.xaxis.label.set_fontsize(TYPE_SIZES["label"])
@@ -63,7 +75,7 @@ def _stacked(fig: plt.Figure, panel_height: float = 3.2) -> plt.Figure:
     return fig
 
 
-def _stacks(figure_function):
+def stacked_figure(figure_function):
     """Decorator: the one-row figure ``figure_function`` returns, with its panels stacked
     (:func:`_stacked`)."""
 
@@ -74,23 +86,19 @@ def _stacks(figure_function):
     return wrapper
 
 
-def legible(fig: plt.Figure) -> plt.Figure:
-    """``fig`` with the book's type sizes (:data:`TYPE_SIZES`): for a figure a chapter draws
-    itself (chapter 14's TRL run), so that it reads like the package's figures."""
-    return _book_type_sizes(fig)
-
-
-def _legible(figure_function):
+def legible_figure(figure_function):
     """Decorator: the figure ``figure_function`` returns, with the book's type sizes."""
 
     @functools.wraps(figure_function)
     def wrapper(*args, **kwargs):
-        return _book_type_sizes(figure_function(*args, **kwargs))
+        return legible(figure_function(*args, **kwargs))
 
     return wrapper
 
 
-_KEY_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
+#: Each recipe's name in a figure (a legend, a colour of :data:`RECIPE_COLORS`), by its key in the
+#: registry of recipes (:data:`stddial_book.theory.recipes.RECIPES`).
+RECIPE_NAMES = {key: PRESETS[key].name for key in RECIPES}
 
-
-_BAND_COLORS = ("#3b0f70", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")
+#: The colours of the solve-rate bands, hardest first.
+BAND_COLORS = ("#3b0f70", "#8c2981", "#de4968", "#fe9f6d", "#fcfdbf")

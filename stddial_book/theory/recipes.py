@@ -52,6 +52,7 @@ __all__ = [
     "DR_GRPO",
     "DAPO",
     "PRESETS",
+    "RECIPES",
     "get_recipe",
     "as_recipe",
     "recipe_key",
@@ -192,6 +193,11 @@ DAPO = Recipe(
 )
 
 PRESETS: dict[str, Recipe] = {"grpo": GRPO, "dr_grpo": DR_GRPO, "dapo": DAPO}
+
+#: The registry of recipe names: each preset's key, in the book's order. Every other list of the
+#: recipes (the command line's choices and defaults, the figures' names, the recorded studies, the
+#: tools) refers to this one; ``tests/test_architecture.py`` finds any that spells them out again.
+RECIPES: tuple[str, ...] = tuple(PRESETS)
 
 
 def recipe_key(name: str) -> str:

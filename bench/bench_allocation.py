@@ -28,7 +28,7 @@ from stddial_book.experiments.allocation.controlled_run import (
     AllocatedRun,
     allocation_run_study,
 )
-from stddial_book.experiments.allocation.signal import signal_table, summarize_run_study
+from stddial_book.experiments.allocation.signal import signal_by_rule, summarize_run_study
 from stddial_book.rl.runlog import write_gzip
 
 
@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     config = AllocatedRun(batch_prompts=args.batch_prompts, steps=args.steps)
     start = time.perf_counter()
-    table = signal_table(num_prompts=4096, batch_prompts=64, steps=40)
+    table = signal_by_rule(num_prompts=4096, batch_prompts=64, steps=40)
     table_s = time.perf_counter() - start
     study = allocation_run_study(seeds=args.seeds, num_prompts=args.prompts, config=config)
     summary = summarize_run_study(study)

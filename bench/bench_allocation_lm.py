@@ -26,7 +26,7 @@ from pathlib import Path
 from bench_allocation import git_commit
 
 from stddial_book.core.outdir import claim_dir
-from stddial_book.experiments.allocation.testbed_runs import RUNS_PROFILE, SUMMARY_FILE, lm_benchmark
+from stddial_book.experiments.allocation.testbed_runs import LM_ALLOCATION_SUMMARY_FILE, RUNS_PROFILE, lm_benchmark
 from stddial_book.rl.runlog import write_gzip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=str(ROOT / "data" / "runs" / RUNS_PROFILE))
     parser.add_argument("--results", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--data-dir", default=str(ROOT / "data" / SUMMARY_FILE[0]))
+    parser.add_argument("--data-dir", default=str(ROOT / "data" / LM_ALLOCATION_SUMMARY_FILE[0]))
     args = parser.parse_args()
     start = time.perf_counter()
     study = lm_benchmark(args.runs)
@@ -50,7 +50,7 @@ def main() -> None:
     out = results / "allocation_lm.json"
     out.write_text(json.dumps(study, indent=1) + "\n")
     shipped = claim_dir(Path(args.data_dir), "bench", flag="--data-dir")
-    write_gzip(out, shipped / SUMMARY_FILE[1])
+    write_gzip(out, shipped / LM_ALLOCATION_SUMMARY_FILE[1])
     controlled = results / "allocation.json"
     whole = json.loads(controlled.read_text())
     whole["samples_to_target_vs_dapo"] = study["samples_to_target_vs_dapo"]

@@ -46,6 +46,7 @@ def main() -> None:
         import stddial_book
         from stddial_book.experiments.testbed import runs as experiments
         from stddial_book.rl.profiles import PROFILES
+        from stddial_book.theory.recipes import RECIPES
 
         profile = PROFILES["quick"]
         timings: list[dict] = []
@@ -53,7 +54,7 @@ def main() -> None:
         experiments.warm_start(profile)
         timings.append({"run": "sft", "wall_s": time.perf_counter() - t})
         print(f"sft: {timings[-1]['wall_s']:.1f} s", flush=True)
-        for recipe in ("grpo", "dr_grpo", "dapo"):
+        for recipe in RECIPES:
             for seed in profile.seeds:
                 t = time.perf_counter()
                 experiments.rl_run(profile, recipe, seed=seed)

@@ -26,6 +26,7 @@ from stddial_book import __version__
 from stddial_book.bridges.lm_cli import add_measure, add_record_lm, count_type, main_measure, main_record_lm
 from stddial_book.core.checks import MAX_SEED
 from stddial_book.core.outdir import expand_path
+from stddial_book.theory.recipes import RECIPES
 
 __all__ = ["main", "build_parser"]
 
@@ -178,7 +179,7 @@ def _add_record(sub) -> None:
         "and copy each run's metrics.jsonl and provenance.json to --out.",
     )
     _add_common(p)
-    p.add_argument("--recipes", nargs="+", default=["grpo", "dr_grpo", "dapo"], metavar="NAME")
+    p.add_argument("--recipes", nargs="+", default=list(RECIPES), metavar="NAME")
     p.add_argument(
         "--allocations",
         nargs="+",

@@ -165,7 +165,7 @@ def test_the_shipped_study_is_the_recorded_runs_study() -> None:
     reference = {k: [load_run(p)[1] for p in v] for k, v in recorded_runs("reference").items()}
     fresh["power"] = ab.power_analysis(reference, samples=ab.RUN_SAMPLES)
     _close(shipped, json.loads(json.dumps(fresh)))
-    assert gzip.decompress(data_path(*ar.SUMMARY_FILE).read_bytes()).startswith(b"{")
+    assert gzip.decompress(data_path(*ar.ABLATION_SUMMARY_FILE).read_bytes()).startswith(b"{")
     assert np.all([c in shipped["cells"] for c in ar.cell_order(shipped)])
 
 

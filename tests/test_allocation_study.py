@@ -15,8 +15,8 @@ from stddial_book.experiments.allocation.controlled_run import (
     allocated_run,
     allocation_gradient,
     allocation_run_study,
-    matched_lr,
     mean_update_norm,
+    norm_matched_lr,
     samples_to_target,
 )
 from stddial_book.experiments.allocation.signal import (
@@ -24,7 +24,7 @@ from stddial_book.experiments.allocation.signal import (
     allocation_signal,
     build_rule,
     group_signal,
-    signal_table,
+    signal_by_rule,
     summarize_run_study,
 )
 from stddial_book.experiments.controlled.bernoulli import sampled_gradients
@@ -53,7 +53,7 @@ def test_allocation_signal_by_hand() -> None:
 
 
 def test_signal_table_on_a_silent_pool_by_hand() -> None:
-    table = signal_table(solve_rates=np.array([0.0, 1.0] * 8), batch_prompts=2, steps=3)
+    table = signal_by_rule(solve_rates=np.array([0.0, 1.0] * 8), batch_prompts=2, steps=3)
     assert table["knapsack_oracle"]["generated"] == 0.0  # the oracle sees no prompt worth a sample
     for name, row in table.items():
         assert row["signal_grpo"] == 0.0 and row["mixed_groups"] == 0.0, name
@@ -63,7 +63,7 @@ def test_signal_table_on_a_silent_pool_by_hand() -> None:
 
 
 def test_signal_table_uniform_at_one_half_matches_the_hand_sum() -> None:
-    table = signal_table(solve_rates=np.full(64, 0.5), batch_prompts=8, steps=400, rules=("uniform", "dapo"))
+    table = signal_by_rule(solve_rates=np.full(64, 0.5), batch_prompts=8, steps=400, rules=("uniform", "dapo"))
     e_sigma = sum(comb(8, k) / 256 * sqrt(k * (8 - k)) / 8 for k in range(9))
     e_var = sum(comb(8, k) / 256 * k * (8 - k) / 64 for k in range(9))
     mixed = 1 - 2 / 256
@@ -115,7 +115,7 @@ def test_matched_rate_matches_uniform_grpos_step(optimizer) -> None:
     ref = mean_update_norm(allocated_run(p0, "uniform", "grpo", config, 10_001), config.steps)
     for rule in ("speed", "reinforce_ada"):
         raw = mean_update_norm(allocated_run(p0, rule, "grpo", config, 10_001), config.steps) / ref
-        lr = matched_lr(p0, rule, "grpo", config, ref)
+        lr = norm_matched_lr(p0, rule, "grpo", config, ref)
         matched = mean_update_norm(allocated_run(p0, rule, "grpo", config, 10_001, lr), config.steps) / ref
         assert abs(matched - 1) < 0.1 and abs(matched - 1) < abs(raw - 1), (rule, raw, matched)
 

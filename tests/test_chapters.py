@@ -702,14 +702,14 @@ def _spending_samples() -> dict[str, Any]:
     import json
 
     from stddial_book.experiments.ablation.report import load_ablation_summary
-    from stddial_book.experiments.allocation.signal import signal_table
+    from stddial_book.experiments.allocation.signal import signal_by_rule
 
     def agrees(glued: Glued, want: float) -> bool:  # check_headlines' tolerance, for values a relation quotes
         return glued.value == pytest.approx(want, rel=1e-9 if glued.exact else 5e-4)
 
     # the no-training table at the committed benchmark's settings, computed afresh: DAPO's signal per
     # 1,000 generated samples and uniform groups' beside it
-    signals = signal_table(num_prompts=4096, batch_prompts=64, steps=40, seed=0)
+    signals = signal_by_rule(num_prompts=4096, batch_prompts=64, steps=40, seed=0)
     same_signal = Holds(
         lambda value, glued: (
             agrees(glued["c15_signal_dapo"], signals["dapo"]["signal_grpo"])

@@ -11,9 +11,10 @@ from stddial_book.core.resources import sha256
 from stddial_book.experiments.testbed.runs import rl_run, warm_start
 from stddial_book.rl.profiles import PROFILES
 from stddial_book.rl.runlog import load_run
+from stddial_book.theory.recipes import RECIPES
 
 QUICK = PROFILES["quick"]
-RUNS = [(recipe, seed) for recipe in ("grpo", "dr_grpo", "dapo") for seed in QUICK.seeds]
+RUNS = [(recipe, seed) for recipe in RECIPES for seed in QUICK.seeds]
 
 
 @pytest.mark.quick_runs

@@ -15,13 +15,13 @@ from stddial_book.experiments.controlled.bernoulli import ControlledRun
 from stddial_book.experiments.controlled.study import controlled_run_study
 from stddial_book.experiments.reproduction.checks import first_step_share
 from stddial_book.experiments.reproduction.results import (
-    Row,
     controlled_run_rows,
     identity_max_error,
     reproduction_rows,
     rloo_max_error,
     rows_table,
 )
+from stddial_book.experiments.reproduction.row import Row
 
 _HIST = load_big_math_histogram()
 _STUDY = controlled_run_study(_HIST.solve_rates, _HIST.counts, seeds=5)

@@ -82,11 +82,10 @@ SIGNATURES_ONLY: tuple[str, ...] = (
 INTRO = """# API reference
 
 Every public name of the package, by layer and module, generated from each module's `__all__`
-(`tools/api_page.py`). A name that one module lists is importable from the top level too,
-`from stddial_book import <name>`; a name that two modules list (a few still do) is imported from
-its module. The modules whose docstrings pass the site's strict build are documented in full; the
-others (their docstrings still raise warnings) list their names only, and `help(<name>)` shows
-their docstrings.
+(`tools/api_page.py`). Each name is listed by one module only and is importable from the top
+level too, `from stddial_book import <name>`, as the same object. The modules whose docstrings
+pass the site's strict build are documented in full; the others (their docstrings still raise
+warnings) list their names only, and `help(<name>)` shows their docstrings.
 """
 
 

@@ -20,12 +20,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stddial_book.theory.recipes import RECIPES
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "data" / "smollm2" / "pool_train.jsonl"
 HELDOUT = ROOT / "data" / "smollm2" / "pool_heldout.jsonl"
 PILOT_RATES = ("1e-4", "3e-4", "1e-3")
 PILOT_SEED = 100
-RECIPES = ("grpo", "dr_grpo", "dapo")
 
 
 def _run(cmd: list[str], log: Path, timeout: float) -> dict:

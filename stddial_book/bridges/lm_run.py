@@ -38,11 +38,9 @@ from stddial_book.bridges.trl_keywords import import_trl as _import_trl
 from stddial_book.bridges.trl_rewards import reward_settings
 from stddial_book.bridges.trl_settings import trl_settings
 from stddial_book.core.outdir import claim_dir
-from stddial_book.theory.recipes import as_recipe
+from stddial_book.theory.recipes import RECIPES, as_recipe
 
 __all__ = ["lm_reward_funcs", "lm_grpo_settings", "run_lm", "record_lm"]
-
-RECIPES = ("grpo", "dr_grpo", "dapo")
 
 
 def _import_lm_extras() -> Any:

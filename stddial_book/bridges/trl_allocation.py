@@ -45,7 +45,7 @@ from stddial_book.core.checks import check_int, check_number
 from stddial_book.rl.allocation_rules import GresoSkip
 from stddial_book.rl.pool_state import PoolState, new_pool_state, record
 from stddial_book.theory.group_size import group_size_law
-from stddial_book.theory.recipes import as_recipe
+from stddial_book.theory.recipes import RECIPES, as_recipe
 from stddial_book.theory.silent import silent_probability
 
 __all__ = [
@@ -501,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan-only", action="store_true", help="print the plan (pruning, G, TRL settings) and stop")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="a causal LM: a local folder or hub id")
     parser.add_argument("--out", default=None, help="a new or empty directory (required unless --plan-only)")
-    parser.add_argument("--recipe", default="grpo", choices=("grpo", "dr_grpo", "dapo"), help="the recipe")
+    parser.add_argument("--recipe", default="grpo", choices=RECIPES, help="the recipe")
     parser.add_argument("--skip", action="store_true", help="GRESO's skip of prompts seen silent")
     parser.add_argument("--lora-r", type=count_type(0, 4096), default=16, help="LoRA rank (0: train every weight)")
     parser.add_argument("--max-steps", type=count_type(1, 10**9), default=100, help="optimizer steps")

@@ -54,11 +54,11 @@ __all__ = [
     "check_against_paper",
     "build_big_math_table",
     "load_big_math_histogram",
-    "TABLE_NAME",
+    "BIG_MATH_TABLE",
 ]
 
 ROLLOUTS = 64
-TABLE_NAME = "big_math_k_histogram"
+BIG_MATH_TABLE = "big_math_k_histogram"
 
 #: The figure itself ships with the package: ``data_path(*FIGURE_FILE)`` (data/sources/bigmath/).
 FIGURE_FILE = ("sources", "bigmath", "fig_realdata.pdf")
@@ -482,7 +482,7 @@ def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> 
         "made_by": "python -m stddial_book.corpora.bigmath_figure --pdf <fig_realdata.pdf>",
     }
     out = Path(out_dir) if out_dir is not None else data_path("solve_rates")
-    return write_table(out, TABLE_NAME, ["k", "count"], ([k, int(c)] for k, c in enumerate(counts)), provenance)
+    return write_table(out, BIG_MATH_TABLE, ["k", "count"], ([k, int(c)] for k, c in enumerate(counts)), provenance)
 
 
 def load_big_math_histogram(data_dir: str | Path | None = None):
@@ -491,7 +491,7 @@ def load_big_math_histogram(data_dir: str | Path | None = None):
 
     if data_dir is not None and not isinstance(data_dir, (str, Path)):
         raise TypeError(f"data_dir must be a folder path (str or Path) or None; got {type(data_dir).__name__}.")
-    path = (Path(data_dir) if data_dir is not None else data_path("solve_rates")) / f"{TABLE_NAME}.csv"
+    path = (Path(data_dir) if data_dir is not None else data_path("solve_rates")) / f"{BIG_MATH_TABLE}.csv"
     fix = (
         "it ships with the package (data/solve_rates/); rebuild it with python -m stddial_book.corpora.bigmath_figure "
         "--pdf <fig_realdata.pdf>."

@@ -39,12 +39,12 @@ __all__ = [
     "fit_consistency",
     "consistency_numbers",
     "sharpened_moment",
-    "TABLE_NAME",
+    "DAPO_FIG3B_TABLE",
     "EVAL_SAMPLES",
     "PLATEAU_POINTS",
 ]
 
-TABLE_NAME = "dapo_fig3b_allcorrect"
+DAPO_FIG3B_TABLE = "dapo_fig3b_allcorrect"
 EVAL_SAMPLES = 32  # DAPO's avg@32: a prompt counts when all 32 samples are right
 PLATEAU_POINTS = 8  # the plateau is the mean of the last 8 logged points (the paper's choice)
 MAX_BOOTSTRAP = 10_000  # resamples fit_consistency takes at most (each refits the timescale, ~10 ms)
@@ -116,7 +116,7 @@ def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) 
     out = Path(out_dir) if out_dir is not None else data_path("dapo")
     return write_table(
         out,
-        TABLE_NAME,
+        DAPO_FIG3B_TABLE,
         ["step", "allcorrect_fraction"],
         ([int(s), float(v)] for s, v in zip(steps, values)),
         {
@@ -135,7 +135,7 @@ def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndar
 
     if path is not None and not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a CSV file path (str or Path) or None; got {type(path).__name__}.")
-    path = Path(path) if path is not None else data_path("dapo", f"{TABLE_NAME}.csv")
+    path = Path(path) if path is not None else data_path("dapo", f"{DAPO_FIG3B_TABLE}.csv")
     if not path.is_file():
         raise ValueError(
             f"{path} is missing; it ships with the package (data/dapo/). Rebuild it with "

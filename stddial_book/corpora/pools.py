@@ -17,7 +17,7 @@ import numpy as np
 from stddial_book.core.checks import check_group_size
 from stddial_book.core.resources import data_path
 from stddial_book.corpora.histograms import KHistogram, band_shares, gradient_budget, silent_fraction
-from stddial_book.corpora.solve_tables import TABLE_NAME, TABLES_FIX
+from stddial_book.corpora.solve_tables import DEEPSCALER_TABLE, TABLES_FIX
 from stddial_book.theory.recipes import DR_GRPO, GRPO
 
 __all__ = ["pool_numbers", "budget_bands", "deepscaler_provenance"]
@@ -90,7 +90,7 @@ def deepscaler_provenance() -> dict:
     """Where the committed DeepScaleR tables come from (``source``: repository, commit, paper),
     their files' checksums, and how the union was formed (``union``: ``unique_problems``,
     ``texts_with_several_k``): the provenance file written with the tables (chapter 7)."""
-    path = data_path("solve_rates", f"{TABLE_NAME}.provenance.json")
+    path = data_path("solve_rates", f"{DEEPSCALER_TABLE}.provenance.json")
     fix = TABLES_FIX
     try:
         provenance = json.loads(path.read_text())

@@ -40,7 +40,7 @@ DEEPSCALER_SOURCE = {
 }
 
 
-TABLE_NAME = "deepscaler_k_histograms"
+DEEPSCALER_TABLE = "deepscaler_k_histograms"
 #: What a message about a missing or damaged committed DeepScaleR table tells the reader to do.
 TABLES_FIX = (
     "it ships with the repository (data/solve_rates/); rebuild it with python -m stddial_book.corpora.solve_tables "
@@ -313,7 +313,7 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
     for name, table in tables.items():
         for k, count in enumerate(table.histogram().counts.tolist()):
             lines.append(f"{name},{k},{count}")
-    (out / f"{TABLE_NAME}.csv").write_text("\n".join(lines) + "\n")
+    (out / f"{DEEPSCALER_TABLE}.csv").write_text("\n".join(lines) + "\n")
     provenance = {
         "source": DEEPSCALER_SOURCE,
         "files": {f.name: {"sha256": sha256(f), "rows": int(len(tables[f.stem].num_correct))} for f in files},
@@ -325,13 +325,13 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
         "made_by": "python -m stddial_book.corpora.solve_tables build-tables --shared <dir with the parquet files>",
         "caveat": "difficulty subsets built by the AdaRFT authors, not a random sample of DeepScaleR",
     }
-    (out / f"{TABLE_NAME}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    return out / f"{TABLE_NAME}.csv"
+    (out / f"{DEEPSCALER_TABLE}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return out / f"{DEEPSCALER_TABLE}.csv"
 
 
 def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> dict[str, KHistogram]:
     """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128)."""
-    path = _as_path(data_dir, "data_dir") / f"{TABLE_NAME}.csv"
+    path = _as_path(data_dir, "data_dir") / f"{DEEPSCALER_TABLE}.csv"
     fix = TABLES_FIX
     out: dict[str, list[int]] = {}
     seen: set[tuple[str, int]] = set()

@@ -10,9 +10,9 @@ import numpy as np
 
 from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, TYPE_SIZES, legible
 from stddial_book.theory.identity import update_weight
-from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, Recipe, group_advantages
+from stddial_book.theory.recipes import DAPO, DR_GRPO, GRPO, PRESETS, RECIPES, Recipe, group_advantages
 
-__all__ = ["dial_figure", "mean_abs_advantage_figure"]
+__all__ = ["dial_figure", "mean_abs_advantage_figure", "identity_errors_figure", "drift_figure"]
 
 
 def dial_figure(group_size: int = 8) -> plt.Figure:
@@ -40,7 +40,7 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
     )
     left.legend(frameon=False, loc="lower center")
     width = 0.27
-    for offset, recipe in zip((-width, 0.0, width), (GRPO, DR_GRPO, DAPO)):
+    for offset, recipe in zip((-width, 0.0, width), (PRESETS[key] for key in RECIPES)):
         weights = update_weight(rates, recipe)
         right.bar(ks + offset, weights, width=width, color=RECIPE_COLORS[recipe.name], label=recipe.name)
     right.set(

@@ -11,11 +11,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH, legible
+from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, STACKED_WIDTH, legible
 
-__all__ = ["RECIPE_NAMES", "lm_learning_figure", "lm_dial_figure", "lm_pilot_figure"]
-
-RECIPE_NAMES = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO"}
+__all__ = ["lm_learning_figure", "lm_dial_figure", "lm_pilot_figure"]
 
 
 def _by_recipe(study: dict[str, Any], curve: str) -> dict[str, np.ndarray]:

@@ -7,7 +7,7 @@ import numpy as np
 
 from stddial_book.core.checks import check_int, to_numpy
 from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, TYPE_SIZES, legible_figure, stacked_figure
-from stddial_book.theory.recipes import DR_GRPO, GRPO
+from stddial_book.theory.recipes import DR_GRPO, GRPO, RECIPES
 
 __all__ = [
     "silent_probability_figure",
@@ -463,13 +463,9 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
             "groups per prompt would be misread; pass config.num_prompts of the study's config."
         )
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.8), constrained_layout=True, sharey=True)
-    colors = {
-        "grpo": RECIPE_COLORS["GRPO"],
-        "dr_grpo": RECIPE_COLORS["Dr. GRPO"],
-        "dapo": RECIPE_COLORS["DAPO"],
-        "dr_grpo_matched": RECIPE_COLORS["Dr. GRPO"],
-    }
-    labels = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "dapo": "DAPO", "dr_grpo_matched": "Dr. GRPO, matched step"}
+    colors = {key: RECIPE_COLORS[name] for key, name in RECIPE_NAMES.items()}
+    colors["dr_grpo_matched"] = RECIPE_COLORS["Dr. GRPO"]
+    labels = {**RECIPE_NAMES, "dr_grpo_matched": "Dr. GRPO, matched step"}
 
     def band(ax, x, curves, key, ls="-"):
         mean, sd = curves.mean(axis=0), curves.std(axis=0, ddof=1)
@@ -477,7 +473,7 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
         ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color=colors[key], alpha=0.2, lw=0)
 
     steps = np.arange(study["quartile/grpo"].shape[1])
-    for key in ("grpo", "dr_grpo", "dapo"):
+    for key in RECIPES:
         band(left, steps, study[f"quartile/{key}"], key)
     left.set(xlabel="step", ylabel="hardest quartile, mean p", title="the paper's setting (lr 0.5)", ylim=(0, 1.02))
     left.legend(frameon=False, loc="lower right")

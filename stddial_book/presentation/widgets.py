@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stddial_book.theory.recipes import RECIPES
+
 __all__ = [
     "silent_explorer_figure",
     "silent_explorer",
@@ -65,7 +67,7 @@ def silent_explorer():
         draw,
         group_size=widgets.IntSlider(value=8, min=2, max=64, description="G"),
         solve_rate=widgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.01, description="p"),
-        recipe_name=widgets.Dropdown(options=["grpo", "dr_grpo", "dapo"], value="grpo", description="recipe"),
+        recipe_name=widgets.Dropdown(options=list(RECIPES), value="grpo", description="recipe"),
     )
 
 

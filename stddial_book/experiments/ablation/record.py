@@ -39,7 +39,7 @@ from stddial_book.experiments.ablation.study import (
 from stddial_book.experiments.testbed.logs import logged_update_norm
 from stddial_book.theory.recipes import Recipe
 
-__all__ = ["record_ablation", "main"]
+__all__ = ["record_ablation"]
 
 
 def _settle(profile, recipe: Recipe, seed: int, init: Path, run: Path, changes: dict, progress: bool, command: str):

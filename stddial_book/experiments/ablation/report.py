@@ -34,7 +34,7 @@ from stddial_book.experiments.ablation.pooled import CONTRAST_NAMES, effect_diff
 from stddial_book.experiments.ablation.study import ARMS, CELLS, CONTRASTS, MEASURES, Cell
 
 __all__ = [
-    "SUMMARY_FILE",
+    "ABLATION_SUMMARY_FILE",
     "RUNS_FOLDER",
     "load_ablation_summary",
     "cell_order",
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 #: The shipped study, under the package's data folder.
-SUMMARY_FILE = ("ablation", "ablation.json.gz")
+ABLATION_SUMMARY_FILE = ("ablation", "ablation.json.gz")
 #: The recorded runs, in the repository only (``data/runs/ablation``).
 RUNS_FOLDER = ("runs", "ablation")
 
@@ -66,7 +66,7 @@ def load_ablation_summary() -> dict[str, Any] | None:
     """The shipped study of the recorded ablation, or None when it has not been made yet."""
     from stddial_book.core.resources import data_path
 
-    path = data_path(*SUMMARY_FILE)
+    path = data_path(*ABLATION_SUMMARY_FILE)
     if not path.is_file():
         return None
     return json.loads(gzip.decompress(path.read_bytes()))

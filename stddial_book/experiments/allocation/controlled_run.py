@@ -16,7 +16,7 @@ by its momentum, as torch's Adam moves a parameter whose gradient is zero).
 
 *Step-size control.* A rule can look better only because its updates are larger (Reinforce-Ada's
 balanced groups of 4 all have σ̂ = ½, a silent-free batch has more non-zero rows). So each rule's
-learning rate is matched to uniform GRPO's update norm: :func:`matched_lr` runs ``pilot_seeds``
+learning rate is matched to uniform GRPO's update norm: :func:`norm_matched_lr` runs ``pilot_seeds``
 pilot runs at the base rate, measures the mean ‖Δθ‖₂ per step over the step budget, and scales
 the rate by uniform GRPO's mean over the rule's. The study reports the realised norm ratio of
 every run, so the control can be read off the output.
@@ -38,17 +38,17 @@ from stddial_book.rl.pool_state import new_pool_state
 from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 
 __all__ = [
-    "OPTIMIZERS",
+    "BASE_LEARNING_RATES",
     "AllocatedRun",
     "AllocatedRunResult",
     "allocation_gradient",
     "allocated_run",
     "mean_update_norm",
-    "matched_lr",
+    "norm_matched_lr",
 ]
 
 #: The optimisers and their base learning rates (SGD: chapter 8's 0.5).
-OPTIMIZERS = {"sgd": 0.5, "adam": 0.05}
+BASE_LEARNING_RATES = {"sgd": 0.5, "adam": 0.05}
 #: Adam's settings (torch's defaults).
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
 
@@ -73,8 +73,8 @@ class AllocatedRun:
     def __post_init__(self) -> None:
         for name, low in (("batch_prompts", 1), ("group_size", 2), ("steps", 1), ("max_size", 2), ("max_steps", 1)):
             check_int(getattr(self, name), name, minimum=low)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}; got {self.optimizer!r}.")
+        if self.optimizer not in BASE_LEARNING_RATES:
+            raise ValueError(f"optimizer must be one of {sorted(BASE_LEARNING_RATES)}; got {self.optimizer!r}.")
         if not check_number(self.overrun, "overrun") >= 1.0:
             raise ValueError(f"overrun must be at least 1 (a multiple of the sample budget); got {self.overrun}.")
         if not 0.0 < check_number(self.decay, "decay") <= 1.0:
@@ -173,9 +173,9 @@ def allocated_run(
     initial_p, rule: str, recipe: Recipe | str, config: AllocatedRun = AllocatedRun(), seed: int = 0, lr=None
 ) -> AllocatedRunResult:
     """Train the Bernoulli-logit pool ``initial_p`` with rule ``rule`` choosing each step's groups and
-    ``recipe``'s update (module text); ``lr`` defaults to the optimiser's base rate (:data:`OPTIMIZERS`)."""
+    ``recipe``'s update (module text); ``lr`` defaults to the optimiser's base rate (:data:`BASE_LEARNING_RATES`)."""
     p0 = _checked(initial_p, rule, config)
-    rate = OPTIMIZERS[config.optimizer] if lr is None else check_number(lr, "lr")
+    rate = BASE_LEARNING_RATES[config.optimizer] if lr is None else check_number(lr, "lr")
     rng = np.random.default_rng([check_int(seed, "seed", minimum=0), 1 + list(RULES).index(rule)])
     the_rule, budget = build_rule(rule, config.batch_prompts, config.group_size, config.max_size)
     state, theta = new_pool_state(p0.size, decay=config.decay), _logits(p0)
@@ -210,7 +210,7 @@ def mean_update_norm(result: AllocatedRunResult, steps: int) -> float:
     return float(np.mean(result.update_norm[:steps]))
 
 
-def matched_lr(
+def norm_matched_lr(
     initial_p, rule: str, recipe: Recipe | str, config: AllocatedRun, reference_norm: float, pilot_seeds=(10_001,)
 ) -> float:
     """The learning rate at which ``rule`` under ``recipe`` takes uniform GRPO's mean step.
@@ -221,7 +221,7 @@ def matched_lr(
     the rate along a fixed trajectory (exactly for SGD; for Adam, once its ε is negligible); the
     trajectory itself changes with the rate, which is why the study reports the realised ratio.
     """
-    base = OPTIMIZERS[config.optimizer]
+    base = BASE_LEARNING_RATES[config.optimizer]
     pilot = dataclasses.replace(config, stop_at=0.0)
     norms = [mean_update_norm(allocated_run(initial_p, rule, recipe, pilot, s), config.steps) for s in pilot_seeds]
     own = float(np.mean(norms))
@@ -307,7 +307,9 @@ def _matched_rates(p_pilot, rules, recipes, config: AllocatedRun) -> tuple[float
     pilot = dataclasses.replace(config, stop_at=0.0)
     reference = mean_update_norm(allocated_run(p_pilot, "uniform", "grpo", pilot, 10_001), config.steps)
     rates = {
-        (recipe, rule): matched_lr(p_pilot, rule, recipe, config, reference) for recipe in recipes for rule in rules
+        (recipe, rule): norm_matched_lr(p_pilot, rule, recipe, config, reference)
+        for recipe in recipes
+        for rule in rules
     }
     return reference, rates
 
@@ -334,7 +336,7 @@ def allocation_run_study(
 
     Per pool and seed one draw of ``num_prompts`` initial rates, shared by every run (paired). Per
     pool and optimiser: the learning rates matched to uniform GRPO's update norm
-    (:func:`matched_lr`, one pilot draw of the pool), and the targets (:func:`_targets`). Returns
+    (:func:`norm_matched_lr`, one pilot draw of the pool), and the targets (:func:`_targets`). Returns
     ``{"targets": {pool/optimizer: [...]}, "runs": {pool/optimizer/recipe/rule: [per-seed dict]}}``.
     """
     from stddial_book.experiments.allocation.signal import STUDY_RULES

@@ -8,7 +8,7 @@ under Dr. GRPO. So a step's *signal* is
     signal = Σ over the groups kept for the update of σ̂ʳ,   r = 1 (GRPO) or 2 (Dr. GRPO),
 
 where silent groups (k = 0 or G) add 0; its expectation over the draws is what the rules compete
-on. :func:`signal_table` measures it per 1,000 generated samples for every rule on a pool drawn
+on. :func:`signal_by_rule` measures it per 1,000 generated samples for every rule on a pool drawn
 from a k-of-n histogram (Big-Math's by default, p = k/64 per prompt, k = 0 and 64 included), beside
 the rule's *ceiling*: the signal per 1,000 samples that landed in kept mixed groups, i.e. what the
 rule would reach if the samples it spent on silent groups and discards were free.
@@ -38,7 +38,7 @@ __all__ = [
     "group_signal",
     "allocation_signal",
     "histogram_pool",
-    "signal_table",
+    "signal_by_rule",
     "bootstrap_interval",
     "mean_ci",
     "summarize_run_study",
@@ -156,7 +156,7 @@ def _row(totals: dict) -> dict[str, float]:
     return row
 
 
-def signal_table(
+def signal_by_rule(
     solve_rates=None,
     histogram: KHistogram | None = None,
     num_prompts: int = 4096,

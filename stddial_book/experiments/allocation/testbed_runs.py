@@ -47,7 +47,7 @@ __all__ = [
     "paired_t_comparison",
     "load_lm_summary",
     "RUNS_PROFILE",
-    "SUMMARY_FILE",
+    "LM_ALLOCATION_SUMMARY_FILE",
     "kept_at",
     "silent_ceiling",
     "block_accuracy",
@@ -269,7 +269,7 @@ def _t_comparisons(measured: dict[str, list[dict]], num_targets: int, middle: in
 #: Where the recorded runs live in a checkout (``data/runs/allocation``; they are not in the wheel:
 #: forty logs would take most of its data budget), and the summary the package ships instead.
 RUNS_PROFILE = "allocation"
-SUMMARY_FILE = ("allocation", "allocation_lm.json.gz")
+LM_ALLOCATION_SUMMARY_FILE = ("allocation", "allocation_lm.json.gz")
 
 
 def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict[str, Any]:
@@ -300,7 +300,7 @@ def load_lm_summary() -> dict[str, Any] | None:
 
     from stddial_book.core.resources import data_path
 
-    path = data_path(*SUMMARY_FILE)
+    path = data_path(*LM_ALLOCATION_SUMMARY_FILE)
     if not path.is_file():
         return None
     return json.loads(gzip.decompress(path.read_bytes()))

@@ -91,10 +91,10 @@ def monte_carlo_gradient(
     p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
     size = check_group_size(group_size)
     samples = num_groups * max(p.size, 1) * size
-    if samples > MAX_SAMPLES:
+    if samples > MAX_MONTE_CARLO_SAMPLES:
         raise ValueError(
             f"num_groups={num_groups} groups of G = {size} for {p.size} solve rate(s) is {samples:.3g} "
-            f"samples, above {MAX_SAMPLES:.0e} (hours of CPU); lower num_groups (2000 gives a standard "
+            f"samples, above {MAX_MONTE_CARLO_SAMPLES:.0e} (hours of CPU); lower num_groups (2000 gives a standard "
             "error of about 1% of the gradient)."
         )
     rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
@@ -123,7 +123,7 @@ def monte_carlo_z(
 #: The most Bernoulli samples one Monte-Carlo call draws, and the most prompt-steps a controlled run
 #: holds in memory (each of its per-step arrays is that many float64s): beyond, a typo (10**30) would
 #: run for hours or exhaust memory instead of failing at once.
-MAX_SAMPLES = 10**9
+MAX_MONTE_CARLO_SAMPLES = 10**9
 MAX_PROMPT_STEPS = 2 * 10**7
 #: The most redraws DAPO's same-prompt refill makes per group.
 MAX_REDRAW_TRIES = 1000

@@ -14,9 +14,9 @@ import numpy as np
 from stddial_book.core.checks import check_int, check_number, check_unit_interval, to_numpy
 from stddial_book.corpora.histograms import PAPER_BANDS, decile_of
 from stddial_book.experiments.controlled.bernoulli import (  # noqa: F401  (the run's names: kept as controlled.<name>)
+    MAX_MONTE_CARLO_SAMPLES,
     MAX_PROMPT_STEPS,
     MAX_REDRAW_TRIES,
-    MAX_SAMPLES,
     ControlledRun,
     ControlledRunResult,
     check_controlled_result,

@@ -23,7 +23,7 @@ import numpy as np
 from stddial_book.core.checks import check_int
 from stddial_book.experiments.reproduction.row import Row
 
-__all__ = ["Row", "reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
+__all__ = ["reproduction_rows", "controlled_run_rows", "rows_table", "identity_max_error", "rloo_max_error"]
 
 
 def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0, recipe: str = "grpo") -> float:

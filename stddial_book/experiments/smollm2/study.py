@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from stddial_book.theory.recipes import RECIPES
+
 __all__ = [
     "LM_RECIPES",
     "PILOT_LAST_STEPS",
@@ -43,7 +45,8 @@ __all__ = [
     "pilot_curves",
 ]
 
-LM_RECIPES = ("grpo", "dr_grpo", "dapo")
+#: The recipes of the recorded SmolLM2 runs: every recipe of the registry.
+LM_RECIPES = RECIPES
 _RUN = re.compile(r"(?P<recipe>[a-z_]+)-seed(?P<seed>\d+)")
 _CURVES = {
     "pass_rate": "dial/pass_rate",

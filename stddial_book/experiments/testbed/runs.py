@@ -36,6 +36,7 @@ __all__ = [
     "same_warm_start",
     "cached_arrays",
     "cache_lock",
+    "recipe_logs",
 ]
 
 ENV_CACHE = "STDDIAL_CACHE"

@@ -12,6 +12,7 @@ import pytest
 import stddial_book
 
 PACKAGE = Path(stddial_book.__file__).parent
+REPO = Path(__file__).resolve().parents[1]  # tests/, tools/, bench/ (the package may be a wheel install)
 LAYERS = stddial_book.LAYERS
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
@@ -324,16 +325,71 @@ def test_one_registry_of_recipe_names() -> None:
     from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES
     from stddial_book.theory.recipes import PRESETS, RECIPES
 
-    root = PACKAGE.parent
-    files = [*PACKAGE.rglob("*.py"), *(root / "tools").glob("*.py"), *(root / "bench").glob("*.py")]
+    files = {f"stddial_book/{path.relative_to(PACKAGE).as_posix()}": path for path in PACKAGE.rglob("*.py")}
+    files |= {
+        path.relative_to(REPO).as_posix(): path
+        for folder in ("tools", "bench")
+        for path in (REPO / folder).glob("*.py")
+    }
     listed = [
-        f"{path.relative_to(root)}:{line}"
-        for path in files
-        if path != PACKAGE / "theory" / "recipes.py" and str(path.relative_to(root)) not in RECIPE_LISTS_ALLOWED
+        f"{name}:{line}"
+        for name, path in sorted(files.items())
+        if name != "stddial_book/theory/recipes.py" and name not in RECIPE_LISTS_ALLOWED
         for line in _recipe_lists(path)
     ]
     assert not listed, "the recipe names listed again (use theory.recipes.RECIPES):\n" + "\n".join(listed)
     assert tuple(PRESETS) == RECIPES and set(RECIPE_NAMES) == set(RECIPES)
     assert set(RECIPE_COLORS) == {PRESETS[key].name for key in RECIPES}
     for allowed in RECIPE_LISTS_ALLOWED:  # the allowance is still needed, or it goes
-        assert _recipe_lists(root / allowed), f"{allowed} no longer lists the recipes: remove it from the allowance"
+        assert _recipe_lists(files[allowed]), f"{allowed} no longer lists the recipes: remove it from the allowance"
+
+
+# --- the tests mirror the package ----------------------------------------------------------------
+
+#: Test files named by a subject rather than by one module: properties across the package, the book and
+#: its build, the recorded data, and one aspect of a module (``trainer_optimizer``). Any other test file
+#: is named after a module (``test_<module>.py``, or ``test_<subpackage>_<module>.py`` where the module's
+#: name alone is ambiguous), so that a module's tests are found by its name.
+SUBJECT_TESTS = {
+    "api_properties",  # malformed input to every public function
+    "architecture",  # this file: the package's shape
+    "audit_write_policy",  # every writing entry point under the write policy
+    "bad_input",
+    "bad_input_audit",
+    "bench",  # bench/
+    "chapters",  # the chapters executed
+    "data",  # data/ and the wheel
+    "device",  # the accelerator's path
+    "dial_callback",  # bridges.dial_diagnostics.DialDiagnostics inside TRL's trainer
+    "git_state",  # the provenance's record of the checkout
+    "lm_pool_measure",  # bridges.lm_pool and lm_measure together
+    "prose_numbers",  # the numbers the prose states
+    "publish",  # the site's publishing
+    "quick_runs",  # the quick profile's runs the chapters read
+    "ragged",  # ragged groups across the engine
+    "recorded_runs",  # the recorded runs in data/runs
+    "release",  # the release's pins
+    "run_summaries",  # the numbers chapters 9-12 glue
+    "sources",  # data/sources
+    "statistics_scipy",  # experiments.statistics against scipy.stats
+    "trainer_allocation",  # rl.trainer under every allocation rule
+    "trainer_optimizer",  # rl.trainer's optimizer choice
+}
+
+
+def _module_names() -> set[str]:
+    """What a test file may be named after: each module, subpackage and tool, and ``<subpackage>_<module>``."""
+    names = {path.stem for path in (REPO / "tools").glob("*.py")}
+    for dotted in modules():
+        parts = [part for part in dotted.split(".") if part != "__init__"]
+        names.update(parts)
+        if len(parts) >= 2:
+            names.add("_".join(parts[-2:]))
+    return names
+
+
+def test_tests_are_named_after_modules_or_subjects() -> None:
+    tests = {path.stem.removeprefix("test_") for path in (REPO / "tests").glob("test_*.py")}
+    stale = sorted(tests - _module_names() - SUBJECT_TESTS)
+    assert not stale, f"tests named after no module (rename to test_<module>.py, or list the subject): {stale}"
+    assert tests >= SUBJECT_TESTS, f"listed subjects without a test file: {sorted(SUBJECT_TESTS - tests)}"

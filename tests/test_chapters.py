@@ -624,7 +624,7 @@ def _dial_in_trl() -> dict[str, Any]:
     from stddial_book.rl.profiles import active_profile
 
     G = active_profile().train["group_size"]
-    trl_eps = 1e-4  # what TRL's GRPOTrainer adds to the std (tests/test_trl_bridge.py runs its code)
+    trl_eps = 1e-4  # what TRL's GRPOTrainer adds to the std (tests/test_trl_check.py runs its code)
     # 4 of 8 right: σ = 1/2, Bessel's s = σ·sqrt(8/7); a right sample's centred reward is 1/2
     return {
         "t_bessel": math.sqrt((G - 1) / G),

@@ -23,7 +23,7 @@ from stddial_book.rl.runlog import RECORDED_DIR, STUDY_INDEX, STUDY_TABLE, load_
 
 ROOT = Path(__file__).resolve().parents[1]
 # the testbed's recorded studies, each with the SFT warm start its runs share (the language-model runs under
-# data/runs/smollm2 have their own checks: tests/test_lm_study.py)
+# data/runs/smollm2 have their own checks: tests/test_smollm2_study.py)
 PROFILES = (
     sorted(p for p in Path(RECORDED_DIR).iterdir() if any(r.name == "sft" for r in run_folders(p)))
     if Path(RECORDED_DIR).is_dir()

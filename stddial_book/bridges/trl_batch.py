@@ -159,7 +159,8 @@ def reference_logprobs(reference: Any, tokens: BookTokens) -> Any:
 
 
 def gradient_difference(trl_model: Any, book_model: Any) -> tuple[float, float]:
-    """max |g_TRL − g_book| over all weights, and max |g_book| (a weight without gradient counts as 0)."""
+    """The largest absolute difference g_TRL − g_book over all weights, and the largest absolute g_book (a
+    weight without gradient counts as 0)."""
     import torch
 
     trl_grads = dict(trl_model.named_parameters())

@@ -29,10 +29,10 @@ __all__ = [
 TRL_CHECKED_VERSION = "1.16.0"
 
 
-#: The batch schedule's default prompts per optimizer step: TrainConfig's (tests check they agree).
+#: The batch schedule's default prompts per optimizer step, TrainConfig's (tests check they agree).
 DEFAULT_PROMPTS_PER_STEP = 32
 
-#: The batch schedule's default minibatches per step: TrainConfig's (tests check they agree).
+#: The batch schedule's default minibatches per step, TrainConfig's (tests check they agree).
 DEFAULT_NUM_MINIBATCHES = 2
 
 

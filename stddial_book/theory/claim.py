@@ -62,11 +62,11 @@ sigma = sp.sqrt(phat * (1 - phat))
 _a, _b, _n = sp.symbols("a b n", positive=True)
 _c, _d = sp.symbols("c d", positive=True)  # p = c/(c + d): a solve rate strictly between 0 and 1
 _gap = sp.Symbol("Delta", positive=True)
-#: σ as one symbol, for display only: what :meth:`Claim.rhs_in_sigma` writes for sqrt(p̂(1 − p̂)).
+#: σ as one symbol, for display only, which :meth:`Claim.rhs_in_sigma` writes for sqrt(p̂(1 − p̂)).
 sigma_symbol = sp.Symbol(r"\sigma", positive=True)
 
-#: The largest group size (or sequence length) the sample-by-sample claims build: each sample is a
-#: symbol, and SymPy's cost grows fast with their number. The symbolic-G claims hold for every G.
+#: The largest group size, or sequence length, that the sample-by-sample claims build. Each sample is
+#: a symbol, and SymPy's cost grows fast with their number; the symbolic-G claims hold for every G.
 MAX_SYMBOLIC_SIZE = 256
 
 

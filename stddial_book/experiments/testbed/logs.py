@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 
 from stddial_book.core.checks import check_group_size, check_int, to_numpy
-from stddial_book.rl.runlog import (  # re-exported: chapters import them from here
-    metric_series,
-)
+from stddial_book.rl.runlog import metric_series
 
 __all__ = [
     "extreme_mass_share",

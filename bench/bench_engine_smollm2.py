@@ -112,7 +112,7 @@ def trl_trainer(folder: Path, steps: int, seed: int, workdir: Path) -> Any:
     from stddial_book.bridges.lm_data import load_model_and_tokenizer, load_prompts
     from stddial_book.bridges.lm_pool import ANSWER_PROMPT
     from stddial_book.bridges.lm_rewards import CorrectnessReward
-    from stddial_book.bridges.trl_keywords import _grpo_config_from
+    from stddial_book.bridges.trl_keywords import grpo_config_from
     from stddial_book.bridges.trl_settings import trl_settings
 
     s = SETTINGS
@@ -134,7 +134,7 @@ def trl_trainer(folder: Path, steps: int, seed: int, workdir: Path) -> Any:
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[CorrectnessReward(1.0, 0.0, "last-number")],
-        args=_grpo_config_from(settings, workdir, overrides),
+        args=grpo_config_from(settings, workdir, overrides),
         train_dataset=load_prompts(str(POOL), None, "train", None, ANSWER_PROMPT),
         processing_class=tokenizer,
         peft_config=lora,

@@ -183,7 +183,7 @@ def test_kept_samples_and_the_silent_ceiling_by_hand() -> None:
     target ÷ what it kept by then, per seed, geometric mean, Student-t interval on the logs."""
     from scipy import stats
 
-    from stddial_book.experiments.allocation_lm import kept_at, silent_ceiling
+    from stddial_book.experiments.allocation.testbed_runs import kept_at, silent_ceiling
 
     log_a = [
         {"step": 0},
@@ -205,7 +205,7 @@ def test_kept_samples_and_the_silent_ceiling_by_hand() -> None:
 
 
 def test_block_accuracy_splits_the_pool_at_the_declared_block() -> None:
-    from stddial_book.experiments.allocation_lm import block_accuracy
+    from stddial_book.experiments.allocation.testbed_runs import block_accuracy
 
     log = [
         {"samples/generated": 0, "pool/k": [0, 0, 4, 8], "pool/n": 8},

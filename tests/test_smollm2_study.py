@@ -167,7 +167,7 @@ def test_the_base_measurement_under_both_verifiers_is_what_measure_wrote():
 def test_each_recipes_pilot_is_read_from_its_own_folders(tmp_path) -> None:
     """The strict plan (data/runs/smollm2/PLAN-strict.md): every recipe pilots its own rate; the first plan's
     lr<rate>/ folders are GRPO's."""
-    from stddial_book.experiments.lm_study import pilot_curves
+    from stddial_book.experiments.smollm2.study import pilot_curves
 
     def run(folder: Path, rates: list[float]) -> None:
         folder.mkdir(parents=True)
@@ -192,7 +192,7 @@ def test_each_recipes_pilot_is_read_from_its_own_folders(tmp_path) -> None:
 
 
 def test_accuracy_under_both_verifiers_on_the_same_completions() -> None:
-    from stddial_book.experiments.lm_study import accuracy_by_verifier
+    from stddial_book.experiments.smollm2.study import accuracy_by_verifier
 
     rows = [
         {"prompt_id": "a", "correct": 2, "samples": 4, "correct_by": {"math-verify": 4, "last-number": 2}},

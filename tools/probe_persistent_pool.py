@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from stddial_book.experiments.testbed import load_model_from, warm_start
+from stddial_book.experiments.testbed.runs import load_model_from, warm_start
 from stddial_book.rl.evaluate import evaluate
 from stddial_book.rl.profiles import PROFILES
 from stddial_book.rl.tasks import make_problem, sample_problems

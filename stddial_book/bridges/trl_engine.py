@@ -31,9 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from stddial_book.bridges.trl_check import _quiet, _quiet_trainer, _random_states_kept
+from stddial_book.bridges.trl_check import quiet_trainer as _quiet_trainer
+from stddial_book.bridges.trl_check import quiet_transformers as _quiet
+from stddial_book.bridges.trl_check import random_states_kept as _random_states_kept
 from stddial_book.bridges.trl_differences import trl_equivalent_recipe
-from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION, _grpo_config_from, _import_trl
+from stddial_book.bridges.trl_keywords import TRL_CHECKED_VERSION
+from stddial_book.bridges.trl_keywords import grpo_config_from as _grpo_config_from
+from stddial_book.bridges.trl_keywords import import_trl as _import_trl
 from stddial_book.bridges.trl_settings import trl_settings
 from stddial_book.core.checks import check_int
 from stddial_book.theory.recipes import Recipe, as_recipe

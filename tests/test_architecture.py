@@ -363,6 +363,7 @@ SUBJECT_TESTS = {
     "dial_callback",  # bridges.dial_diagnostics.DialDiagnostics inside TRL's trainer
     "git_state",  # the provenance's record of the checkout
     "lm_pool_measure",  # bridges.lm_pool and lm_measure together
+    "lm_processes",  # record-lm under several processes
     "prose_numbers",  # the numbers the prose states
     "publish",  # the site's publishing
     "quick_runs",  # the quick profile's runs the chapters read

@@ -154,7 +154,9 @@ def test_trls_defaults_are_traps(trl, batch, tmp_path: Path) -> None:
 
 @pytest.mark.trl
 def test_trls_overlong_punishment_is_the_books(trl) -> None:
-    punish = trl.rewards.get_soft_overlong_punishment(max_completion_len=L_MAX, soft_punish_cache=2)
+    from trl.rewards import get_soft_overlong_punishment  # a submodule: trl.rewards is set only once imported
+
+    punish = get_soft_overlong_punishment(max_completion_len=L_MAX, soft_punish_cache=2)
     lengths = np.arange(1, L_MAX + 1)
     np.testing.assert_allclose(punish([[3] * n for n in lengths]), overlong_penalty(lengths, L_MAX, 2))
     funcs = trl_reward_funcs("dapo", max_new_tokens=L_MAX)

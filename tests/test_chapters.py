@@ -874,8 +874,8 @@ def test_chapter_13s_comparisons_hold_on_the_data() -> None:
     the chapter (the chapter also holds them with prose_claim): the gradient clip binds on nearly every
     step of the arm that divides and on far fewer of the other's; chapter 8's matched-step run puts most
     of GRPO's lead on step length."""
-    from stddial_book.experiments.ablation_report import ablation_numbers, load_ablation_summary
-    from stddial_book.experiments.controlled import quartile_gap
+    from stddial_book.experiments.ablation.report import ablation_numbers, load_ablation_summary
+    from stddial_book.experiments.controlled.study import quartile_gap
 
     numbers = ablation_numbers(load_ablation_summary())
     assert numbers["clip_binds_divide"] > 0.95

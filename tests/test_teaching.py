@@ -509,7 +509,7 @@ def test_pool_cells_by_hand_and_against_the_engine() -> None:
     against the engine's inverse_variance and Cochran's p against scipy.stats.chi2."""
     from scipy import stats
 
-    from stddial_book.experiments.ablation_pooled import inverse_variance
+    from stddial_book.experiments.ablation.pooled import inverse_variance
     from stddial_book.teaching.seed_statistics import pool_cells
 
     hand = pool_cells([0.0, 3.0], [1.0, 2.0])

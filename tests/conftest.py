@@ -89,17 +89,21 @@ TINY = profiles.Profile(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def problems():
-    """The tiny profile's training and held-out problems."""
+    """The tiny profile's training and held-out problems (one list per test process: no test changes them)."""
     from stddial_book.rl.batches import make_problems
 
     return make_problems(TINY.task_config())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def warm(problems, tmp_path_factory) -> Path:
-    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist)."""
+    """A tiny model warm-started until a quarter of held-out samples are right (mixed groups exist).
+
+    Made once per test process and shared by every module that trains from it (five do; tests read the
+    file through :func:`fresh`, never write it): per module, each of ``make test``'s two processes made it
+    again, six times in all, some 2.5 s of CPU each."""
     from safetensors.torch import save_model
 
     from stddial_book.rl.model import model_for_profile

@@ -65,7 +65,7 @@ def shared_data(request: pytest.FixtureRequest) -> Callable[..., Path]:
 # --------------------------------------------------------------- the tiny profile and its warm start
 
 #: A profile small enough for tests: 1-digit sums, a 2-layer model of width 32, groups of 4.
-#: tests/test_train.py and tests/test_train_allocation.py train with it (``from conftest import TINY``).
+#: tests/test_trainer.py and tests/test_trainer_allocation.py train with it (``from conftest import TINY``).
 TINY = profiles.Profile(
     "tiny",
     "cpu",

@@ -17,7 +17,7 @@ import torch
 
 pytest.importorskip("peft")  # the lm extra; .ci/lowest's first stage has none
 
-from test_train_allocation import OPTIONS as RULE_OPTIONS
+from test_trainer_allocation import OPTIONS as RULE_OPTIONS
 
 from stddial_book.bridges.lm_data import build_tiny_model
 from stddial_book.bridges.lm_pool import ANSWER_PROMPT

@@ -12,7 +12,10 @@ trained here) and writes:
 * ``bench/results/allocation.json``: its ``samples_to_target_vs_dapo`` key (and the shipped copy of
   that file), which the controlled benchmark leaves to this one.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_allocation_lm.py
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_allocation_lm.py --data-dir NEW
+
+The shipped copies go to a new folder (``--data-dir``; ``data/allocation`` is tracked, and no tool
+writes into tracked files): copy its files into ``data/allocation`` and commit them.
 """
 
 from __future__ import annotations

@@ -55,8 +55,9 @@ def test_samples_to_a_target_by_hand() -> None:
     assert samples_to(generated, np.array([0.2, 0.5, 0.3, 0.6]), 0.4) == pytest.approx(200.0 / 3)
 
 
-def _write_run(path, rule: str, seed: int, accuracies, norms, budget: int = 400) -> None:
-    """A recorded run: four pool prompts measured with n = 4 at 0, 100, ..., budget samples."""
+def _write_run(path, rule: str, seed: int, accuracies, norms, budget: int = 400, block: int = 0) -> None:
+    """A recorded run: four pool prompts measured with n = 4 at 0, 100, ..., budget samples (the first
+    ``block`` of them declared the profile's block, as ``record`` writes it)."""
     path.mkdir(parents=True)
     rows = []
     for i, level in enumerate(accuracies):
@@ -64,9 +65,19 @@ def _write_run(path, rule: str, seed: int, accuracies, norms, budget: int = 400)
         k = np.clip(np.round(4 * (level + np.array([-0.3, -0.1, 0.1, 0.3]))), 0, 4).astype(int)
         rows.append({"step": i, "samples/generated": 100 * i, "pool/k": k.tolist(), "pool/n": 4})
         if i:
-            rows.append({"step": i, "samples/step_generated": 100, "update_norm": norms, "samples/kept": 100 * i})
+            rows.append(
+                {
+                    "step": i,
+                    "samples/step_generated": 100,
+                    "update_norm": norms,
+                    "samples/generated": 100 * i,
+                    "samples/kept": 100 * i,
+                }
+            )
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     provenance = {"git_commit": "c0ffee", "config": {"train": {"sample_budget": budget, "allocation": rule}}}
+    if block:
+        provenance["config"]["pool_block"] = {"size": block, "digits": 4, "seed": 1}
     (path / "provenance.json").write_text(json.dumps(provenance))
 
 
@@ -215,3 +226,69 @@ def test_block_accuracy_splits_the_pool_at_the_declared_block() -> None:
     assert got == pytest.approx(
         {"block_start": 0.0, "block_end": 0.125, "block_silent_end": 0.5, "rest_start": 0.75, "rest_end": 1.0}
     )
+
+
+PERSISTENT = Path(__file__).resolve().parents[1] / "data" / "runs" / "persistent"
+
+
+@pytest.mark.skipif(not (PERSISTENT / "metrics.parquet").is_file(), reason="the persistent-silence runs are not here")
+def test_the_shipped_persistent_summary_is_what_its_recorded_runs_give() -> None:
+    """Chapter 16's persistent-silence section reads the summary the package ships: it must be exactly
+    what bench/bench_allocation_persistent.py computes from the committed logs now, and the headline in
+    bench/results/allocation.json must be its headline."""
+    from stddial_book.experiments.allocation.testbed_runs import (
+        PERSISTENT_RULES,
+        PERSISTENT_SUMMARY_FILE,
+        load_lm_summary,
+        persistent_benchmark,
+    )
+
+    shipped = load_lm_summary(PERSISTENT_SUMMARY_FILE)
+    assert shipped is not None, "data/allocation/allocation_persistent.json.gz is missing: run the bench"
+    shipped.pop("analysed")
+    fresh = json.loads(json.dumps(persistent_benchmark(PERSISTENT)))
+    for study in (fresh, shipped):  # scipy's bootstrap draws depend on its version (see above)
+        study.pop("bootstrap")
+        for cell in study["cells"].values():
+            for entry in (
+                *cell["samples_to_target"],
+                cell["accuracy_at_sample_budget"],
+                cell["accuracy_at_step_budget"],
+            ):
+                entry.pop("ci")
+        for rows in study["quartiles"].values():
+            for entry in rows:
+                entry.pop("ci")
+    assert _same(fresh, shipped)
+    assert shipped["seeds"] == dict.fromkeys(PERSISTENT_RULES, 5)
+    assert shipped["secondary_knapsack_paper"]["seeds"]["knapsack_paper"] == 5
+    bench = json.loads((PERSISTENT.parents[2] / "bench" / "results" / "allocation.json").read_text())
+    assert _same(bench["samples_to_target_vs_dapo_persistent"], fresh["samples_to_target_vs_dapo"])
+    # the block (171 four-digit sums) is declared by the profile the runs were recorded with
+    assert shipped["block_size"] == 171
+
+
+def test_the_persistent_benchmark_reads_the_block_from_the_runs_config(tmp_path) -> None:
+    """persistent_benchmark on hand-made runs: the block size comes from each run's config (where
+    record writes the profile's pool_block), the ceiling and the block accuracies from the logs."""
+    from stddial_book.experiments.allocation.testbed_runs import PERSISTENT_RULES, persistent_benchmark
+
+    for seed in (0, 1):
+        for i, rule in enumerate(PERSISTENT_RULES):
+            _write_run(
+                tmp_path / (f"grpo-seed{seed}" if rule == "uniform" else f"grpo-{rule}-seed{seed}"),
+                rule,
+                seed,
+                [0.25, 0.5, 0.75],
+                1.0 + 0.1 * i + 0.05 * seed,
+                budget=300,
+                block=2,
+            )
+    study = persistent_benchmark(tmp_path)
+    assert study["block_size"] == 2
+    # at level 0.25 the four prompts hold k = round(4·(0.25 + [-0.3, -0.1, 0.1, 0.3])) = [0, 1, 1, 2] of 4
+    assert study["blocks"]["uniform"]["block_start"] == pytest.approx(0.125)
+    assert study["blocks"]["uniform"]["rest_start"] == pytest.approx(0.375)
+    # these runs keep every sample they generate: no rule could save anything over DAPO for silence
+    assert study["samples_to_target_vs_dapo"]["ceiling"]["value"] == pytest.approx(1.0)
+    assert study["samples_to_target_vs_dapo"]["ceiling"]["pairs"] == 2

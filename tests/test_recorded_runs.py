@@ -100,14 +100,22 @@ def test_the_reference_runs_lose_nothing() -> None:
     assert {"grpo-seed0", "dr_grpo-seed0", "dapo-seed0", "sft"} <= set(index["runs"])
 
 
+#: Runs a study's plan added by an amendment, recorded from the amendment's commit (data/runs/<study>/PLAN.md).
+AMENDMENTS = {"persistent": ("grpo-knapsack_paper-",)}
+
+
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 def test_a_profiles_runs_share_one_commit_and_start_from_its_sft_model(profile: Path) -> None:
     """The runs of a folder come from one commit; its warm start may come from an earlier one (the
     ablation's runs started from the reference runs' SFT model, passed with --init): what ties
     them is the model's sha256, which every run records."""
     runs = {r.name: load_run(r)[0] for r in RUNS if r.parent == profile}
-    commits = {p["git_commit"] for name, p in runs.items() if name != "sft"}
+    amended = AMENDMENTS.get(profile.name, ())
+    commits = {p["git_commit"] for name, p in runs.items() if name != "sft" and not name.startswith(amended)}
     assert len(commits) == 1, f"{profile.name}: runs from several commits {sorted(commits)}"
+    if amended:  # a plan's amendment adds runs from its own commit, one commit for all of them
+        later = {p["git_commit"] for name, p in runs.items() if name.startswith(amended)}
+        assert len(later) == 1 and later != commits, f"{profile.name}: the amendment's runs come from {later}"
     model = runs["sft"].get("model_sha256")
     assert model and re.fullmatch(r"[0-9a-f]{64}", model)
     for name, provenance in runs.items():
@@ -151,6 +159,25 @@ def test_compact_runs_stores_a_recording_and_reads_back_exactly(tmp_path: Path) 
         assert _jsonl(records) == original  # types, nulls, key order and objects as logged
         assert provenance["command"] == "record --init sft-seed0"
     assert [p.name for p in run_folders(out)] == ["grpo-seed0", "grpo-seed1", "sft"]
+
+
+def test_compact_runs_portable_paths_reduce_init_work_and_out_to_folder_names(tmp_path: Path) -> None:
+    recording = _recording(tmp_path / "recording")
+    for run in recording.iterdir():
+        if run.is_dir():
+            provenance = json.loads((run / "provenance.json").read_text())
+            provenance["command"] = "record --init /a/b/sft-seed0 --work /c/work --out /d/e/out-3 --seeds 3"
+            (run / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    out = tmp_path / "study"
+    assert _tool().main([str(recording), "--out", str(out), "--portable-paths"]) == 0
+    provenance, _ = load_run(out / "grpo-seed0")
+    assert provenance["command"] == "record --init sft-seed0 --work work --out out-3 --seeds 3"
+    entry = json.loads(gzip.decompress((out / STUDY_INDEX).read_bytes()))["runs"]["grpo-seed0"]
+    assert (
+        entry["rewritten"]
+        == "provenance.json: the command's --init, --work, --out paths reduced to their folders' names"
+    )
+    assert "/c/work" not in gzip.decompress((out / STUDY_INDEX).read_bytes()).decode()
 
 
 def test_compact_runs_drops_keys_joins_a_stored_study_and_refuses_in_one_line(tmp_path: Path, capsys) -> None:

@@ -1,7 +1,7 @@
 """Store a study's recorded runs compactly: one Parquet table (zstd) of every run's metric records and one
 provenance table holding each run's files, verbatim, with the digests of the files they came from.
 
-    python tools/compact_runs.py SOURCE [SOURCE ...] --out NEW [--drop KEY ...] [--portable-init]
+    python tools/compact_runs.py SOURCE [SOURCE ...] --out NEW [--drop KEY ...] [--portable-init | --portable-paths]
 
 A SOURCE is the ``--out`` folder of ``record`` or ``record-ablation`` (one folder a run, each with its
 ``provenance.json`` and ``metrics.jsonl.gz`` or ``metrics.jsonl``), or a study already stored this way (so
@@ -21,7 +21,9 @@ only there, never deleting anything:
 
 ``--drop KEY`` leaves a metric out of the table (for metrics no reader of the study reads; each run's
 entry names what it lost). ``--portable-init`` reduces ``--init <path>`` in each provenance's command to
-the folder's name (the warm start's sha256 stays in ``config.init_sha256``); the run's entry says so.
+the folder's name (the warm start's sha256 stays in ``config.init_sha256``); ``--portable-paths`` does the
+same to ``--init``, ``--work`` and ``--out`` (so no path of the recording machine is shipped); the run's
+entry says so.
 Before it finishes, the tool reads every run back through ``stddial_book.rl.runlog.load_run`` and checks
 it against its source. Every input is checked before anything is written; a refusal is one line.
 """
@@ -47,7 +49,7 @@ from stddial_book.rl import runlog  # noqa: E402  (the checkout's package, besid
 TOOL_FILES = (".stddial-run.json", ".stddial-manifest.json")
 #: A run folder's small files are kept verbatim; anything larger is not part of a recorded run.
 SMALL = 1 << 16
-_INIT = re.compile(r"--init\s+(\S+)")
+PATH_FLAGS = ("--init", "--work", "--out")
 
 
 class Refusal(Exception):
@@ -87,7 +89,7 @@ def _read_log(path: Path) -> tuple[str, list[dict[str, Any]]]:
     return text, records
 
 
-def _folder_run(run: Path, portable: bool) -> dict[str, Any]:
+def _folder_run(run: Path, portable: tuple[str, ...]) -> dict[str, Any]:
     """One run folder of a recording: its entry for the provenance table, and where its log is."""
     files, digests, log = {}, {}, None
     for item in sorted(run.iterdir()):
@@ -111,15 +113,25 @@ def _folder_run(run: Path, portable: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"files": files, "digests": digests}
     if portable:
         provenance = json.loads(files[runlog.PROVENANCE])
-        command = _INIT.sub(lambda m: "--init " + Path(m.group(1)).name, provenance.get("command", ""))
-        if command != provenance.get("command", ""):
+        flags = re.compile(r"(%s)\s+(\S+)" % "|".join(re.escape(flag) for flag in portable))
+        reduced: list[str] = []
+
+        def reduce(match: re.Match) -> str:
+            name = Path(match.group(2)).name
+            if name != match.group(2):
+                reduced.append(match.group(1))
+            return f"{match.group(1)} {name}"
+
+        command = flags.sub(reduce, provenance.get("command", ""))
+        if reduced:
             provenance["command"] = command
             files[runlog.PROVENANCE] = json.dumps(provenance, indent=2) + "\n"
-            entry["rewritten"] = "provenance.json: the command's --init path reduced to the folder's name"
+            named = ", ".join(reduced)
+            entry["rewritten"] = f"provenance.json: the command's {named} paths reduced to their folders' names"
     return {"entry": entry, "log": log}
 
 
-def _source_runs(source: Path, portable: bool) -> dict[str, dict[str, Any]]:
+def _source_runs(source: Path, portable: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """The runs of one source folder, by name: a recording's run folders, or a stored study's runs."""
     if source.is_symlink() or not source.is_dir():
         raise Refusal(f"{source} is not a folder; give the --out folder of a recording, or a stored study.")
@@ -259,7 +271,7 @@ def _check_out(out: Path, sources: list[Path]) -> None:
             raise Refusal(f"{out} is inside {source}; give --out outside the sources.")
 
 
-def compact(sources: list[Path], out: Path, drop: set[str], portable: bool = False) -> dict[str, Any]:
+def compact(sources: list[Path], out: Path, drop: set[str], portable: tuple[str, ...] = ()) -> dict[str, Any]:
     """Write ``out`` (a new folder) from ``sources``; returns its provenance table."""
     import pyarrow.parquet as pq
 
@@ -301,10 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sources", nargs="+", type=Path, help="recordings (record's --out) or stored studies")
     parser.add_argument("--out", required=True, type=Path, help="a new folder, created here")
     parser.add_argument("--drop", nargs="*", default=[], metavar="KEY", help="metrics to leave out of the table")
-    parser.add_argument("--portable-init", action="store_true", help="reduce --init <path> to the folder's name")
+    portable = parser.add_mutually_exclusive_group()
+    portable.add_argument("--portable-init", action="store_true", help="reduce --init <path> to the folder's name")
+    portable.add_argument(
+        "--portable-paths", action="store_true", help="reduce the paths of --init, --work and --out to folder names"
+    )
     args = parser.parse_args(argv)
+    flags = PATH_FLAGS if args.portable_paths else ("--init",) if args.portable_init else ()
     try:
-        index = compact(args.sources, args.out, set(args.drop), args.portable_init)
+        index = compact(args.sources, args.out, set(args.drop), flags)
     except Refusal as refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ __all__ = [
     "time_estimate",
     "process_layout",
     "start_processes",
+    "accept_numbered_cpu_locations",
     "on_main",
     "gather_from_processes",
 ]
@@ -327,12 +329,42 @@ def start_processes(cpu: bool) -> bool:
     import torch
     import torch.distributed as dist
 
-    if process_layout()["world_size"] < 2 or dist.is_initialized():
+    if process_layout()["world_size"] < 2:
+        return False
+    if cpu:
+        accept_numbered_cpu_locations()
+    if dist.is_initialized():
         return False
     if not cpu:
         torch.cuda.set_device(process_layout()["local_rank"])
     dist.init_process_group(backend="gloo" if cpu else "nccl")
     return True
+
+
+_CPU_INDEXED = re.compile(r"cpu:\d+")
+_cpu_locations_accepted = False
+
+
+def accept_numbered_cpu_locations() -> None:
+    """Let ``torch.load`` take ``map_location="cpu:0"`` (any ``cpu:N``) as the CPU. Under several CPU
+    processes, accelerate gives each process the device ``cpu:0``, and transformers before 4.57 loads a
+    checkpoint's optimizer state with ``map_location=args.device`` when it resumes; torch knows only the
+    location ``cpu``, so the resume ended in "don't know how to restore data location ... (tagged with
+    cpu:0)". Registered once per process through torch's public ``register_package``; nothing else changes
+    (a numbered CPU location is the one CPU)."""
+    global _cpu_locations_accepted
+    if _cpu_locations_accepted:
+        return
+    import torch
+
+    def tag(_storage: Any) -> None:
+        return None  # saving is untouched: storages keep torch's own tags
+
+    def restore(storage: Any, location: str) -> Any:
+        return storage.cpu() if _CPU_INDEXED.fullmatch(location) else None
+
+    torch.serialization.register_package(100, tag, restore)
+    _cpu_locations_accepted = True
 
 
 def _several() -> bool:

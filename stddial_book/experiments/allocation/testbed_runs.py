@@ -382,6 +382,7 @@ def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, An
     study["ceiling_vs_dapo"] = silent_ceiling(measured, logs, middle)
     study["blocks"] = _mean_blocks(runs, size)
     study["block_size"] = size
+    study["pool_size"] = int(runs["uniform"][0][0]["config"]["train"]["pool_size"])
     study["samples_to_target_vs_dapo"]["ceiling"] = study["ceiling_vs_dapo"]
     study["samples_to_target_vs_dapo"]["meaning"] = (
         "DAPO's mean generated samples to the middle target (uniform GRPO's pool accuracy after 1/5 of its "

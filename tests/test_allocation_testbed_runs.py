@@ -75,7 +75,10 @@ def _write_run(path, rule: str, seed: int, accuracies, norms, budget: int = 400,
                 }
             )
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    provenance = {"git_commit": "c0ffee", "config": {"train": {"sample_budget": budget, "allocation": rule}}}
+    provenance = {
+        "git_commit": "c0ffee",
+        "config": {"train": {"sample_budget": budget, "allocation": rule, "pool_size": 4}},
+    }
     if block:
         provenance["config"]["pool_block"] = {"size": block, "digits": 4, "seed": 1}
     (path / "provenance.json").write_text(json.dumps(provenance))

@@ -113,7 +113,8 @@ def _folder_run(run: Path, portable: tuple[str, ...]) -> dict[str, Any]:
     entry: dict[str, Any] = {"files": files, "digests": digests}
     if portable:
         provenance = json.loads(files[runlog.PROVENANCE])
-        flags = re.compile(r"(%s)\s+(\S+)" % "|".join(re.escape(flag) for flag in portable))
+        alternatives = "|".join(re.escape(flag) for flag in portable)
+        flags = re.compile(rf"({alternatives})\s+(\S+)")
         reduced: list[str] = []
 
         def reduce(match: re.Match) -> str:

@@ -34,11 +34,11 @@ STAMP  := $(VENV)/.stamp
 # its inline backend only when MPLBACKEND is unset), so `book` unsets it.
 # The training runs of chapters 9-14 (the SFT warm start and the RL runs; chapter 13 reads
 # those of 10-12) are cached by a hash of their configuration and of the package's code
-# (stddial_book.experiments.testbed.runs), so `make book` after `make test` reuses them. Chapter 14's short
+# (stddial_book.experiments.testbed.runs), so a second `make book` reuses them. Chapter 14's short
 # TRL run is not cached and runs each time.
-# The chapters' executed notebooks go into one execution cache (tools/exec_cache.py): make test
-# stores each chapter it executes there, and the build renders them instead of executing the
-# chapters again. The cache is keyed on the package, its data, the installed versions and the
+# The chapters' executed notebooks go into one execution cache (tools/exec_cache.py): make chapters
+# stores each chapter it executes and checks there, and the build renders them instead of executing
+# the chapters again. The cache is keyed on the package, its data, the installed versions and the
 # settings above; any change empties it, and the build then executes what is missing.
 EXEC_CACHE := $(CURDIR)/_build/.jupyter_cache
 RUN_ENV  := OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STDDIAL_CACHE=$(CURDIR)/.cache/runs
@@ -47,7 +47,7 @@ BOOK_ENV := env -u MPLBACKEND $(RUN_ENV)
 # Test processes (pytest-xdist); each is single-threaded. JOBS=1 runs the suite in one process.
 JOBS ?= 2
 
-.PHONY: .venv venv book test check lint screenshots overflow sync publish clean distclean
+.PHONY: .venv venv book chapters test check lint screenshots overflow sync publish clean distclean
 
 .venv: $(STAMP)
 venv: $(STAMP)
@@ -72,7 +72,7 @@ lm: $(STAMP)
 # Sphinx re-reads (and so re-executes) only pages whose source changed unless
 # its doctree cache is gone: remove it with the html so that every build runs
 # every chapter against the current package and no stale page survives.
-book: .venv
+book: chapters
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(BOOK_ENV) $(BIN)/python tools/exec_cache.py prepare $(EXEC_CACHE)
 	$(BOOK_ENV) $(BIN)/jupyter-book build . -W -n --keep-going
@@ -83,8 +83,18 @@ lint: .venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The package's tests: everything but executing the chapters (about three minutes on two cores).
 test: .venv lint
-	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup)
+	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup) \
+		-m "not chapters and not quick_runs"
+
+# Every chapter executed as the site build executes it and its headline numbers checked against the package,
+# closed forms and the committed logs (tests/test_chapters.py), with the quick profile's runs the training
+# chapters read (tests/test_quick_runs.py): the training makes this the long part (15 to 20 minutes on two
+# cores). Each checked page goes into the execution cache, which `make book` then renders.
+chapters: .venv
+	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup) \
+		-m "chapters or quick_runs"
 
 check: .venv lint
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n $(JOBS) -m "not chapters and not trl and not slow"

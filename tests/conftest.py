@@ -155,7 +155,7 @@ def load_colab():
 SLOW_FIXTURES = frozenset({"warm", "tiny_profile"})
 
 
-#: The order ``make test`` runs the expensive work in, on two processes (``-n 2 --dist loadgroup``):
+#: The order ``make chapters`` runs the expensive work in, on two processes (``-n 2 --dist loadgroup``):
 #: chapter 9 makes the quick profile's SFT warm start (minutes of one core) and goes first; the
 #: other process meanwhile runs the unit tests and the chapters that train nothing. The quick
 #: profile's nine RL runs (tests/test_quick_runs.py, one test each, all from that warm start) come

@@ -1,7 +1,7 @@
 """Every chapter of the book executes, and its paired .ipynb is in step with the .md.
 
 Executing a chapter here is the same check the site build makes (a cell error fails), so a
-broken chapter is caught by ``make test`` as well as by ``make book``. The same execution then reads
+broken chapter is caught by ``make chapters``, the first half of ``make book``. The same execution then reads
 the numbers the chapter glued into its prose and compares its headline numbers (:data:`HEADLINES`)
 with values the test computes itself: closed forms written out here, the committed tables and run
 logs under data/, or the package's functions called afresh. A chapter whose prose number drifts from
@@ -147,7 +147,7 @@ def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.Mon
 
 BOOK_BUILD_ENV = "STDDIAL_BOOK_BUILD"  # stddial_book.presentation.display.BOOK_BUILD_ENV (not imported: the wheel job)
 
-#: ``make test`` sets this to the book's execution cache (tools/exec_cache.py): each chapter the
+#: ``make chapters`` sets this to the book's execution cache (tools/exec_cache.py): each chapter the
 #: tests execute and check is stored there, parsed as the site build parses it, and ``make book``
 #: renders it instead of executing the chapter a second time.
 BOOK_CACHE_ENV = "STDDIAL_BOOK_CACHE"

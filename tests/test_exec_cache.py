@@ -1,4 +1,4 @@
-"""The execution cache shared by make test and make book (tools/exec_cache.py): its key must be the
+"""The execution cache shared by make chapters and the build (tools/exec_cache.py): its key must be the
 same in every process that computes it, and change with anything that can change an output."""
 
 from __future__ import annotations

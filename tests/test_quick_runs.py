@@ -1,6 +1,6 @@
 """The quick profile's nine RL runs (three recipes, three seeds), which chapters 10-13 read: each is
 made once through the run cache (chapter 9's warm start first), here as one test per run so that
-``make test`` spreads them over its processes, and checked for what the chapters rely on."""
+``make chapters`` spreads them over its processes, and checked for what the chapters rely on."""
 
 from __future__ import annotations
 

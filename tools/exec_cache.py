@@ -1,6 +1,6 @@
-"""The book's execution cache, shared by ``make test`` and ``make book``.
+"""The book's execution cache, shared by ``make chapters`` and the build of ``make book``.
 
-``make test`` executes every chapter (``tests/test_chapters.py``) and, when ``STDDIAL_BOOK_CACHE``
+``make chapters`` executes every chapter (``tests/test_chapters.py``) and, when ``STDDIAL_BOOK_CACHE``
 names a folder, stores each executed notebook there with jupyter-cache, the cache myst-nb reads
 in ``execute_notebooks: cache`` mode; ``make book`` then renders those outputs instead of
 executing every chapter a second time.

@@ -9,7 +9,10 @@ def table(header: list[str], rows: list[list[object]], caption: str = ""):
     """A Markdown table (an IPython ``Markdown`` object): rendered as a table on the website, in
     Colab and in Jupyter, never as fixed-width text that scrolls sideways.
 
-    Cells are converted with ``str``; a ``|`` inside a cell is escaped.
+    ``header`` is the list of column names; ``rows`` is a list of rows, each a list with one value per
+    column (a row of another length raises ``ValueError``). Cells are converted with ``str``; a ``|``
+    inside a cell is escaped. ``caption``, when not empty (the default is none), is a line of Markdown
+    printed above the table.
     """
     from IPython.display import Markdown
 

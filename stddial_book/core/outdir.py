@@ -215,7 +215,10 @@ def _refuse_tracked(directory: Path, flag: str, what: str) -> None:
 def require_owned(path: str | os.PathLike, flag: str = "--out", kind: str | None = None) -> Path:
     """``path`` expanded, if it is the tool's own run (of ``kind``, if given: :func:`marker_problem`),
     outside any repository's tracked files, and every file its manifest lists is as the run wrote it
-    (:func:`verify_manifest`); else a ``ValueError`` and nothing touched. What a resumed run needs."""
+    (:func:`verify_manifest`); else a ``ValueError`` and nothing touched. What a resumed run needs.
+
+    ``flag`` is the command-line option that named ``path`` (default ``--out``), quoted in the message.
+    """
     directory = checked_path(path, flag)
     fix = "nothing was changed: start a new run in a new --out directory (without --resume)."
     if not directory.is_dir() or directory.is_symlink():
@@ -231,7 +234,8 @@ def require_owned(path: str | os.PathLike, flag: str = "--out", kind: str | None
 def check_claimable(path: str | os.PathLike, flag: str = "--out", kind: str | None = None) -> Path:
     """The expanded ``path`` if :func:`claim_dir` would accept it (for ``kind``; any of the tool's
     own kinds when ``None``); else the ``ValueError`` it would raise. Creates nothing: commands
-    check every directory before any work starts."""
+    check every directory before any work starts. ``flag`` is the command-line option that named
+    ``path`` (default ``--out``), quoted in the message."""
     directory = checked_path(path, flag)
     if directory.is_symlink():
         raise ValueError(
@@ -307,7 +311,7 @@ def claim_dir(path: str | os.PathLike, kind: str, *, flag: str = "--out") -> Pat
 
 def own_path(directory: str | os.PathLike, name: str) -> Path:
     """``directory / name`` for the tool to write, checked: ``name`` is a relative path below the
-    directory (no ``..``, not the marker, manifest or set-aside folder), and neither the directory
+    ``directory`` (no ``..``, not the marker, manifest or set-aside folder), and neither the directory
     nor anything on the way to the entry is a symbolic link; else a ``ValueError``."""
     directory = Path(directory)
     parts = Path(name).parts if isinstance(name, str) else ()
@@ -329,7 +333,11 @@ def own_path(directory: str | os.PathLike, name: str) -> Path:
 
 
 def make_own_dir(directory: str | os.PathLike, name: str) -> Path:
-    """Create the folder ``directory / name`` (and the folders above it) without following a link."""
+    """Create the folder ``directory / name`` (and the folders above it) without following a link.
+
+    ``directory`` is the run's directory; ``name`` the folder's relative path inside it (checked by
+    :func:`own_path`). Returns the folder's path.
+    """
     target = own_path(directory, name)
     current = Path(directory)
     for part in Path(name).parts:
@@ -342,7 +350,8 @@ def make_own_dir(directory: str | os.PathLike, name: str) -> Path:
 
 
 def file_digest(path: str | os.PathLike, size: int | None = None) -> dict[str, Any]:
-    """``{"size", "sha256"}`` of a file, or of its first ``size`` bytes."""
+    """``{"size", "sha256"}`` of the file at ``path``, or of its first ``size`` bytes (the whole file when
+    ``None``, the default)."""
     digest, read = hashlib.sha256(), 0
     with open(path, "rb") as handle:
         while size is None or read < size:
@@ -419,7 +428,11 @@ def _matches(path: Path, entry: dict[str, Any]) -> bool:
 
 def record_files(directory: str | os.PathLike, names: Iterable[str], *, append: Iterable[str] = ()) -> None:
     """Record the size and sha256 of the files ``names`` in the manifest (those in ``append`` as logs
-    that may grow: a resume checks their recorded prefix). Nothing happens outside the tool's directory."""
+    that may grow: a resume checks their recorded prefix). Nothing happens outside the tool's directory.
+
+    ``directory`` is the run's directory; ``names`` and ``append`` are relative paths inside it; a name
+    that is not a file there is skipped.
+    """
     directory = Path(directory)
     manifest = _read_manifest(directory)
     if manifest is None:
@@ -433,8 +446,9 @@ def record_files(directory: str | os.PathLike, names: Iterable[str], *, append: 
 
 
 def forget_files(directory: str | os.PathLike, prefix: str) -> None:
-    """Drop from the manifest every entry named ``prefix`` or under the folder ``prefix/`` (their
-    files are about to be rewritten: until recorded again they are not the run's)."""
+    """Drop from the manifest of the tool's ``directory`` every entry named ``prefix`` or under the
+    folder ``prefix/`` (their files are about to be rewritten: until recorded again they are not the
+    run's). Nothing happens outside the tool's directory."""
     directory = Path(directory)
     manifest = _read_manifest(directory)
     if manifest is None:
@@ -446,8 +460,9 @@ def forget_files(directory: str | os.PathLike, prefix: str) -> None:
 
 
 def verify_manifest(directory: str | os.PathLike, names: Iterable[str] | None = None) -> None:
-    """Every file the manifest lists (or those of ``names`` it lists) is as the run wrote it: same
-    size and sha256 (an appended log: the recorded prefix); else a ``ValueError`` naming the file."""
+    """Every file the manifest of ``directory`` lists (or those of ``names`` it lists; all when
+    ``None``, the default) is as the run wrote it: same size and sha256 (an appended log: the recorded
+    prefix); else a ``ValueError`` naming the file."""
     directory = Path(directory)
     entries = manifest_entries(directory)
     wanted = entries if names is None else {n: entries[n] for n in names if n in entries}
@@ -464,7 +479,9 @@ def verify_manifest(directory: str | os.PathLike, names: Iterable[str] | None = 
 
 def replace_own(directory: str | os.PathLike, name: str, data: bytes | str | Callable[[Path], None]) -> Path:
     """Write the file ``directory / name`` whole, by an atomic rename of a fresh temporary file;
-    ``data`` is the bytes (or text) or a function that writes a given path (``save_model``).
+    ``directory`` is the run's directory, ``name`` the file's relative path inside it (folders on the
+    way are created), and ``data`` is the bytes (or text, encoded as UTF-8) or a function that writes a
+    given path (``save_model``). Returns the file's path.
 
     Never through a link (:func:`own_path`). In the tool's directory the file is recorded in the
     manifest, and a file found there that the manifest does not list as the run's is set aside
@@ -507,7 +524,8 @@ def replace_own(directory: str | os.PathLike, name: str, data: bytes | str | Cal
 
 
 def append_own(directory: str | os.PathLike, name: str, text: str) -> None:
-    """Append ``text`` to the log ``directory / name``, opened without following a link."""
+    """Append ``text`` to the log ``directory / name``, opened without following a link (created when
+    missing); ``directory`` is the run's directory and ``name`` the log's relative path inside it."""
     target = own_path(directory, name)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
@@ -551,5 +569,9 @@ def set_aside(directory: str | os.PathLike, names: Iterable[str]) -> list[str]:
 
 
 def remove_owned(directory: str | os.PathLike, names: Iterable[str]) -> list[str]:
-    """What earlier versions deleted, now set aside (:func:`set_aside`): nothing is deleted."""
+    """What earlier versions deleted, now set aside (:func:`set_aside`): nothing is deleted.
+
+    ``directory`` is the tool's own run directory; ``names`` the plain entry names in it to move. Returns
+    the names moved.
+    """
     return set_aside(directory, names)

@@ -15,7 +15,11 @@ __all__ = ["run_git", "repository_root", "tracked_files"]
 
 
 def run_git(args: list[str], cwd: str | os.PathLike, timeout: float = 20) -> subprocess.CompletedProcess | None:
-    """``git <args>`` run in ``cwd`` (output captured as bytes), or ``None`` when git cannot be run."""
+    """``git <args>`` run in ``cwd`` (output captured as bytes), or ``None`` when git cannot be run.
+
+    ``args`` is the list of arguments after ``git``; ``cwd`` is the folder it runs in; ``timeout`` is the
+    limit in seconds (default 20), past which the answer is ``None``.
+    """
     try:
         return subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, timeout=timeout, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
@@ -37,7 +41,11 @@ def repository_root(path: str | os.PathLike) -> Path | None:
 
 def tracked_files(path: str | os.PathLike, limit: int = 1) -> tuple[Path, list[str]] | None:
     """``(repository root, up to limit tracked paths)`` when ``path`` is, or holds, a file its
-    repository tracks; ``None`` when it holds none, lies in no repository, or git cannot tell."""
+    repository tracks; ``None`` when it holds none, lies in no repository, or git cannot tell.
+
+    ``path`` is a file or folder; ``limit`` is how many tracked paths (relative to the root) to return at
+    most (default 1: enough to say that one exists).
+    """
     resolved = Path(path).resolve()
     root = repository_root(resolved)
     if root is None:

@@ -40,7 +40,8 @@ def _data_root() -> Path:
 def data_path(*parts: str) -> Path:
     """The path of a shipped data file or folder, e.g. ``data_path("solve_rates", "x.csv")``.
 
-    The path need not exist; callers check and say what is missing.
+    ``parts`` are the folder and file names inside the book's data folder, as strings (no empty name,
+    ``..`` or absolute path). The path need not exist; callers check and say what is missing.
     """
     wrong = next((part for part in parts if not isinstance(part, str)), None)
     if wrong is not None:
@@ -63,7 +64,7 @@ def _as_path(path: object, name: str) -> Path:
 
 
 def sha256(path: str | Path) -> str:
-    """Hex sha256 of a file (the provenance of every derived table)."""
+    """Hex sha256 of a file (the provenance of every derived table); ``path`` is the file (str or Path)."""
     path = _as_path(path, "path")
     digest = hashlib.sha256()
     try:
@@ -80,7 +81,11 @@ def sha256(path: str | Path) -> str:
 
 
 def require_sha256(path: str | Path, expected: str, what: str) -> None:
-    """Refuse a source file whose sha256 is not the one its provenance names."""
+    """Refuse a source file whose sha256 is not the one its provenance names.
+
+    ``path`` is the file; ``expected`` its hex sha256 as the provenance names it; ``what`` a short
+    description of the file, used in the ``ValueError`` raised on a mismatch.
+    """
     if not isinstance(expected, str) or not isinstance(what, str):
         raise TypeError("expected (a hex sha256) and what (a description of the file) must be strings.")
     digest = sha256(path)
@@ -91,7 +96,13 @@ def require_sha256(path: str | Path, expected: str, what: str) -> None:
 def write_table(
     directory: str | Path, name: str, header: Sequence[str], rows: Iterable[Sequence[Any]], provenance: dict[str, Any]
 ) -> Path:
-    """Write ``<name>.csv`` and ``<name>.provenance.json`` into ``directory``; returns the CSV's path."""
+    """Write ``<name>.csv`` and ``<name>.provenance.json`` into ``directory``; returns the CSV's path.
+
+    ``directory`` is the output folder, claimed as the tool's own (new, empty or already marked);
+    ``name`` a plain file name without a folder or extension; ``header`` the non-empty list of column
+    names; ``rows`` the rows, each a list or tuple with one value per column; ``provenance`` a dict
+    (the sources and their sha256, the script) written as indented JSON beside the table.
+    """
     directory = _as_path(directory, "directory")
     if not isinstance(name, str) or not name or Path(name).name != name:
         raise ValueError(

@@ -58,7 +58,10 @@ class AllocatedRun:
     """Settings of one allocated run. B = ``batch_prompts`` × ``group_size`` samples a step in the
     update; the step budget is ``steps``, the sample budget ``steps`` × B (what uniform G spends in
     ``steps`` steps). A run goes on until it has covered both budgets, then until ``stop_at`` pool
-    accuracy or ``overrun`` × the sample budget, whichever comes first (``max_steps`` at most)."""
+    accuracy or ``overrun`` × the sample budget, whichever comes first (``max_steps`` at most).
+    ``optimizer`` is ``"sgd"`` (default) or ``"adam"`` (:data:`BASE_LEARNING_RATES`); ``max_size`` is the
+    largest group (samples) the Knapsack and dial rules may give one prompt; ``decay`` in (0, 1] is the
+    pool history's memory factor λ (:func:`stddial_book.rl.pool_state.new_pool_state`; 1 remembers every visit)."""
 
     batch_prompts: int = 16
     group_size: int = 8
@@ -113,6 +116,8 @@ def allocation_gradient(p: np.ndarray, allocation: Allocation, recipe: Recipe | 
     Prompt x gets (B/G)(1/N) Σ_{i in x's group} Aᵢ(yᵢ − p_x), N the kept samples, B = ``step_samples``;
     the advantages are the recipe's (:func:`group_advantages`, ragged groups), the answers of a group
     with k correct of G are k ones and G − k zeros (the gradient does not depend on their order).
+    ``p`` is the pool's current pass rates (1-D, one per prompt), ``recipe`` a :class:`Recipe` or its name,
+    and ``G`` the nominal group size of the B/G factor (default 8).
     """
     grad = np.zeros(p.size)
     sizes, correct, prompts = allocation.group_sizes, allocation.num_correct, allocation.prompts
@@ -173,7 +178,9 @@ def allocated_run(
     initial_p, rule: str, recipe: Recipe | str, config: AllocatedRun = AllocatedRun(), seed: int = 0, lr=None
 ) -> AllocatedRunResult:
     """Train the Bernoulli-logit pool ``initial_p`` with rule ``rule`` choosing each step's groups and
-    ``recipe``'s update (module text); ``lr`` defaults to the optimiser's base rate (:data:`BASE_LEARNING_RATES`)."""
+    ``recipe``'s update (module text); ``lr`` defaults to the optimiser's base rate (:data:`BASE_LEARNING_RATES`).
+    ``config`` (an :class:`AllocatedRun`) holds the step size, budgets and optimiser; ``seed`` (an int >= 0)
+    seeds the reward draws, together with the rule's index, so rules on one seed see different draws."""
     p0 = _checked(initial_p, rule, config)
     rate = BASE_LEARNING_RATES[config.optimizer] if lr is None else check_number(lr, "lr")
     rng = np.random.default_rng([check_int(seed, "seed", minimum=0), 1 + list(RULES).index(rule)])
@@ -206,7 +213,7 @@ def allocated_run(
 
 
 def mean_update_norm(result: AllocatedRunResult, steps: int) -> float:
-    """The mean ‖Δθ‖₂ per step over the first ``steps`` steps (the step budget)."""
+    """The mean ‖Δθ‖₂ per step of run ``result`` over its first ``steps`` steps (the step budget)."""
     return float(np.mean(result.update_norm[:steps]))
 
 
@@ -220,6 +227,8 @@ def norm_matched_lr(
     ``reference_norm`` (uniform GRPO's mean, measured the same way) over it. The norm is linear in
     the rate along a fixed trajectory (exactly for SGD; for Adam, once its ε is negligible); the
     trajectory itself changes with the rate, which is why the study reports the realised ratio.
+    ``initial_p`` is the pilot pool's pass rates, ``config`` the :class:`AllocatedRun` settings (the pilots
+    ignore its ``stop_at``). A rule that never moves the pool keeps the base rate.
     """
     base = BASE_LEARNING_RATES[config.optimizer]
     pilot = dataclasses.replace(config, stop_at=0.0)

@@ -85,14 +85,19 @@ def build_rule(name: str, batch_prompts: int, group_size: int = 8, max_size: int
 
 def step_candidates(name: str, num_prompts: int, batch_prompts: int, rng: np.random.Generator):
     """The prompts rule ``name`` may spend on this step: a random batch of ``batch_prompts`` for a
-    plan-ahead rule (it reallocates that batch's samples), the whole pool (None) for the others."""
+    plan-ahead rule (it reallocates that batch's samples), the whole pool (None) for the others.
+    ``num_prompts`` is the pool's size (the batch is capped at it); ``rng`` (a numpy Generator) draws
+    the batch, sorted prompt indices without repeats."""
     if name in PLAN_AHEAD:
         return np.sort(rng.choice(num_prompts, size=min(batch_prompts, num_prompts), replace=False))
     return None
 
 
 def group_signal(group_sizes, num_correct, power: int) -> np.ndarray:
-    """Each group's step size σ̂ʳ, σ̂ = √(k(G − k))/G (``power`` r = 1: GRPO, 2: Dr. GRPO)."""
+    """Each group's step size σ̂ʳ, σ̂ = √(k(G − k))/G (``power`` r = 1: GRPO, 2: Dr. GRPO).
+
+    ``group_sizes`` (G) and ``num_correct`` (k) are array-likes of equal shape, one entry per group,
+    with G >= 1 and 0 <= k <= G; the result has their shape."""
     g = np.asarray(group_sizes, dtype=np.float64)
     k = np.asarray(num_correct, dtype=np.float64)
     if power not in (1, 2):
@@ -104,7 +109,8 @@ def group_signal(group_sizes, num_correct, power: int) -> np.ndarray:
 
 def allocation_signal(allocation: Allocation) -> dict[str, float]:
     """One step's accounting: samples generated, kept, discarded; kept mixed groups and the samples
-    in them; the signal in GRPO's (σ̂) and Dr. GRPO's (σ̂²) currency, summed over kept groups."""
+    in them; the signal in GRPO's (σ̂) and Dr. GRPO's (σ̂²) currency, summed over kept groups.
+    ``allocation`` is the :class:`Allocation` one call of :func:`stddial_book.rl.allocation.allocate` returned."""
     g, k = allocation.group_sizes, allocation.num_correct
     mixed = (k > 0) & (k < g)
     return {
@@ -120,7 +126,10 @@ def allocation_signal(allocation: Allocation) -> dict[str, float]:
 
 
 def histogram_pool(histogram: KHistogram, num_prompts: int, rng: np.random.Generator) -> np.ndarray:
-    """``num_prompts`` pass rates p = k/n drawn from ``histogram``'s prompts (with their weights)."""
+    """``num_prompts`` pass rates p = k/n drawn from ``histogram``'s prompts (with their weights).
+
+    ``histogram`` is a :class:`KHistogram` (its counts are the weights); ``rng`` (a numpy Generator)
+    draws with replacement."""
     if not isinstance(histogram, KHistogram):
         raise TypeError(f"histogram must be a KHistogram; got {type(histogram).__name__}.")
     weights = np.asarray(histogram.counts, dtype=np.float64)
@@ -176,6 +185,9 @@ def signal_by_rule(
     ``kept``, ``discarded_silent``, ``discarded_surplus``; ``ceiling_grpo``/``ceiling_dr_grpo``: the
     signal per 1,000 samples in kept mixed groups (silent groups free); ``share_of_ceiling``: the
     share of generated samples that landed in kept mixed groups; ``generated``: the samples in all.
+    ``seed`` seeds the pool's draw and each rule's reward draws; ``rules`` names the rules to run
+    (keys of :data:`stddial_book.rl.allocation.RULES`, default :data:`STUDY_RULES`); ``max_size`` is the
+    largest group (samples) the Knapsack and dial rules may give one prompt.
     """
     if solve_rates is None:
         if histogram is None:
@@ -201,7 +213,9 @@ BOOTSTRAP_RESAMPLES, CONFIDENCE = 2000, 0.95
 def bootstrap_interval(arrays, statistic, seed: int = 0) -> tuple[float, float]:
     """A percentile bootstrap interval of ``statistic(*arrays)`` over seeds (arrays paired: resampled
     together), by :func:`scipy.stats.bootstrap`. NaN with fewer than 2 seeds; the value itself if
-    they all agree."""
+    they all agree. ``arrays`` is a sequence of equal-length 1-D array-likes, one value per seed;
+    ``statistic`` a function of that many arrays returning a number; ``seed`` seeds the resampling.
+    Returns ``(low, high)`` at :data:`CONFIDENCE` from :data:`BOOTSTRAP_RESAMPLES` resamples."""
     from scipy.stats import bootstrap
 
     data = [np.asarray(a, dtype=np.float64) for a in arrays]
@@ -301,7 +315,9 @@ def summarize_run_study(study: dict, middle: int = 1) -> dict:
     """The training study's table: ``cells`` (:func:`summarize_cell` per pool/optimiser/recipe/rule),
     ``comparisons`` (every rule against uniform and against DAPO, same pool, optimiser and recipe,
     at every target: :func:`paired_comparison`), their count and how many fall outside noise, and
-    per pool/optimiser/recipe the best rule at target ``middle`` with DAPO's samples ÷ the best's."""
+    per pool/optimiser/recipe the best rule at target ``middle`` with DAPO's samples ÷ the best's.
+    ``study`` is the dict :func:`stddial_book.experiments.allocation.controlled_run.allocation_run_study`
+    returns; ``middle`` is an index into its targets (default 1, the middle one)."""
     runs = study["runs"]
     cells = {key: summarize_cell(value) for key, value in runs.items()}
     comparisons, headline = {}, {}

@@ -72,7 +72,9 @@ ESTIMATOR_DECAY = 0.9
 def lm_allocation_changes(rule: str, prompts_per_step: int = 32, group_size: int = 8) -> dict[str, Any]:
     """The :class:`~stddial_book.rl.configs.TrainConfig` changes that run ``rule`` as the controlled
     study does: its settings and step budget from :func:`build_rule`, a random batch of
-    ``prompts_per_step`` candidates a step for a plan-ahead rule, and the study's estimator."""
+    ``prompts_per_step`` candidates a step for a plan-ahead rule, and the study's estimator.
+    ``group_size`` is G, the samples per prompt of the step size B = ``prompts_per_step`` × G (default 8);
+    ``rule`` is one of :data:`RECORDABLE_RULES` (``"uniform"`` needs no change: an empty dict)."""
     if rule == "uniform":
         return {}
     if rule not in RECORDABLE_RULES:
@@ -89,7 +91,10 @@ def lm_allocation_changes(rule: str, prompts_per_step: int = 32, group_size: int
 
 
 def pool_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(generated samples, pool accuracy, per-prompt k/n) at each pool measurement of a run log."""
+    """(generated samples, pool accuracy, per-prompt k/n) at each pool measurement of a run log.
+
+    ``records`` is the run log's list of per-step dicts (:func:`stddial_book.rl.runlog.load_run`'s
+    second item); only the rows with a pool measurement (``pool/k``) count."""
     rows = [r for r in records if "pool/k" in r]
     if not rows:
         raise ValueError("this run log holds no pool measurement (pool/k); train with pool_size and eval_every.")
@@ -100,7 +105,8 @@ def pool_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, n
 
 def samples_to(generated: np.ndarray, accuracy: np.ndarray, target: float) -> float:
     """Generated samples at which ``accuracy`` first reaches ``target``, linear between measurements;
-    NaN if it never does."""
+    NaN if it never does. ``generated`` and ``accuracy`` are equal-length 1-D arrays, one entry per
+    measurement (cumulative samples and pool accuracy in [0, 1], as :func:`pool_curve` gives them)."""
     above = np.flatnonzero(np.asarray(accuracy) >= target)
     if above.size == 0:
         return float("nan")
@@ -125,7 +131,11 @@ def lm_run_measures(
 ) -> dict[str, Any]:
     """One recorded run's numbers in the controlled study's layout (:func:`summarize_run_study`),
     plus ``quartile_accuracy``: the last measurement's pool accuracy in each quartile of the prompts'
-    starting difficulty (``quartile_of[i]`` = 0 for the hardest quarter ... 3)."""
+    starting difficulty (``quartile_of[i]`` = 0 for the hardest quarter ... 3). ``records`` is the
+    run's log (:func:`pool_curve`), ``targets`` the pool accuracies to time, ``budget`` the sample
+    budget (generated samples) at which the accuracy is read, ``reference_norm`` uniform GRPO's mean
+    logged update norm (the run's ``norm_ratio`` is its own over it); ``quartile_of`` is an int array,
+    one entry per pool prompt."""
     generated, accuracy, rates = pool_curve(records)
     at_budget = float(np.interp(budget, generated, accuracy))
     grid = np.linspace(0.0, budget, 16)
@@ -169,7 +179,10 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     """The recorded LM-testbed runs of every rule in ``directory``, measured and compared: the
     targets from uniform GRPO's mean curve, each run's :func:`lm_run_measures`, then
     :func:`summarize_run_study` (``cells``, counted ``comparisons``, ``headline``) with the per-rule
-    quartile accuracies beside it."""
+    quartile accuracies beside it. ``recipe`` picks the runs by name (``{recipe}-seed0``,
+    ``{recipe}-{rule}-seed0``, ...; default ``"grpo"``); ``rules`` lists the rules to look for (default
+    :data:`LM_RULES`; a rule without runs is left out, uniform must be there); only seeds every found
+    rule has are used."""
     from stddial_book.experiments.allocation.signal import mean_ci, summarize_run_study
 
     runs = _load_rule_runs(Path(directory), recipe, rules)
@@ -206,7 +219,8 @@ def paired_t_comparison(runs_a: list[dict], runs_b: list[dict], target: int, lev
     reached it, for a handful of seeds: the per-seed ratio b/a of samples to target, its geometric
     mean and a Student-t interval on the log ratio (a percentile bootstrap of five values is far too
     narrow), the mean difference a − b with its t interval, and ``within_noise`` (the ratio's
-    interval holds 1)."""
+    interval holds 1). ``runs_a`` and ``runs_b`` are per-seed :func:`lm_run_measures` dicts in the same
+    seed order; ``level`` is the intervals' confidence level in (0, 1) (default 0.95)."""
     from scipy import stats
 
     a = np.array([r["samples_to_target"][target] for r in runs_a], dtype=np.float64)
@@ -278,7 +292,9 @@ def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict
     """:func:`lm_allocation_study` as the benchmark files hold it: the study, and the headline
     ``samples_to_target_vs_dapo`` (DAPO's mean generated samples to the middle target ÷ the best
     rule's, paired by seed, with its Student-t interval; None when no rule reached it on every seed)
-    with the ceiling beside it (:func:`silent_ceiling` on the DAPO runs, also ``ceiling_vs_dapo``)."""
+    with the ceiling beside it (:func:`silent_ceiling` on the DAPO runs, also ``ceiling_vs_dapo``).
+    ``directory`` holds the recorded runs; ``middle`` is the headline's target index (default 1: uniform
+    GRPO's accuracy after 1/5 of its budget); ``rules`` the rules compared (default :data:`LM_RULES`)."""
     study = lm_allocation_study(directory, rules=rules)
     head = study["headline"].get("lm/adamw/grpo", {})
     study["samples_to_target_vs_dapo"] = {
@@ -309,7 +325,8 @@ def load_lm_summary(file: tuple[str, str] = LM_ALLOCATION_SUMMARY_FILE) -> dict[
     """The shipped summary of a study of recorded LM-testbed runs, or None when it has not been made
     yet: by default the transient-silence study (``data/allocation/allocation_lm.json.gz``, written by
     ``bench/bench_allocation_lm.py``); ``PERSISTENT_SUMMARY_FILE`` gives the persistent-silence one
-    (written by ``bench/bench_allocation_persistent.py``)."""
+    (written by ``bench/bench_allocation_persistent.py``). ``file`` is the summary's path under the
+    package data, as a (folder, file name) pair."""
     import gzip
     import json
 
@@ -333,7 +350,8 @@ PERSISTENT_SUMMARY_FILE = ("allocation", "allocation_persistent.json.gz")
 
 def kept_at(records: list[dict[str, Any]], generated: float) -> float:
     """Samples a run had kept for its updates (not discarded as silent or surplus) by the time it had
-    generated ``generated`` samples, linear between logged steps; NaN past the run's end."""
+    generated ``generated`` samples, linear between logged steps; NaN past the run's end. ``records`` is
+    the run's log (per-step dicts with ``samples/generated`` and ``samples/kept``)."""
     rows = [r for r in records if "samples/generated" in r and "samples/kept" in r]
     g = np.array([0.0] + [float(r["samples/generated"]) for r in rows])
     k = np.array([0.0] + [float(r["samples/kept"]) for r in rows])
@@ -346,7 +364,8 @@ def silent_ceiling(dapo_runs: list[dict[str, Any]], records: list[list[dict]], t
     """The ceiling of any rule against DAPO at target index ``target``: per seed, DAPO's generated
     samples to the target ÷ the samples it kept up to then (what DAPO would need if the groups it
     generated and discarded had cost nothing); the geometric mean with a Student-t interval on the
-    logs. ``dapo_runs`` are :func:`lm_run_measures` results, ``records`` the same runs' logs."""
+    logs. ``dapo_runs`` are :func:`lm_run_measures` results, ``records`` the same runs' logs; ``level``
+    is the interval's confidence level in (0, 1) (default 0.95)."""
     from scipy import stats
 
     ratios = []
@@ -372,7 +391,8 @@ def silent_ceiling(dapo_runs: list[dict[str, Any]], records: list[list[dict]], t
 
 def block_accuracy(records: list[dict[str, Any]], size: int) -> dict[str, float]:
     """Pool accuracy of the declared block (the pool's first ``size`` prompts) and of the rest, at the
-    first and the last pool measurement, and the share of the block never solved at the last one."""
+    first and the last pool measurement, and the share of the block never solved at the last one.
+    ``records`` is the run's log (:func:`pool_curve`)."""
     _, _, rates = pool_curve(records)
     return {
         "block_start": float(rates[0][:size].mean()),
@@ -386,7 +406,9 @@ def block_accuracy(records: list[dict[str, Any]], size: int) -> dict[str, float]
 def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
     """The persistent-silence study (data/runs/persistent/PLAN.md) as the benchmark files hold it:
     :func:`lm_benchmark` on its runs (the ceiling beside the headline included), and every rule's
-    :func:`block_accuracy` (mean over the seeds every rule has)."""
+    :func:`block_accuracy` (mean over the seeds every rule has). ``directory`` holds the study's
+    recorded runs; ``middle`` is the headline's target index (default 1: uniform GRPO's accuracy after
+    1/5 of its budget)."""
     study = lm_benchmark(directory, middle, PERSISTENT_RULES)
     runs = _load_rule_runs(Path(directory), "grpo", PERSISTENT_RULES)
     size = int(runs["uniform"][0][0]["config"]["pool_block"]["size"])
@@ -426,7 +448,9 @@ def matched_accuracy(runs: dict[str, list[tuple[dict, list]]], best: str) -> dic
     """Exploratory, not in the plan: every rule's pool accuracy (linear between its measurements) at the
     samples DAPO had generated at its second pool measurement, per seed; and ``best`` − DAPO there, paired
     by seed, with a Student-t interval. DAPO is measured there, not interpolated: the check does not rest
-    on interpolating DAPO's long first interval."""
+    on interpolating DAPO's long first interval. ``runs`` maps each rule to its (provenance, log) pairs,
+    one per seed in the same seed order for every rule, DAPO among them; ``best`` names the rule set
+    against DAPO."""
     from scipy import stats
 
     at = [pool_curve(log)[0][1] for _, log in runs["dapo"]]

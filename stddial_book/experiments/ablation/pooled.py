@@ -77,7 +77,9 @@ def cell_differences(
     """(cell key, difference of means, its squared Welch standard error s_a²/n_a + s_b²/n_b) of
     ``contrast`` ("divide-no_divide") on ``measure`` (any per-seed value of the study) in every
     recorded cell where ``where`` holds and both arms have two seeds or more, in the design's order;
-    a cell without noise (all seeds equal) has no weight to give and is left out."""
+    a cell without noise (all seeds equal) has no weight to give and is left out. ``summary`` is
+    :func:`~stddial_book.experiments.ablation.study.ablation_summary`'s dict (its seed-by-seed
+    ``values`` are read); ``where`` is a predicate on a :class:`Cell` (default: every cell)."""
     a, b = contrast.split("-")
     out = []
     for cell in CELLS:
@@ -103,7 +105,8 @@ def pooled_contrasts(summary: dict[str, Any], level: float = 0.05) -> dict[str, 
     1 − ``level``/m), ``p_bonferroni`` (two-sided, × m), the ``positive`` count of cells with a
     difference above 0 out of ``cells``, and the two-sided sign test's p of that count
     (:func:`scipy.stats.binomtest`; the cells as replications, either sign equally likely under no
-    difference)."""
+    difference). ``summary`` is :func:`~stddial_book.experiments.ablation.study.ablation_summary`'s
+    dict; ``level`` is the family-wise error rate α in (0, 1) (default 0.05)."""
     from scipy import stats
 
     rows = []
@@ -144,7 +147,9 @@ def pooled_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of :func:`pooled_contrasts`: each contrast, measure and group of cells, the
     pooled difference with its family-wise interval (a * where it excludes 0, so that the Bonferroni
     p is below α), the cells with a positive difference with the sign test's p, and the cells'
-    heterogeneity (Cochran's Q with its p, and I²)."""
+    heterogeneity (Cochran's Q with its p, and I²). ``summary`` is
+    :func:`~stddial_book.experiments.ablation.study.ablation_summary`'s dict; its ``alpha`` sets the
+    level of the * (the intervals are :func:`pooled_contrasts`'s at its default level, 0.05)."""
     header = [
         "contrast",
         "measure",
@@ -188,7 +193,9 @@ def effect_differences(summary: dict[str, Any], level: float = 0.05) -> dict[str
     ``difference``, ``se``, ``z``, ``p``, ``p_bonferroni``, ``label``, the two sides'
     ``predicted`` and ``other`` pooled effects, and ``mde``, the difference of effects this test
     detects with 80% power at its Bonferroni level, (z_{1 − α/(2m)} + z_{0.8}) · se: a difference
-    not detected may still be as large as that."""
+    not detected may still be as large as that. ``summary`` is
+    :func:`~stddial_book.experiments.ablation.study.ablation_summary`'s dict; ``level`` is the
+    family-wise error rate α in (0, 1) that the Bonferroni p and the MDE use (default 0.05)."""
     from scipy import stats
 
     found = {}

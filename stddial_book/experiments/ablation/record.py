@@ -143,11 +143,18 @@ def record_ablation(
 
     The warm start is ``init`` (an SFT directory) or made in ``work/sft-seed0``; then the pilot, then
     the runs seed by seed, so that a partial recording holds whole seeds of every arm and cell.
-    ``shard=(i, n)`` takes every n-th run from the i-th: n processes share the work, the warm start
-    and the pilot made once under a lock while the others wait. ``sizes`` (``step_samples``,
+    ``shard``, a pair (i, n), takes every n-th run from the i-th (default (0, 1): all of them): n
+    processes share the work, the warm start and the pilot made once under a lock while the others
+    wait. ``sizes`` (``step_samples``,
     ``run_samples`` and TrainConfig fields) shrink the design for tests. A dirty checkout is refused
     unless ``allow_dirty`` (the provenance then says so); both directories go through
-    :func:`stddial_book.core.outdir.claim_dir`, and nothing is ever deleted."""
+    :func:`stddial_book.core.outdir.claim_dir`, and nothing is ever deleted.
+
+    ``profile`` is the :class:`~stddial_book.rl.profiles.Profile` whose model and training settings
+    every run uses; ``seeds`` are the design seeds to record (whole numbers ≥ 0); ``work`` and
+    ``out`` are the work and recorded directories; ``cells`` the factor cells to record (default:
+    all eight); ``progress`` shows a progress bar per run; ``command`` is the command line written
+    into each run's provenance (default empty). Returns the recorded run directories in ``out``."""
     from stddial_book.core.outdir import claim_dir, expand_path
     from stddial_book.experiments.testbed.record import RECORDED_KIND, WORK_KIND, publish_run
     from stddial_book.experiments.testbed.runs import cache_lock, sft_to_dir

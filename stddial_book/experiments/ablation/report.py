@@ -82,13 +82,15 @@ def _check(summary: dict[str, Any]) -> None:
 
 
 def cell_order(summary: dict[str, Any]) -> list[str]:
-    """The recorded cells' keys in the design's order (G, then optimizer, then clip)."""
+    """The recorded cells' keys in the design's order (G, then optimizer, then clip). ``summary`` is the
+    study (:func:`load_ablation_summary` or :func:`~stddial_book.experiments.ablation.study.ablation_study`)."""
     _check(summary)
     return [c.key for c in CELLS if c.key in summary["cells"]]
 
 
 def cell_of(key: str) -> Cell:
-    """The design's :class:`~stddial_book.experiments.ablation.study.Cell` of a cell key (``G8-sgd-clip``)."""
+    """The design's :class:`~stddial_book.experiments.ablation.study.Cell` of a cell key ``key``
+    (e.g. ``G8-sgd-clip``); a key outside the design raises StopIteration."""
     return next(c for c in CELLS if c.key == key)
 
 
@@ -102,7 +104,8 @@ def _cell_columns(cell: Cell) -> list[str]:
 
 
 def dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The division's contrasts on the hardest quartile that are beyond noise."""
+    """The division's contrasts on the hardest quartile that are beyond noise, out of ``found``
+    (the comparison dicts :func:`detections` returns)."""
     return [
         d for d in found if d["detected"] and d["contrast"] == "divide-no_divide" and d["measure"] == "hardest_quartile"
     ]
@@ -110,7 +113,9 @@ def dial_hits(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def detected(result: dict[str, Any], alpha: float) -> bool:
     """Whether one comparison of :func:`~stddial_book.experiments.ablation.study._contrast` is beyond
-    noise: its family-wise interval excludes 0 and its Bonferroni p is below ``alpha``."""
+    noise: its family-wise interval excludes 0 and its Bonferroni p is below ``alpha``. ``result`` is
+    that comparison's dict (its ``ci_family`` and ``p_bonferroni`` are read; a missing or non-finite
+    one is not beyond noise); ``alpha`` is the family-wise error rate in (0, 1)."""
     interval, p = result.get("ci_family"), result.get("p_bonferroni")
     if interval is None or p is None or not np.isfinite(p):
         return False
@@ -118,7 +123,8 @@ def detected(result: dict[str, Any], alpha: float) -> bool:
 
 
 def detections(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every comparison made, in cell order: cell, contrast, measure, difference, detected."""
+    """Every comparison made, in cell order: cell, contrast, measure, difference, detected. ``summary``
+    is the study (:func:`load_ablation_summary`); its ``alpha`` decides what is detected."""
     out = []
     for key in cell_order(summary):
         for a, b in CONTRASTS:
@@ -158,7 +164,8 @@ def ablation_numbers(summary: dict[str, Any]) -> dict[str, Any]:
     ``adamw_norm_low``/``adamw_norm_high`` (no_divide's and filter's update norm over divide's in the
     AdamW cells), ``clip_binds_divide``/``clip_binds_no_divide`` (the share of steps whose gradient
     norm exceeds the clip at 1.0, over the clipped cells), ``start`` and ``hardest_prompts``; and
-    :func:`_interval_numbers`' intervals, held-out margin, SGD step ratios and step counts."""
+    :func:`_interval_numbers`' intervals, held-out margin, SGD step ratios and step counts. ``summary``
+    is the study (:func:`load_ablation_summary`)."""
     _check(summary)
     order = cell_order(summary)
     found = detections(summary)
@@ -264,7 +271,8 @@ def _interval(result: dict[str, Any], digits: int = 3) -> str:
 def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") -> tuple[list[str], list[list[str]]]:
     """(header, rows) of a table: per cell (G, optimizer, clip), each contrast's difference with its
     family-wise interval, a * where :func:`detected` (the columns a reader comes for, first), then
-    the seeds and each arm's mean of ``measure``."""
+    the seeds and each arm's mean of ``measure``. ``summary`` is the study (:func:`load_ablation_summary`);
+    ``measure`` is ``"hardest_quartile"`` (the default) or ``"heldout"``."""
     _check(summary)
     if measure not in MEASURES:
         raise ValueError(f"measure must be one of {list(MEASURES)}; got {measure!r}.")
@@ -296,7 +304,8 @@ def contrast_rows(summary: dict[str, Any], measure: str = "hardest_quartile") ->
 def step_matched(summary: dict[str, Any], key: str) -> bool:
     """Whether no_divide's realised steps in cell ``key`` are as long as divide's, within
     :data:`STEP_TOLERANCE` (the ratio of their mean update norms): there the division's contrast
-    measures the allocation (σ against σ² per group) alone."""
+    measures the allocation (σ against σ² per group) alone. ``summary`` is the study
+    (:func:`load_ablation_summary`); ``key`` a recorded cell's key (e.g. ``G8-sgd-clip``)."""
     ratio = summary["cells"][key].get("norm_ratio", {}).get("no_divide")
     return ratio is not None and abs(ratio - 1.0) <= STEP_TOLERANCE
 
@@ -304,7 +313,8 @@ def step_matched(summary: dict[str, Any], key: str) -> bool:
 def other_quartiles(summary: dict[str, Any], key: str) -> dict[str, float] | None:
     """divide − no_divide on the other three quartiles' final pool accuracy in cell ``key``
     (:func:`~stddial_book.experiments.statistics.welch`): a reallocation to the hard prompts leaves
-    them alone, a longer step lifts them too. None where the study has no such values."""
+    them alone, a longer step lifts them too. None where the study has no such values. ``summary`` is
+    the study (:func:`load_ablation_summary`); ``key`` a recorded cell's key (e.g. ``G8-sgd-clip``)."""
     from stddial_book.experiments.statistics import welch
 
     arms = summary["values"][key]
@@ -356,6 +366,8 @@ def explanations(summary: dict[str, Any]) -> list[dict[str, Any]]:
        changes the hardest quartile beyond noise in a cell where the two arms' realised steps are
        equally long (:func:`step_matched`); a detection where they are not does not separate the
        division from step length.
+
+    ``summary`` is the study (:func:`load_ablation_summary`); its ``alpha`` is the family-wise level.
     """
     _check(summary)
     found = detections(summary)
@@ -412,7 +424,8 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the step-size control per cell: SGD's rate per arm (the pilot's matched
     rates; AdamW's arms share the profile's), each arm's realised mean update norm over divide's,
     and the share of divide's and no_divide's steps whose gradient norm exceeds 1 (where the clip
-    binds; in a cell without the clip, where it would have)."""
+    binds; in a cell without the clip, where it would have). ``summary`` is the study
+    (:func:`load_ablation_summary`); the SGD rates come from its ``pilot`` entry."""
     _check(summary)
     pilot = summary.get("pilot") or {}
     rates = pilot.get("sgd_lr", {})
@@ -442,12 +455,13 @@ def control_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def cell_words(key: str) -> str:
-    """A cell's key in words: ``G8-sgd-noclip`` → "G = 8, SGD, no clip"."""
+    """A cell's key ``key`` in words: ``G8-sgd-noclip`` → "G = 8, SGD, no clip"."""
     cell = cell_of(key)
     return f"G = {cell.group_size}, {_optimizer(cell)}, {'clip' if cell.clip else 'no clip'}"
 
 
 def cell_phrase(key: str) -> str:
-    """A cell in running prose: ``G32-adamw-clip`` → "G = 32 under AdamW with the clip"."""
+    """A cell, given by its key ``key``, in running prose: ``G32-adamw-clip`` → "G = 32 under AdamW with the
+    clip"."""
     cell = cell_of(key)
     return f"G = {cell.group_size} under {_optimizer(cell)} {'with' if cell.clip else 'without'} the clip"

@@ -98,7 +98,10 @@ MEASURES = ("hardest_quartile", "heldout")
 
 @dataclass(frozen=True)
 class Cell:
-    """One cell of the factor grid: group size G, optimizer, gradient clip at 1.0 or none."""
+    """One cell of the factor grid: group size G, optimizer, gradient clip at 1.0 or none.
+
+    ``group_size`` is G, the completions per prompt (8 or 32 in the design); ``optimizer`` is
+    ``"adamw"`` or ``"sgd"``; ``clip`` is True for a gradient-norm clip at 1.0, False for none."""
 
     group_size: int
     optimizer: str
@@ -144,12 +147,14 @@ TUNING_SEED = 1000
 
 
 def comparison_count(cells: Sequence[Cell] = CELLS) -> int:
-    """The planned comparisons: every contrast on every measure in every cell (8 × 2 × 2 = 32)."""
+    """The planned comparisons: every contrast on every measure in every cell (8 × 2 × 2 = 32).
+    ``cells`` are the design's cells counted (default: all eight, :data:`CELLS`)."""
     return len(cells) * len(CONTRASTS) * len(MEASURES)
 
 
 def run_label(arm: str, cell: Cell, seed: int) -> str:
-    """A recorded run's directory name, e.g. ``no_divide-G32-sgd-noclip-seed3``."""
+    """A recorded run's directory name, e.g. ``no_divide-G32-sgd-noclip-seed3``, from its ``arm`` (a key
+    of :data:`ARMS`), its ``cell`` (a :class:`Cell`) and its ``seed`` (a whole number)."""
     return f"{arm}-{cell.key}-seed{seed}"
 
 
@@ -164,7 +169,12 @@ def cell_settings(
     cell: Cell, lr: float | None = None, step_samples: int = STEP_SAMPLES, run_samples: int = RUN_SAMPLES, **changes
 ) -> dict[str, Any]:
     """The TrainConfig fields :func:`ablation_config` sets (besides the recipe and the seed); smaller
-    ``step_samples`` and ``run_samples`` make the same design at a toy size (the tests)."""
+    ``step_samples`` and ``run_samples`` make the same design at a toy size (the tests).
+
+    ``cell`` is the :class:`Cell` that sets G, the optimizer and the clip; ``lr`` the learning rate
+    (default None: the profile's); ``step_samples`` the generated samples per step (prompts × G,
+    default :data:`STEP_SAMPLES`) and ``run_samples`` per run (default :data:`RUN_SAMPLES`);
+    ``changes`` are further TrainConfig fields, which override the ones set here."""
     settings = {
         "group_size": cell.group_size,
         "prompts_per_step": step_samples // cell.group_size,
@@ -184,20 +194,29 @@ def ablation_config(profile, arm: str, cell: Cell, seed: int, lr: float | None =
     """The :class:`~stddial_book.rl.configs.TrainConfig` of one run: the arm's recipe, the cell's G
     (prompts per step = :data:`STEP_SAMPLES` / G), optimizer and clip, :data:`RUN_SAMPLES` samples,
     the pool and held-out set measured at the start and the end only (the pool with 32 samples a
-    prompt, held-out with 32 a prompt), ``lr`` (default: the profile's, 1e-4 for AdamW)."""
+    prompt, held-out with 32 a prompt), ``lr`` (default: the profile's, 1e-4 for AdamW).
+
+    ``profile`` is the :class:`~stddial_book.rl.profiles.Profile` whose training settings the run
+    starts from; ``arm`` a key of :data:`ARMS` (another raises ValueError); ``cell`` the run's
+    :class:`Cell`; ``seed`` its seed; ``changes`` are passed to :func:`cell_settings` (a smaller
+    ``step_samples`` or ``run_samples``, or TrainConfig fields that override)."""
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {list(ARMS)}; got {arm!r}.")
     return profile.train_config(ARMS[arm], seed, **cell_settings(cell, lr, **changes))
 
 
 def pilot_config(profile, arm: str, cell: Cell, seed: int = 0):
-    """A pilot run: :data:`PILOT_STEPS` steps, no evaluation; SGD at :data:`PILOT_SGD_LR`."""
+    """A pilot run: :data:`PILOT_STEPS` steps, no evaluation; SGD at :data:`PILOT_SGD_LR`. ``profile``
+    is the :class:`~stddial_book.rl.profiles.Profile` it starts from, ``arm`` a key of :data:`ARMS`,
+    ``cell`` the :class:`Cell` and ``seed`` the run's seed (default 0, the pilot's)."""
     return profile.train_config(ARMS[arm], seed, **pilot_changes(cell))
 
 
 def pilot_changes(cell: Cell, step_samples: int = STEP_SAMPLES, **changes) -> dict[str, Any]:
     """:func:`pilot_config`'s fields (``changes`` as in :func:`ablation_config`; a run size in them is
-    the main runs', not the pilot's, and is ignored)."""
+    the main runs', not the pilot's, and is ignored). ``cell`` is the pilot run's :class:`Cell`;
+    ``step_samples`` the generated samples per step (default :data:`STEP_SAMPLES`), the run lasting
+    :data:`PILOT_STEPS` such steps."""
     changes.pop("run_samples", None)
     lr = PILOT_SGD_LR if cell.optimizer == "sgd" else None
     budget = PILOT_STEPS * step_samples
@@ -260,20 +279,28 @@ def tuning_changes(
     cell: Cell, lr: float, step_samples: int = STEP_SAMPLES, run_samples: int = RUN_SAMPLES, **changes
 ) -> dict[str, Any]:
     """A tuning run's fields: a quarter of a run's samples (8,192), the pool measured at its end
-    (held-out, which the choice does not read, with 4 samples a prompt)."""
+    (held-out, which the choice does not read, with 4 samples a prompt).
+
+    ``cell`` is the SGD :class:`Cell` tuned and ``lr`` the rate tried; ``step_samples`` and
+    ``run_samples`` are the main runs' samples per step and per run (defaults :data:`STEP_SAMPLES`
+    and :data:`RUN_SAMPLES`; the tuning run takes a quarter of ``run_samples``, at least one step);
+    ``changes`` are further TrainConfig fields, as in :func:`cell_settings`."""
     budget = max(run_samples // 4, step_samples)
     return cell_settings(cell, lr, step_samples, budget, **{"eval_samples": 4, **changes})
 
 
 def pool_accuracy(records: list[dict[str, Any]]) -> float:
-    """The whole pool's accuracy at a run's last measurement: the mean over prompts of k/n."""
+    """The whole pool's accuracy at a run's last measurement: the mean over prompts of k/n.
+    ``records`` is the run's log, a list of record dicts (:func:`~stddial_book.rl.runlog.load_run`);
+    a log without a pool measurement raises ValueError."""
     last = _pool_rows(records)[-1]
     return float(np.mean(last["pool/k"]) / last["pool/n"])
 
 
 def tuning_runs(cells: Sequence[Cell] = CELLS) -> list[tuple[str, str, Cell, float]]:
     """The grid that sets SGD's step length: (label, arm, cell, fraction) for both dial arms of every
-    SGD cell at every fraction of :data:`SGD_FRACTIONS`, seed :data:`TUNING_SEED` (outside the design)."""
+    SGD cell at every fraction of :data:`SGD_FRACTIONS`, seed :data:`TUNING_SEED` (outside the design).
+    ``cells`` are the cells considered (default: all eight); those under AdamW get no tuning runs."""
     return [
         (f"tune{i}-{run_label(arm, cell, TUNING_SEED)}", arm, cell, fraction)
         for cell in cells
@@ -287,7 +314,8 @@ def choose_fractions(accuracy: dict[str, float], cells: Sequence[Cell] = CELLS) 
     """Per SGD cell, the fraction of :data:`SGD_FRACTIONS` whose tuning runs (``accuracy``: label of
     :func:`tuning_runs` → the run's final whole-pool accuracy) reach the highest mean over the two
     dial arms (the smaller fraction on a tie). The whole pool and a seed of its own: the selection
-    reads neither the hardest quartile nor a seed the contrasts test, and favours neither arm."""
+    reads neither the hardest quartile nor a seed the contrasts test, and favours neither arm.
+    ``cells`` are the cells considered (default: all eight); the SGD ones get a fraction."""
     chosen = {}
     for cell in cells:
         if cell.optimizer == "sgd":
@@ -323,7 +351,9 @@ def run_measures(records: list[dict[str, Any]], hardest: np.ndarray, samples: fl
     the other three quartiles there (``other_quartiles``: where a longer step would show as well as
     a reallocation to the hard prompts), its mean update norm, its optimizer steps (``updates``),
     its mean gradient norm before any clipping and the share of its steps where that norm exceeds
-    1 (where a clip at 1.0 binds, or would)."""
+    1 (where a clip at 1.0 binds, or would). ``records`` is the run's log, a list of record dicts;
+    ``hardest`` the boolean mask over the pool's prompts of the hardest quartile
+    (:func:`hardest_quartile_of`)."""
     rows = _pool_rows(records)
     generated = np.array([float(r.get("samples/generated", 0)) for r in rows])
     quartile = np.array([np.mean(np.asarray(r["pool/k"], float)[hardest]) / r["pool/n"] for r in rows])
@@ -402,7 +432,9 @@ def detectable_effect(
     """The minimum detectable effect of a two-arm contrast with ``seeds`` seeds an arm: the true
     difference a two-sided t-test at α/``comparisons`` finds with probability ``power``:
     (t_{1−α/2m, df} + t_{power, df}) · sd · √(2/n) (unpaired, df = 2n − 2), or · √(1/n) with ``sd``
-    the SD of paired differences (df = n − 1)."""
+    the SD of paired differences (df = n − 1). ``alpha`` is the family-wise error rate in (0, 1)
+    (default 0.05); ``paired`` picks the paired form (default False: unpaired). Fewer than two seeds
+    detect nothing (infinity)."""
     if seeds < 2:
         return float("inf")
     df = seeds - 1 if paired else 2 * seeds - 2
@@ -412,7 +444,11 @@ def detectable_effect(
 def seeds_needed(
     sd: float, mde: float, comparisons: int, alpha: float = 0.05, power: float = 0.8, paired: bool = False
 ) -> int:
-    """The fewest seeds per arm whose :func:`detectable_effect` is at most ``mde``."""
+    """The fewest seeds per arm whose :func:`detectable_effect` is at most ``mde``, a difference in the
+    measure's units (> 0). ``sd`` is the seed-to-seed SD (≥ 0; of the paired differences when
+    ``paired``, default False); ``comparisons`` the number m of the Bonferroni family; ``alpha`` the
+    family-wise error rate in (0, 1) (default 0.05); ``power`` the probability of detection in
+    (0, 1) (default 0.8)."""
     if not (sd >= 0 and mde > 0):
         raise ValueError(f"sd must be >= 0 and mde > 0; got {sd} and {mde}.")
     for n in range(2, 100_000):
@@ -438,7 +474,12 @@ def power_analysis(
     a recipe pin an SD down loosely), the seeds an unpaired contrast needs at each (``seeds``,
     ``seeds_upper``), the seeds a paired one needs at the largest paired SD (``seeds_paired``: the
     arms share their seeds, but if pairing does not shrink the differences it buys nothing), and the
-    MDE :data:`DESIGN_SEEDS` seeds reach at the pooled SD and at its bound."""
+    MDE :data:`DESIGN_SEEDS` seeds reach at the pooled SD and at its bound.
+
+    ``runs`` maps a recipe to the log records of its seeds, in seed order; ``samples`` is in generated
+    samples (default :data:`RUN_SAMPLES`; None: each run's end); ``mde`` is in accuracy (default
+    0.04); ``alpha`` is the family-wise error rate (default 0.05), ``power`` and ``confidence`` are
+    probabilities in (0, 1) (default 0.8 each)."""
     from scipy import stats
 
     m = comparison_count() if comparisons is None else int(comparisons)
@@ -466,7 +507,9 @@ def design_cost(
     seconds_per_run: dict[int, float], seeds: int = DESIGN_SEEDS, cells: Sequence[Cell] = CELLS, cores: int = 2
 ) -> dict[str, float]:
     """CPU-minutes of the full design (every arm × cell × seed) from the seconds one run takes at each
-    G (``seconds_per_run``, measured by the pilot), and the wall hours on ``cores`` processes."""
+    G (``seconds_per_run``, measured by the pilot), and the wall hours on ``cores`` processes.
+    ``seeds`` is the seeds per arm and cell (default :data:`DESIGN_SEEDS`); ``cells`` the cells
+    counted (default: all eight)."""
     runs = len(ARMS) * len(cells) * seeds
     seconds = sum(len(ARMS) * seeds * float(seconds_per_run[c.group_size]) for c in cells)
     return {"runs": runs, "cpu_minutes": seconds / 60, "wall_hours": seconds / 3600 / cores}
@@ -512,7 +555,11 @@ def ablation_summary(
     ``comparisons``, the count m of the comparisons made (a contrast whose arms both ran, on each
     measure), which every Bonferroni level uses; ``means`` per cell and arm; ``seeds`` per cell and
     arm; ``values`` per cell and arm, each measure of :func:`run_measures` seed by seed (in seed
-    order); ``start``, the hardest quartile's mean before training, and ``hardest_prompts``, its size."""
+    order); ``start``, the hardest quartile's mean before training, and ``hardest_prompts``, its size.
+
+    ``alpha`` is the family-wise error rate in (0, 1) (default 0.05); ``draws`` the bootstrap's
+    resamples per interval (default 10,000); ``seed`` the bootstrap's seed (the i-th comparison uses
+    ``seed`` + i; default 0)."""
     parsed = {label: _parse_label(label) for label in runs}
     hardest = hardest_quartile_of(list(runs.values()))
     measured: dict[str, dict[str, list[dict[str, float]]]] = {}
@@ -566,7 +613,9 @@ def ablation_summary(
 def ablation_study(directory: str | os.PathLike, **options) -> dict[str, Any]:
     """:func:`ablation_summary` of the runs recorded in ``directory`` (every ``<arm>-<cell>-seed<k>``
     holding a log and provenance, as a folder or stored in the study's tables), with the commits they
-    ran from and the pilot's rates."""
+    ran from and the pilot's rates. ``directory`` is the recorded folder (its ``pilot.json``, if
+    present, gives ``pilot``); ``options`` (``alpha``, ``draws``, ``seed``) go to
+    :func:`ablation_summary`."""
     from stddial_book.rl.runlog import load_run, run_folders
 
     directory = Path(directory)

@@ -30,7 +30,8 @@ __all__ = [
 
 def ablation_sentence(summary: dict[str, Any]) -> str:
     """The ablation's result in one sentence, from its detections, each with its family-wise interval
-    (Markdown: the contrasts in code type)."""
+    (Markdown: the contrasts in code type). ``summary`` is the study
+    (:func:`~stddial_book.experiments.ablation.report.load_ablation_summary`)."""
     numbers = ablation_numbers(summary)
     found = [d for d in detections(summary) if d["detected"]]
     design = (
@@ -226,7 +227,8 @@ def ablation_reading_parts(summary: dict[str, Any]) -> dict[str, str]:
     """The chapter's reading, one paragraph per topic (Markdown; empty where there is nothing to
     say): ``causes`` (explanations 1 to 3: the group size, the clip, the step length), ``allocation``
     (explanation 4: which detections are clean), ``pooled`` (the cells together, exploratory),
-    ``filter`` (DAPO's filter and the steps it makes) and ``heldout`` (the transfer control)."""
+    ``filter`` (DAPO's filter and the steps it makes) and ``heldout`` (the transfer control).
+    ``summary`` is the study (:func:`~stddial_book.experiments.ablation.report.load_ablation_summary`)."""
     rows = explanations(summary)
     numbers = ablation_numbers(summary)
     parts = {
@@ -241,7 +243,8 @@ def ablation_reading_parts(summary: dict[str, Any]) -> dict[str, str]:
 
 def ablation_reading(summary: dict[str, Any]) -> str:
     """The chapter's reading of :func:`~stddial_book.experiments.ablation.report.explanations`, the
-    pooled cells and the controls, in words (:func:`ablation_reading_parts`, joined)."""
+    pooled cells and the controls, in words (:func:`ablation_reading_parts`, joined). ``summary`` is the
+    study (:func:`~stddial_book.experiments.ablation.report.load_ablation_summary`)."""
     return " ".join(part for part in ablation_reading_parts(summary).values() if part)
 
 
@@ -254,7 +257,8 @@ def _code_arms(text: str) -> str:
 
 def ablation_clause(summary: dict[str, Any]) -> str:
     """The ablation's result as a clause that can close another sentence (the chapter's bottom line);
-    the pooled numbers in it are labelled exploratory."""
+    the pooled numbers in it are labelled exploratory. ``summary`` is the study
+    (:func:`~stddial_book.experiments.ablation.report.load_ablation_summary`)."""
     numbers = ablation_numbers(summary)
     found = detections(summary)
     rows = explanations(summary)

@@ -41,7 +41,8 @@ def recommendation(pool: ReaderPool, epsilon: float) -> dict[str, Any]:
     Clopper–Pearson bound 1 − 0.05^(1/n)), at the smallest n among the pruned prompts (``None`` when n is
     unknown). Keys: ``prune_never_solved``, ``prune_always_solved``, ``kept_prompts``, ``kept_share``,
     ``median_p``, ``G_star``, ``group_size``, ``silent_whole_pool``, ``silent_kept``, ``pruned_at_n``,
-    ``pruned_p_bound``, ``epsilon``, ``kept_ids_available``."""
+    ``pruned_p_bound``, ``epsilon``, ``kept_ids_available``. ``pool`` is the reader's :class:`ReaderPool`;
+    ``epsilon`` in (0, 1) is the group-size law's tolerance (fidelity 1 − ε)."""
     from scipy.stats import beta
 
     p = pool.solve_rates
@@ -81,7 +82,7 @@ def recommendation(pool: ReaderPool, epsilon: float) -> dict[str, Any]:
 
 
 def recommendation_lines(rec: dict[str, Any], total: int) -> list[str]:
-    """:func:`recommendation` as the report's closing lines (``total``: the pool's prompts)."""
+    """:func:`recommendation` as the report's closing lines (``rec``: its dict; ``total``: the pool's prompts)."""
     pruned = rec["prune_never_solved"] + rec["prune_always_solved"]
     lines = ["", "recommendation"]
     if rec["kept_prompts"] == 0:
@@ -126,7 +127,9 @@ def recommendation_lines(rec: dict[str, Any], total: int) -> list[str]:
 
 
 def kept_ids(pool: ReaderPool) -> list:
-    """The ids of the prompts :func:`recommendation` keeps (0 < p < 1), in the table's order."""
+    """The ids of the prompts :func:`recommendation` keeps (0 < p < 1), in the table's order.
+
+    ``pool`` is the reader's :class:`ReaderPool`; it must have a prompt column (else ``ValueError``)."""
     if pool.prompt_ids is None:
         raise ValueError(
             f"{printable(pool.name)} has no column naming its prompts, so there are no ids to write; name it with "
@@ -138,7 +141,8 @@ def kept_ids(pool: ReaderPool) -> list:
 
 def check_new_file(path: str | os.PathLike, flag: str = "--kept-ids") -> Path:
     """``path`` expanded, if a new file may be created there: nothing (not even a link) by that name yet,
-    and its folder exists; else a one-line ``ValueError`` (checked before anything is written)."""
+    and its folder exists; else a one-line ``ValueError`` (checked before anything is written). ``flag`` is
+    the command-line option the error messages name (default ``"--kept-ids"``)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip() or "\x00" in text:
         raise ValueError(f"{flag} must name a new file, e.g. {flag} kept_ids.jsonl; got {printable(repr(path))[:60]}.")
@@ -157,7 +161,8 @@ def check_new_file(path: str | os.PathLike, flag: str = "--kept-ids") -> Path:
 def write_kept_ids(pool: ReaderPool, path: str | os.PathLike) -> Path:
     """Write :func:`kept_ids` into the new file ``path`` (:func:`check_new_file`), one JSON value a line (a
     number, a string, or a conversational prompt's list of messages, as the table held it); read it back
-    with ``[json.loads(line) for line in open(path)]``. Never replaces a file (``O_EXCL``) or follows a link."""
+    with ``[json.loads(line) for line in open(path)]``. Never replaces a file (``O_EXCL``) or follows a link.
+    ``pool`` is the reader's :class:`ReaderPool` (with a prompt column); returns the file's path."""
     target = check_new_file(path)
     ids = kept_ids(pool)
     body = "".join(json.dumps(value, ensure_ascii=False) + "\n" for value in ids)

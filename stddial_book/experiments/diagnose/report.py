@@ -81,6 +81,9 @@ def diagnose(
     scaled to them), ``recommendation`` (:func:`stddial_book.experiments.diagnose.advice.recommendation`: what to
     prune, the G the law asks for, the silent fraction after pruning, how sure the pruning is) and ``warnings``
     (what the reader should check in the data, e.g. prompt ids that repeat in a per-prompt table).
+    ``counts`` is the pool; ``group_sizes`` the G values tabulated (each at least 2; repeats dropped, sorted;
+    default :data:`DEFAULT_GROUP_SIZES`); ``epsilon`` the group-size law's tolerance, strictly in (0, 1) (default
+    :data:`DEFAULT_EPSILON`: fidelity 0.95); ``budget`` and ``seed`` (an int >= 0) as above.
     """
     pool = as_reader_pool(counts)
     sizes = sorted({check_group_size(g, "group_sizes") for g in _as_list(group_sizes)})
@@ -131,7 +134,9 @@ DIAGNOSE_MAX_SAMPLES = 10**12
 def check_source(source: Any, samples: Any = "samples") -> None:
     """Refuse, before anything is read, a local source that is not a regular file (a FIFO named
     ``.csv`` would block the reader forever; a device, a socket) and a stated number of samples per
-    prompt out of 1 to :data:`DIAGNOSE_MAX_SAMPLES`."""
+    prompt out of 1 to :data:`DIAGNOSE_MAX_SAMPLES`. ``source`` is what the reader will read (a path is
+    checked if it exists; anything else passes); ``samples`` is the samples column's name or the number n
+    (only a whole number is checked)."""
     if isinstance(source, (str, os.PathLike)) and not isinstance(os.fspath(source), bytes):
         path = os.path.expanduser(os.fspath(source))
         try:
@@ -163,7 +168,13 @@ def load_pool(
 ) -> ReaderPool:
     """:func:`stddial_book.corpora.reader_pool.load_reader_pool` (per-prompt tables, per-completion rows
     grouped per prompt, TRL's completion logs) after the checks it lacks: :func:`check_source` (a regular
-    file, samples bounded), and at most :data:`DIAGNOSE_MAX_SAMPLES` samples per prompt."""
+    file, samples bounded), and at most :data:`DIAGNOSE_MAX_SAMPLES` samples per prompt. The arguments are
+    :func:`~stddial_book.corpora.reader_pool.load_reader_pool`'s: ``source`` a .csv, .parquet or .jsonl file, a
+    folder of .parquet files or a hub dataset id (``config``: its configuration); ``rows`` what one row is
+    (``"prompts"``, ``"completions"`` or ``"auto"``); for per-prompt rows ``correct`` names the successes column
+    and ``samples`` the samples column or one whole n for every prompt, or ``pass_rate`` names a column of p in
+    [0, 1]; for per-completion rows ``reward`` names the 0/1 reward column; ``prompt`` names the column naming
+    each prompt (default: the first known id column present)."""
     check_source(source, samples)
     pool = load_reader_pool(source, correct, samples, pass_rate, config, rows=rows, prompt=prompt, reward=reward)
     if pool.num_samples is not None and pool.num_samples.size and int(pool.num_samples.max()) > DIAGNOSE_MAX_SAMPLES:
@@ -302,7 +313,8 @@ def allocation_plans(solve_rates: np.ndarray, budget: int, seed: int = 0) -> tup
     ahead gives one group size per prompt (``plan_for_rates``); a rule that samples in rounds (DAPO,
     SPEED, Reinforce-Ada) gives a dict of what :data:`ROUND_REPEATS` simulated steps with Bernoulli
     rewards drew and kept, on average (``allocate``). A rule that refuses the pool is reported by its
-    message instead of a plan.
+    message instead of a plan. ``solve_rates`` is a 1-D array of the prompts' pass rates in [0, 1];
+    ``seed`` seeds the random choices (every rule starts from the same seed).
     """
     import stddial_book.rl.allocation as allocation
 
@@ -423,7 +435,7 @@ def _pct(value: float | None) -> str:
 
 
 def diagnosis_text(report: dict) -> str:
-    """:func:`diagnose`'s dict as a plain-text report (about 80 columns)."""
+    """:func:`diagnose`'s dict ``report`` as a plain-text report (about 80 columns)."""
     pool, law = report["pool"], report["group_size_law"]
     n = pool["samples_per_prompt"]
     lines = [

@@ -89,7 +89,9 @@ def choose_learning_rate(
 
 
 def pass_rate_curve(run: str | os.PathLike) -> list[float]:
-    """A recorded run's batch pass rate per optimizer step (``dial/pass_rate`` of its ``metrics.jsonl.gz``)."""
+    """A recorded run's batch pass rate per optimizer step (``dial/pass_rate`` of its ``metrics.jsonl.gz``).
+
+    ``run`` is the run's folder; the values come sorted by step, in [0, 1]."""
     with gzip.open(Path(run) / "metrics.jsonl.gz", "rt", encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     records = sorted((r for r in records if "dial/pass_rate" in r), key=lambda r: r["step"])
@@ -122,7 +124,9 @@ def read_lm_runs(folder: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def accuracy(rows: Sequence[dict[str, Any]]) -> float:
-    """The share of correct completions over a measured set (every question weighs its samples)."""
+    """The share of correct completions over a measured set (every question weighs its samples).
+
+    ``rows`` holds one dict per question with its ``correct`` count and its ``samples`` n."""
     return sum(r["correct"] for r in rows) / sum(r["samples"] for r in rows)
 
 
@@ -146,7 +150,9 @@ def _mde(sd: float, n_eff: float, df: float, alpha: float, power: float = 0.8) -
 
 def paired_test(before: Sequence[float], after: Sequence[float], comparisons: int = 1) -> dict[str, float]:
     """after − before on the same seeds: mean, Student t interval at the Bonferroni level ``0.05/comparisons``,
-    its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect."""
+    its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect.
+    ``before`` and ``after`` are one value per seed, in the same seed order; ``comparisons`` is the size of the
+    test's family (default 1: no adjustment)."""
     a, b = np.asarray(after, float), np.asarray(before, float)
     diff = a - b
     n = diff.size
@@ -166,7 +172,9 @@ def paired_test(before: Sequence[float], after: Sequence[float], comparisons: in
 
 def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> dict[str, float]:
     """mean(a) − mean(b): Welch's t (``scipy.stats.ttest_ind(equal_var=False)``), its interval at the Bonferroni
-    level with Welch's degrees of freedom, the adjusted p and the smallest difference it would detect."""
+    level with Welch's degrees of freedom, the adjusted p and the smallest difference it would detect.
+    ``a`` and ``b`` are two independent samples, one value per seed (two or more each, else NaN); ``comparisons`` is the
+    size of the test's family, the Bonferroni level being ``0.05/comparisons`` (default 1: no adjustment)."""
     x, y = np.asarray(a, float), np.asarray(b, float)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     se = math.sqrt(va + vb)
@@ -189,7 +197,9 @@ def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> 
 
 def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Of the questions with no correct sample before training, how many have none after (same ids), and of
-    those with every sample correct before, how many still have all correct."""
+    those with every sample correct before, how many still have all correct. ``before`` and ``after`` are the
+    per-question rows of the same pool measured before and after training (dicts with ``prompt_id``, ``correct``
+    and ``samples``); every id of ``before`` must be in ``after``."""
     after_by_id = {r["prompt_id"]: r for r in after}
     out = {}
     for name, silent in (("never", lambda r: r["correct"] == 0), ("always", lambda r: r["correct"] == r["samples"])):
@@ -223,7 +233,8 @@ def accuracy_by_verifier(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The accuracy under every verifier whose counts the rows carry (``correct_by``, on the same
     completions), and ``strict_over_lenient``: last-number's correct count over math-verify's, summed over
     the questions (how much of the lenient check's success the strict one also counts); empty for rows
-    measured under one verifier only (the first recording)."""
+    measured under one verifier only (the first recording). ``rows`` holds one dict per question with its
+    ``samples`` n and ``correct_by`` (verifier name -> correct count)."""
     if not rows or any("correct_by" not in r for r in rows):
         return {}
     total = sum(r["samples"] for r in rows)
@@ -262,7 +273,8 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
 
 def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
     """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
-    silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit)."""
+    silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit). ``folder`` holds the
+    ``<recipe>-seed<k>`` runs (:func:`read_lm_runs`)."""
     raw = read_lm_runs(folder)
     runs = [_run_summary(run) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
@@ -318,7 +330,8 @@ def _read_counts(path: Path) -> dict[str, Any]:
 
 def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
     """Each recipe's pilot curves by learning rate, from ``<recipe>-lr<rate>/`` folders, or ``lr<rate>/`` (the
-    first plan's layout, GRPO's pilot only)."""
+    first plan's layout, GRPO's pilot only). ``folder`` (a :class:`~pathlib.Path`) is the recording's pilot
+    folder; a ValueError when it holds no GRPO pilot."""
     found: dict[str, dict[str, list[float]]] = {}
     for run in sorted(p for p in folder.iterdir() if p.is_dir()):
         recipe = next((r for r in LM_RECIPES if run.name.startswith(f"{r}-lr")), "grpo")
@@ -332,7 +345,8 @@ def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
 def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
     runs, the pilot's curves and the rate its rule picks, and the base model's measured pool (k of n per
-    question). ``path`` must not exist."""
+    question). ``recording`` is the recording's folder; ``path`` is the gzipped JSON file to write, which must
+    not exist."""
     recording, path = Path(recording), Path(path)
     pilots = {
         recipe: {"curves": curves, "chosen": choose_learning_rate({float(k): v for k, v in curves.items()}),

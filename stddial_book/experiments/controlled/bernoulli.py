@@ -44,12 +44,15 @@ __all__ = [
 
 def expected_gain(solve_rate: np.ndarray, group_size: int, recipe: Recipe) -> np.ndarray:
     """The finite-G closed form of :func:`sampled_gradients`: the recipe's expected update weight
-    at 0/1 rewards, E[σ̂] when it divides by the std and E[σ̂²] when it does not."""
+    at 0/1 rewards, E[σ̂] when it divides by the std and E[σ̂²] when it does not. ``solve_rate`` holds
+    each prompt's p in [0, 1] (any shape; the result has the same); ``group_size`` is G, the samples
+    per group; ``recipe`` the :class:`~stddial_book.theory.recipes.Recipe` (its rewards are set to 0/1)."""
     return np.asarray(expected_update_weight(solve_rate, group_size, with_binary_rewards(recipe)))
 
 
 def with_binary_rewards(recipe: Recipe) -> Recipe:
-    """The recipe with the 0/1 rewards of a Bernoulli-logit prompt."""
+    """The recipe with the 0/1 rewards of a Bernoulli-logit prompt: a copy of ``recipe`` (a
+    :class:`~stddial_book.theory.recipes.Recipe`) with ``reward_wrong`` 0 and ``reward_correct`` 1."""
     return recipe.replace(reward_wrong=0.0, reward_correct=1.0)
 
 
@@ -60,7 +63,9 @@ def sampled_gradients(
 
     ``solve_rate`` holds p for each prompt (shape (M,)); answers yᵢ ~ Bernoulli(p), rewards 0/1,
     advantages from :func:`stddial_book.theory.recipes.group_advantages` (silent groups give 0), scores
-    sᵢ = yᵢ − p. Returns shape (M,).
+    sᵢ = yᵢ − p. Returns shape (M,). ``group_size`` is G, the answers per group; ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset's name (``"grpo"``); ``rng`` the numpy
+    Generator that draws the answers.
     """
     size = check_group_size(group_size)
     recipe = as_recipe(recipe)
@@ -84,6 +89,11 @@ def monte_carlo_gradient(
     Its expectation is E[σ̂] (GRPO, :func:`stddial_book.theory.silent.expected_group_std`) or
     E[σ̂²] = p(1 − p)(G − 1)/G (Dr. GRPO); for large G these approach √(p(1 − p)) and p(1 − p),
     the θ-gradients of 2·arcsin√p and of p. Chapter 6.
+
+    ``solve_rate`` is p, a number or an array of them in [0, 1]; ``group_size`` is G; ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset's name; ``num_groups`` at least 2;
+    ``seed`` seeds the generator (whole number ≥ 0, default 0). Both results have p's shape (at
+    least 1-D).
     """
     num_groups = check_int(num_groups, "num_groups")
     if num_groups < 2:
@@ -109,6 +119,8 @@ def monte_carlo_z(
     lies from its exact expectation, E[σ̂] for a recipe that divides by the std and E[σ̂²] for one
     that does not (chapter 6). A point whose sampled groups all gave the same gradient (p = 0 or 1)
     has no standard error: its z is 0 when the mean equals the expectation and ±inf otherwise.
+    ``solve_rate``, ``group_size``, ``recipe``, ``num_groups`` and ``seed`` are as in
+    :func:`monte_carlo_gradient`.
     """
     recipe = as_recipe(recipe)
     p = np.atleast_1d(to_numpy(solve_rate, "solve_rate", allow_empty=True))
@@ -136,6 +148,11 @@ class ControlledRun:
     The paper's run: M = 6,000 prompts, initial p drawn from the interior (0 < p < 1) of Big-Math's
     solve rates and clipped to [0.02, 0.98], G = 8, 150 steps of θ ← θ + lr·g with lr = 0.5;
     DAPO redraws a silent group of the same prompt, at most ``redraw_tries`` draws in all.
+
+    ``num_prompts`` is M (at least 4: quartiles); ``group_size`` is G, the answers per group;
+    ``steps`` the training steps (at least 1); ``lr`` the positive step size on θ; ``clip`` the pair
+    (low, high), 0 < low < high < 1, that the initial solve rates are clipped to. The defaults are
+    the paper's run.
     """
 
     num_prompts: int = 6000
@@ -177,7 +194,15 @@ class ControlledRun:
 
 @dataclass
 class ControlledRunResult:
-    """Per-step records of :func:`controlled_run` (arrays have one row per step)."""
+    """Per-step records of :func:`controlled_run` (arrays have one row per step).
+
+    ``initial_p`` holds the M prompts' starting solve rates, shape (M,); ``p`` the solve rates before
+    each step and at the end, (steps + 1, M); ``silent_measured`` the share of first-drawn groups
+    that were silent, per step, and ``silent_expected`` its expectation, the mean of pᴳ + (1 − p)ᴳ
+    at the current p; ``gain`` the update each prompt received (its sampled gradient), (steps, M),
+    and ``expected_gain`` the finite-G closed form at the current p, (steps, M); ``groups_drawn``
+    the groups sampled per step, redraws included, and ``groups_kept`` those that gave a non-zero
+    update."""
 
     initial_p: np.ndarray  # (M,)
     p: np.ndarray  # (steps + 1, M): the solve rates before each step, and at the end
@@ -192,7 +217,12 @@ class ControlledRunResult:
 def initial_solve_rates(
     solve_rates: np.ndarray, counts: np.ndarray, config: ControlledRun, rng: np.random.Generator
 ) -> np.ndarray:
-    """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8)."""
+    """M initial solve rates drawn from a pool's interior (0 < p < 1) and clipped (paper §8).
+
+    ``solve_rates`` (1-D, in [0, 1]) and ``counts`` (one non-negative count or weight per solve rate)
+    describe the pool, drawn from in proportion to ``counts``; ``config`` is the
+    :class:`ControlledRun` whose ``num_prompts`` sets M and whose ``clip`` bounds the draws; ``rng``
+    the numpy Generator that draws them."""
     check_controlled_run(config)
     p, c = check_pool(solve_rates, counts)
     if not isinstance(rng, np.random.Generator):
@@ -221,6 +251,12 @@ def controlled_run(
     ``lr`` overrides ``config.lr`` (the matched-step runs). The expected
     gain is E[σ̂] for a recipe that divides by the std and E[σ̂²]
     otherwise.
+
+    ``initial_p`` holds the prompts' starting solve rates in [0, 1]
+    (p = 0 or 1 never moves); ``recipe`` is a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset's name;
+    ``config`` the :class:`ControlledRun` (default: the paper's run);
+    ``seed`` seeds the answers' generator (whole number ≥ 0, default 0).
     """
     recipe = as_recipe(recipe)
     check_controlled_run(config)

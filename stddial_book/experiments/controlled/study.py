@@ -54,7 +54,7 @@ def silent_r2(result: ControlledRunResult) -> float:
     """R² of the measured silent fraction per step against mean(p^G + (1 − p)^G) at the current p.
 
     NaN when the measured fraction does not vary over the steps (one step, or none or every group
-    silent at each): R² is then undefined.
+    silent at each): R² is then undefined. ``result`` is what :func:`controlled_run` returns.
     """
     check_controlled_result(result)
     measured, expected = result.silent_measured, result.silent_expected
@@ -66,14 +66,17 @@ def silent_r2(result: ControlledRunResult) -> float:
 
 def extreme_share(result: ControlledRunResult, step: int = 0) -> tuple[float, float]:
     """(measured, closed form) share of one step's update mass on extreme prompts, p < 0.1 or
-    p > 0.9 at the start of the run (the source paper's band; chapter 8)."""
+    p > 0.9 at the start of the run (the source paper's band; chapter 8). ``result`` is what
+    :func:`controlled_run` returns; ``step`` the step read, 0 to steps − 1 (default 0, the first)."""
     gain, expected = _step_mass(result, step)
     extreme = PAPER_BANDS["extreme"](result.initial_p)
     return float(gain[extreme].sum() / gain.sum()), float(expected[extreme].sum() / expected.sum())
 
 
 def decile_share(result: ControlledRunResult, step: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(measured, closed form) share of one step's update mass per tenth of the initial p."""
+    """(measured, closed form) share of one step's update mass per tenth of the initial p, each of shape
+    (10,). ``result`` is what :func:`controlled_run` returns; ``step`` the step read, 0 to steps − 1
+    (default 0, the first)."""
     gain, expected = _step_mass(result, step)
     decile = decile_of(result.initial_p)
     measured = np.bincount(decile, weights=gain, minlength=10)
@@ -82,7 +85,8 @@ def decile_share(result: ControlledRunResult, step: int = 0) -> tuple[np.ndarray
 
 
 def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
-    """A mask of the M/4 prompts with the lowest initial solve rate (ties broken by position)."""
+    """A mask of the M/4 prompts with the lowest initial solve rate (ties broken by position).
+    ``initial_p`` holds the M prompts' initial solve rates in [0, 1], shape (M,)."""
     p = to_numpy(initial_p, "initial_p", allow_empty=True)
     if p.ndim != 1:
         raise ValueError(f"initial_p must be 1-D, one solve rate per prompt; got shape {p.shape}.")
@@ -94,7 +98,8 @@ def hardest_quartile(initial_p: np.ndarray) -> np.ndarray:
 
 
 def quartile_curve(result: ControlledRunResult) -> np.ndarray:
-    """Mean solve rate of the initially hardest quartile before each step and at the end."""
+    """Mean solve rate of the initially hardest quartile before each step and at the end, shape
+    (steps + 1,). ``result`` is what :func:`controlled_run` returns (at least 4 prompts)."""
     check_controlled_result(result)
     if result.initial_p.size < 4:
         raise ValueError(
@@ -111,6 +116,11 @@ def matched_lr(
     Dr. GRPO's gain σ̂² is below GRPO's σ̂ at every p, so at one learning rate it moves every
     prompt less; scaling its rate by mean E[σ̂] / mean E[σ̂²] over the initial pool makes the two
     take the same average first step, and what remains is *where* each puts it (chapter 8).
+
+    ``initial_p`` holds the pool's solve rates in [0, 1] (not all 0 or 1); ``reference`` and
+    ``other`` are :class:`~stddial_book.theory.recipes.Recipe` objects or presets' names; ``config``
+    is the :class:`ControlledRun` whose ``group_size`` sets G and whose ``lr`` is ``reference``'s rate
+    (default: the paper's run).
     """
 
     def mean_gain(recipe: Recipe | str) -> float:
@@ -137,6 +147,10 @@ def rematched_run(
     step the learning rate is :func:`matched_lr` at the current solve rates, so ``recipe``'s mean
     expected step over the pool equals ``reference``'s at ``config.lr`` throughout (chapter 8,
     exercise 2). Each step is one step of :func:`controlled_run`, seeded from (``seed``, step).
+
+    ``initial_p`` holds the prompts' starting solve rates in [0, 1]; ``recipe`` and ``reference``
+    are :class:`~stddial_book.theory.recipes.Recipe` objects or presets' names; ``config`` is the
+    :class:`ControlledRun` (default: the paper's run); ``seed`` a whole number ≥ 0 (default 0).
     """
     from dataclasses import replace
 
@@ -169,7 +183,10 @@ def rematched_run(
 
 def value_at_budget(result: ControlledRunResult, curve: np.ndarray, groups: float) -> float:
     """``curve`` (one value per step boundary) read at a cumulative number of groups drawn, by
-    linear interpolation: DAPO compared with the others per generated sample."""
+    linear interpolation: DAPO compared with the others per generated sample. ``result`` is the
+    run (:func:`controlled_run`) whose ``groups_drawn`` set the axis; ``curve`` has steps + 1 values
+    (as :func:`quartile_curve` gives); ``groups`` is the cumulative count of groups drawn, 0 to the
+    run's total."""
     check_controlled_result(result)
     drawn = np.concatenate([[0.0], np.cumsum(result.groups_drawn, dtype=np.float64)])
     curve = to_numpy(curve, "curve")
@@ -197,6 +214,11 @@ def controlled_run_study(
     (step 0), ``quartile/<run>`` (the hardest quartile's mean solve rate at every step boundary),
     ``dapo_oversampling`` (groups drawn per prompt and step), ``dapo_quartile_at_grpo_budget``,
     ``silent_measured/grpo`` and ``silent_expected/grpo`` (per step), ``matched_lr``.
+
+    ``solve_rates`` (1-D, in [0, 1]) and ``counts`` (one count per solve rate) are the pool the
+    initial solve rates are drawn from (:func:`initial_solve_rates`); ``seeds`` is 2 to
+    :data:`MAX_SEEDS` (default 5); ``config`` the :class:`ControlledRun` (default: the paper's run).
+    The result is kept in the run cache: the same arguments and code are computed once.
     """
     from stddial_book.experiments.testbed.runs import cached_arrays
 
@@ -258,7 +280,9 @@ def quartile_gap(study: dict[str, np.ndarray], first: str, second: str) -> np.nd
     averaged over the run, with both read per generated group (groups drawn per prompt, 0 to the
     run's step count). For the runs without redraws a step is one group per prompt; DAPO's curve is
     interpolated at the same numbers of groups. One number per seed and pair: the chapter's
-    comparisons are made on it (chapter 8)."""
+    comparisons are made on it (chapter 8). ``study`` is what :func:`controlled_run_study` returns;
+    ``first`` and ``second`` name two of its runs: ``"grpo"``, ``"dr_grpo"``, ``"dr_grpo_matched"``
+    or ``"dapo"``."""
     for name in (first, second):
         if not isinstance(study, dict) or f"quartile/{name}" not in study:
             raise ValueError(
@@ -292,6 +316,10 @@ def matched_gap(
     at the initial pool (:func:`matched_lr`; the study's ``dr_grpo_matched`` run, same seeds, so the
     result equals ``quartile_gap(study, "grpo", "dr_grpo_matched")``); with ``rematch=True`` it is
     matched at every step (:func:`rematched_run`).
+
+    ``solve_rates`` and ``counts`` are the pool the initial solve rates are drawn from, as in
+    :func:`controlled_run_study`; ``seeds`` is 1 to :data:`MAX_SEEDS` (default 5); ``config`` the
+    :class:`ControlledRun` (default: the paper's run); ``rematch`` is True or False (default False).
     """
     from stddial_book.theory.recipes import DR_GRPO, GRPO
 
@@ -329,6 +357,9 @@ def controlled_run_numbers(study: dict[str, np.ndarray], mid: int = 40) -> dict[
     ``dr_grpo``, ``dr_grpo_matched``); ``oversampling``, DAPO's groups per prompt and step;
     ``matched_lr``; ``steps_ahead`` of ``n_steps``, the steps after the first at which GRPO's mean
     hardest-quartile curve is at or above Dr. GRPO's with the matched step.
+
+    ``study`` is what :func:`controlled_run_study` returns; ``mid`` a step boundary of the run,
+    0 to steps (default 40).
     """
     if not isinstance(study, dict) or "quartile/grpo" not in study:
         raise ValueError("study must be what controlled_run_study returns.")
@@ -382,6 +413,9 @@ def controlled_gap_numbers(study: dict[str, np.ndarray], alpha: float = 0.05) ->
     (the same test: p < level). ``matched_verdict``, ``dapo_verdict`` and ``dapo_step_verdict`` say
     so in words, and ``matched_share`` is the matched gap as a fraction of the raw one. Zero spread
     over seeds leaves t and p NaN and the gap within noise. Needs at least 2 seeds.
+
+    ``study`` is what :func:`controlled_run_study` returns; ``alpha`` is the family-wise error rate
+    in (0, 1) (default 0.05).
     """
     from scipy import stats
 

@@ -99,7 +99,8 @@ def recorded_rows(profile: str = "reference", root: str | Path | None = None) ->
     Read from each committed run's ``provenance.json`` (:func:`stddial_book.rl.runlog.recorded_runs`;
     ``root`` as there). The wall time is the median over seeds, as in
     :func:`stddial_book.rl.costs.check_on_cpu`: a run resumed after an interruption may log only its
-    last part.
+    last part. ``profile`` names the recorded runs' profile (their folder under the recorded runs;
+    default ``"reference"``).
     """
     from stddial_book.rl.runlog import recorded_runs, run_json
 

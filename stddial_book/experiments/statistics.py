@@ -26,7 +26,9 @@ __all__ = [
 
 
 def seed_summary(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean across seeds (0 error for a single seed)."""
+    """Mean and standard error of the mean across seeds (0 error for a single seed).
+
+    ``values`` is one number per seed (a non-empty 1-D sequence or array)."""
     if isinstance(values, (list, tuple)) and not values:
         raise ValueError("no values to summarise.")
     arr = to_numpy(values, "values", allow_empty=True)
@@ -184,7 +186,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 
     With no noise (se = 0) t is ±inf for a difference (p = 0) and 0 for none (p = 1), and df is
     NaN. With fewer than two values on either side the noise cannot be measured (a single seed's
-    standard error is unknown, not 0): ``ValueError``, not testable with one seed.
+    standard error is unknown, not 0): ``ValueError``, not testable with one seed. ``a`` and ``b`` are
+    the two sides' values, one number per seed (1-D; the sides may hold different numbers of seeds).
     """
     from scipy import stats
 
@@ -212,7 +215,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
 def welch_intervals(result: dict[str, float], levels: Sequence[float]) -> list[list[float]]:
     """Student-t intervals of a :func:`welch` difference, one per confidence level q in ``levels``:
     difference ± t_{(1 + q)/2, ν} · se with Welch's degrees of freedom ν (:data:`scipy.stats.t`);
-    the difference itself where there is no noise."""
+    the difference itself where there is no noise. ``result`` is the dict :func:`welch` returned;
+    each q lies in (0, 1); each interval is ``[low, high]``."""
     from scipy import stats
 
     diff, se, df = result["difference"], result["se"], result["df"]
@@ -227,7 +231,8 @@ def bootstrap_difference(
 ) -> list[list[float]]:
     """Percentile bootstrap intervals of mean(a) − mean(b), each side's seeds resampled on their own
     (:func:`scipy.stats.bootstrap`, unpaired, ``draws`` resamples from ``seed``), one per confidence
-    level in ``levels`` (the same resamples for each)."""
+    level in ``levels`` (the same resamples for each). ``a`` and ``b`` are the two sides' values, one
+    number per seed; each interval is ``[low, high]``, a single point when neither side varies."""
     from scipy import stats
 
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -278,7 +283,9 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", level: 
     and ``p_<key>`` of reference − key, the number of ``tests``, the family-wise ``level``,
     ``p_star`` = level/m, and ``not_testable``, the comparisons with a single seed on either side,
     whose t and p are NaN and which never pass) and ``passed``, the labels of the comparisons whose p
-    is below ``p_star``."""
+    is below ``p_star``. ``study`` is :func:`pool_study`'s dict (recipe key -> its entry), whose
+    ``final`` holds per seed the last measurement's mean solve rate per band, band 0 the hardest
+    quartile; it must hold ``reference`` and at least one other recipe."""
     from stddial_book.theory.recipes import get_recipe
 
     level = check_number(level, "level")
@@ -355,6 +362,9 @@ def seed_projection(values: dict[str, dict[str, Sequence[float]]], seeds: int, l
     ``projected_names``, ``likely``, those with ``chance`` > 1/2, and ``fewest_needed``, over the
     comparisons not passed now; for the prose, in words, ``projected_sentence``, "none of the
     comparisons would pass with 6 seeds", and ``likely_count``).
+    ``values`` is :func:`comparison_screen`'s input (metric label -> {recipe: one value per seed}, at least
+    two seeds per recipe); ``seeds`` is an int >= 2; ``level`` the family-wise error rate in (0, 1)
+    (default 0.05).
     """
     from itertools import combinations
 

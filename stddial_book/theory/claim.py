@@ -83,7 +83,11 @@ def check_symbolic_size(value: int, name: str, minimum: int) -> int:
 
 
 def scalar_expr(value: object, name: str) -> sp.Expr:
-    """A reward value or eps: a SymPy expression (a symbol such as ``r_plus``) or a finite real number."""
+    """A reward value or eps: a SymPy expression (a symbol such as ``r_plus``) or a finite real number.
+
+    ``value`` is what is checked and returned as a SymPy expression; ``name`` is the argument's name, used
+    in the error raised otherwise.
+    """
     if isinstance(value, bool) or not isinstance(value, (sp.Expr, int, float)):
         raise TypeError(
             f"{name} must be a SymPy expression (e.g. r_plus) or a real number; got "
@@ -153,7 +157,13 @@ def latex_lines(expr: sp.Expr, width: int = LINE_WIDTH) -> list[str]:
 
 @dataclass(frozen=True)
 class Claim:
-    """An equation ``lhs = rhs`` that the book derives, with a label and a sentence."""
+    """An equation ``lhs = rhs`` that the book derives, with a label and a sentence.
+
+    ``label`` is a short identifier (``"group_term_grpo"``); ``statement`` the sentence the page shows;
+    ``lhs`` the side built from the definitions and ``rhs`` the closed form, SymPy expressions (or
+    numbers, turned into them); ``assumptions`` says where it holds, as text (``"0 < k < G"`` by default);
+    ``notes`` holds further remarks (none by default); ``display_rhs`` is the closed form as shown.
+    """
 
     label: str
     statement: str

@@ -78,7 +78,9 @@ def reward_moments(
     """Mean and std of a group of binary rewards with a fraction p̂ correct.
 
     mean = r₋ + (r₊ − r₋) p̂; population variance = (r₊ − r₋)² p̂(1 − p̂); Bessel's correction
-    multiplies the variance by G/(G − 1).
+    multiplies the variance by G/(G − 1). ``reward_correct`` and ``reward_wrong`` are r₊ > r₋, numbers or
+    SymPy expressions (1 and 0 by default); ``correction`` is 0 (the default, the population std) or 1
+    (Bessel's).
     """
     correction = _check_correction(correction)
     reward_correct = scalar_expr(reward_correct, "reward_correct")
@@ -104,7 +106,12 @@ def advantages(
     reward_wrong: sp.Expr = sp.Integer(0),
     std_eps: sp.Expr = sp.Integer(0),
 ) -> tuple[sp.Expr, sp.Expr]:
-    """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings."""
+    """(A₊, A₋): the advantage of a correct and of a wrong sample under the given settings.
+
+    ``scale_std`` (True or False) divides the centred rewards by the std plus ``std_eps`` (a number or
+    expression ≥ 0, 0 by default); ``correction`` (0 or 1), ``reward_correct`` and ``reward_wrong`` are
+    those of :func:`reward_moments`.
+    """
     if not isinstance(scale_std, bool):
         raise TypeError(f"scale_std must be True or False; got {type(scale_std).__name__} {shown(scale_std)}.")
     mean, std = reward_moments(reward_correct, reward_wrong, correction)
@@ -132,7 +139,7 @@ VARIANTS = {label: spec[0] for label, spec in _VARIANTS.items()}
 
 
 def variant_advantages(label: str) -> tuple[str, sp.Expr, sp.Expr, sp.Expr]:
-    """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`."""
+    """(description, A₊, A₋, closed-form weight w) of one of the :data:`VARIANTS`, named by its ``label``."""
     if not isinstance(label, str) or label not in _VARIANTS:
         raise ValueError(f"unknown variant {shown(label)}; choose one of {sorted(_VARIANTS)}.")
     description, scale, correction, (hi, lo), weight = _VARIANTS[label]
@@ -148,7 +155,8 @@ def _in_sigma(expr: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
 
 def advantage_claims(label: str) -> tuple[Claim, Claim]:
     """A₊ = w (1 − p̂)/σ² and A₋ = −w p̂/σ²: each variant's advantages, from the definitions,
-    equal these short forms in its weight w (so (1 − p̂)/σ and −p̂/σ for GRPO)."""
+    equal these short forms in its weight w (so (1 − p̂)/σ and −p̂/σ for GRPO). ``label`` names one of
+    the :data:`VARIANTS`."""
     description, a_plus, a_minus, weight = variant_advantages(label)
     shown_weight = weight.subs(sp.sqrt(phat) * sp.sqrt(1 - phat), sigma_symbol)
     plus, plus_shown = _in_sigma(shown_weight * (1 - phat) / sigma_symbol**2)
@@ -183,14 +191,16 @@ def variants_table():
 
 
 def mean_abs_advantage_claim(label: str) -> Claim:
-    """mean |A| = p̂ A₊ + (1 − p̂)(−A₋) = 2w (2σ for GRPO, 2σ² for Dr. GRPO, …)."""
+    """mean |A| = p̂ A₊ + (1 − p̂)(−A₋) = 2w (2σ for GRPO, 2σ² for Dr. GRPO, …) for the variant named
+    ``label`` (one of the :data:`VARIANTS`)."""
     description, a_plus, a_minus, weight = variant_advantages(label)
     lhs = phat * a_plus - (1 - phat) * a_minus
     return Claim(f"mean_abs_{label}", f"{description}: mean |A| = 2w", lhs, 2 * weight)
 
 
 def group_term_claim(label: str) -> Claim:
-    """(1/G) Σᵢ Aᵢ gᵢ = p̂ A₊ ḡ₊ + (1 − p̂) A₋ ḡ₋ = w (ḡ₊ − ḡ₋)."""
+    """(1/G) Σᵢ Aᵢ gᵢ = p̂ A₊ ḡ₊ + (1 − p̂) A₋ ḡ₋ = w (ḡ₊ − ḡ₋), for the variant named ``label`` (one of
+    the :data:`VARIANTS`)."""
     description, a_plus, a_minus, weight = variant_advantages(label)
     lhs = phat * a_plus * gbar_plus + (1 - phat) * a_minus * gbar_minus
     return Claim(
@@ -203,7 +213,9 @@ def explicit_group_term_claim(group_size: int, num_correct: int, label: str = "g
 
     With score symbols g₁ … g_G (the first k correct), (1/G) Σᵢ Aᵢ gᵢ must equal
     w (ḡ₊ − ḡ₋) where ḡ₊ and ḡ₋ are the means of the correct and wrong scores. This checks the
-    bookkeeping the symbolic-p̂ version abstracts away.
+    bookkeeping the symbolic-p̂ version abstracts away. ``group_size`` is G (2 to
+    :data:`~stddial_book.theory.claim.MAX_SYMBOLIC_SIZE`), ``num_correct`` is k with 0 < k < G, and
+    ``label`` names one of the :data:`VARIANTS` (GRPO by default).
     """
     group_size = check_symbolic_size(group_size, "group_size", 2)
     num_correct = check_int(num_correct, "num_correct")
@@ -300,7 +312,10 @@ def expected_variance_claim() -> Claim:
 
 
 def expected_variance_sum_claim(group_size: int) -> Claim:
-    """The same expectation as an explicit binomial sum for a concrete G (a polynomial in p)."""
+    """The same expectation as an explicit binomial sum for a concrete G (a polynomial in p).
+
+    ``group_size`` is that G, from 1 to :data:`~stddial_book.theory.claim.MAX_SYMBOLIC_SIZE`.
+    """
     n = check_symbolic_size(group_size, "group_size", 1)
     lhs = sum(
         sp.binomial(n, j) * p**j * (1 - p) ** (n - j) * sp.Rational(j, n) * (1 - sp.Rational(j, n))

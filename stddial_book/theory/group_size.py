@@ -48,7 +48,9 @@ def gradient_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLike
     """φ(G, p) = E[g]/√(p(1 − p)): the fraction of the large-group (arcsine) gradient a group of
     G realises, with E[g] the exact binomial sum :func:`expected_group_std`.
 
-    Bay and Yearick (2026), eq. (fidelity); chapter 5. Defined for 0 < p < 1.
+    Bay and Yearick (2026), eq. (fidelity); chapter 5. Defined for 0 < p < 1: ``solve_rate`` is p, strictly
+    between 0 and 1, and ``group_size`` is G ≥ 2 (at most :data:`~stddial_book.theory.silent.MAX_GROUP_SIZE`);
+    both may be arrays and broadcast.
     """
     p = _interior(solve_rate, "the gradient fidelity")
     value = to_numpy(expected_group_std(p, group_size), "E[g]") / np.sqrt(p * (1.0 - p))
@@ -61,6 +63,8 @@ def attenuated_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLi
     Bay and Yearick (2026), Corollary 1; chapter 5 derives it in SymPy. Accurate in the interior
     and for large G; near p ∈ {0, 1} it overstates φ (silent groups are not in it). It falls below
     the most negative float (and is returned as ``-inf``) only when 8 G p(1 − p) is below about 1e-308.
+    ``solve_rate`` is p, strictly between 0 and 1, and ``group_size`` is G, a positive whole
+    number; both may be arrays and broadcast.
     """
     p = _interior(solve_rate, "the attenuation")
     g = check_group_size_array(group_size)
@@ -74,8 +78,9 @@ def group_size_law(tolerance: ArrayLike, solve_rate: ArrayLike) -> ArrayLike:
     """G*(ε, p) = 1/(8 ε p (1 − p)) = w(p)²/(8ε): the group size at which the expansion
     :func:`attenuated_fidelity` reaches 1 − ε (a real number; the paper rounds it).
 
-    Bay and Yearick (2026), Corollary 2; chapter 5. ``tolerance`` ε in (0, 1). G* exceeds the
-    largest float (and is returned as ``inf``) only when ε p(1 − p) is below about 1e-309.
+    Bay and Yearick (2026), Corollary 2; chapter 5. ``tolerance`` ε in (0, 1) is the fidelity shortfall
+    allowed; ``solve_rate`` is p, strictly between 0 and 1; both may be arrays and broadcast. G* exceeds
+    the largest float (and is returned as ``inf``) only when ε p(1 − p) is below about 1e-309.
     """
     eps = to_numpy(tolerance, "tolerance")
     if np.any(~((eps > 0.0) & (eps < 1.0))):
@@ -99,6 +104,9 @@ def minimal_group_size(tolerance: float, solve_rate: float, max_group_size: int 
     (10¹²); beyond G ≈ 10⁸ consecutive G differ in φ by less than float64 resolves, so large
     answers are exact only to that resolution. Near p ∈ {0, 1} the answer exceeds G*, because silent
     groups cost more than the expansion says. Chapter 5 reproduces the paper's Table 2 with it.
+
+    ``tolerance`` is ε, a number in (0, 1); ``solve_rate`` is p, a number strictly between 0 and 1;
+    ``max_group_size`` (default 100 000) is the largest G searched.
     """
     eps = check_number(tolerance, "tolerance")
     if not 0.0 < eps < 1.0:
@@ -146,7 +154,7 @@ def arcsine_objective(solve_rate: ArrayLike) -> ArrayLike:
     """2·arcsin√p: the per-prompt objective GRPO ascends for large groups (Dr. GRPO: p itself).
 
     Thrampoulidis et al. (2026); Bay and Yearick (2026), §6; chapter 6. Its derivative in p is
-    :func:`difficulty_weight`.
+    :func:`difficulty_weight`. ``solve_rate`` is p in [0, 1], a number or an array (the result has its shape).
     """
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
@@ -157,7 +165,8 @@ def difficulty_weight(solve_rate: ArrayLike) -> ArrayLike:
     """w(p) = d/dp 2·arcsin√p = 1/√(p(1 − p)): GRPO's weight on a unit of solve-rate gain at p.
 
     The question-level difficulty bias of Liu et al. (2025), exactly (Bay and Yearick, 2026,
-    eq. (weight)); w(1/2) = 2, and Dr. GRPO's weight is 1. Chapter 6. Defined for 0 < p < 1.
+    eq. (weight)); w(1/2) = 2, and Dr. GRPO's weight is 1. Chapter 6. Defined for 0 < p < 1:
+    ``solve_rate`` is p strictly between 0 and 1, a number or an array (the result has its shape).
     """
     p = _interior(solve_rate, "the difficulty weight")
     return like(1.0 / np.sqrt(p * (1.0 - p)), solve_rate)
@@ -168,7 +177,9 @@ def large_group_gradient(solve_rate: ArrayLike, recipe: Recipe) -> ArrayLike:
 
     √(p(1 − p)) when the recipe divides by the std (GRPO, DAPO: the θ-gradient of 2·arcsin√p),
     p(1 − p) when it does not (Dr. GRPO: the θ-gradient of p). These are the weights of the
-    source paper's "gradient budget" (Bay and Yearick, 2026, §7); chapters 6 and 7.
+    source paper's "gradient budget" (Bay and Yearick, 2026, §7); chapters 6 and 7. ``solve_rate`` is p
+    in [0, 1], a number or an array (the result has its shape); ``recipe`` is a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset name, of which only ``scale_std`` matters.
     """
     recipe = as_recipe(recipe)
     p = to_numpy(solve_rate, "solve_rate")

@@ -50,9 +50,11 @@ def pass_rate(rewards: ArrayLike) -> ArrayLike:
 def group_std(rewards: ArrayLike, correction: int = 0) -> ArrayLike:
     """Standard deviation of each group's rewards along the last axis.
 
-    ``correction=0`` (the default) is the population std σ used by the identity; ``correction=1``
-    is Bessel's sample std s = σ·sqrt(G/(G − 1)), what TRL, verl and oat compute. For binary
-    rewards σ = sqrt(p̂(1 − p̂)). Rewards may be any real numbers here (shaped rewards are fine).
+    ``rewards`` is an array (numpy or torch) of shape (..., G), one group of G ≥ 2 samples along its
+    last axis; the result has its leading shape. ``correction=0`` (the default) is the population std σ
+    used by the identity; ``correction=1`` is Bessel's sample std s = σ·sqrt(G/(G − 1)), what TRL, verl
+    and oat compute; any other ``correction`` raises ``ValueError``. For binary rewards
+    σ = sqrt(p̂(1 − p̂)). Rewards may be any real numbers here (shaped rewards are fine).
     Chapter 3; the notation follows the book's appendix.
     """
     arr = to_numpy(rewards, "rewards")
@@ -65,7 +67,10 @@ def group_std(rewards: ArrayLike, correction: int = 0) -> ArrayLike:
 
 
 def bessel_factor(group_size: ArrayLike) -> ArrayLike:
-    """sqrt((G − 1)/G): what Bessel's std multiplies GRPO's weight and mean |A| by (0.935 at G = 8)."""
+    """sqrt((G − 1)/G): what Bessel's std multiplies GRPO's weight and mean |A| by (0.935 at G = 8).
+
+    ``group_size`` is G, a whole number of at least 2 or an array of them (the result has its shape).
+    """
     g = check_group_size_array(group_size)
     if np.any(g < 2):
         raise ValueError("group_size must be at least 2 for Bessel's correction (it divides by G − 1).")
@@ -75,7 +80,8 @@ def bessel_factor(group_size: ArrayLike) -> ArrayLike:
 def std_from_pass_rate(pass_rate: ArrayLike, group_size: ArrayLike | None = None, correction: int = 0) -> ArrayLike:
     """σ = sqrt(p̂(1 − p̂)), or Bessel's s = σ·sqrt(G/(G − 1)) when ``correction=1``.
 
-    ``group_size`` is needed only for ``correction=1``. Chapter 3.
+    ``pass_rate`` is p̂ in [0, 1], a number or an array; ``correction`` is 0 (the default, the population
+    std σ) or 1 (Bessel's). ``group_size`` is G, needed only for ``correction=1``. Chapter 3.
     """
     p = to_numpy(pass_rate, "pass_rate")
     check_unit_interval(p, "pass_rate")
@@ -103,7 +109,12 @@ def update_weight(
     Silent groups (σ at or below the recipe's ``silent_tol``) get w = 0. When the recipe uses
     dynamic sampling (DAPO), silent groups are discarded and the batch is refilled, so each kept
     group's share of the batch grows by 1/``nonsilent_fraction`` (the fraction of sampled groups
-    that were not silent); pass it to get the effective per-prompt weight. References:
+    that were not silent, in (0, 1]); pass it to get the effective per-prompt weight (``None``, the
+    default, applies no refill factor; recipes without dynamic sampling ignore it).
+
+    ``pass_rate`` is the group's p̂ = k/G in [0, 1] (a number or an array; the result has its shape);
+    ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset name; ``group_size`` is G,
+    needed only for a recipe with Bessel's correction (``None`` otherwise, checked if given). References:
     Shao et al. (2024), Liu et al. (2025), Yu et al. (2025); chapters 3 and 5.
     """
     recipe = as_recipe(recipe)
@@ -141,7 +152,8 @@ def mean_abs_advantage(pass_rate: ArrayLike, recipe: Recipe, group_size: ArrayLi
     """Mean |Aᵢ| over a group with pass rate p̂: exactly twice :func:`update_weight`.
 
     2σ for GRPO with population std and eps = 0, 2σ·sqrt((G − 1)/G) with Bessel's std, 2σ² for
-    Dr. GRPO with 0/1 rewards. Chapter 3.
+    Dr. GRPO with 0/1 rewards. ``pass_rate`` (p̂ in [0, 1]), ``recipe`` (a recipe or a preset name) and
+    ``group_size`` (G, needed only for Bessel's std) are those of :func:`update_weight`. Chapter 3.
     """
     return 2.0 * update_weight(pass_rate, recipe, group_size)
 
@@ -150,8 +162,8 @@ def rloo_advantages(rewards: ArrayLike) -> ArrayLike:
     """Leave-one-out (RLOO) advantages Rᵢ − bᵢ with bᵢ = (1/(G − 1)) Σ_{j≠i} Rⱼ, along the last axis.
 
     Kool et al. (2019); Ahmadian et al. (2024). Group-mean centring is this times (G − 1)/G:
-    Rᵢ − μ = (G − 1)/G · (Rᵢ − bᵢ) (Bay and Yearick, 2026, Prop. 1; chapter 3). Any real
-    rewards; G ≥ 2.
+    Rᵢ − μ = (G − 1)/G · (Rᵢ − bᵢ) (Bay and Yearick, 2026, Prop. 1; chapter 3). ``rewards`` is an
+    array (numpy or torch) of shape (..., G), any real rewards, G ≥ 2; the result has its shape.
     """
     arr = to_numpy(rewards, "rewards")
     if arr.ndim == 0:

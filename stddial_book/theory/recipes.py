@@ -71,27 +71,30 @@ LOSS_AGGREGATIONS: tuple[str, ...] = ("seq-mean-token-mean", "seq-mean-token-sum
 class Recipe:
     """One setting of the dial: everything that distinguishes GRPO, Dr. GRPO and DAPO.
 
-    Attributes:
-        name: a short label used in plots and logs.
-        scale_std: divide the centred rewards by the group's std (GRPO, DAPO) or not (Dr. GRPO).
-        std_correction: 0 for the population std σ (the identity's), 1 for Bessel's sample std
-            (what TRL, verl and oat compute; it multiplies GRPO's weights by sqrt((G − 1)/G)).
-        std_eps: added to the std before dividing (TRL 1e-4, verl 1e-6); each group's weight
-            then falls short of σ by exactly the factor 1/(1 + eps/σ).
-        silent_tol: a group whose reward std is at or below this times its largest |reward| is
-            silent; it gets exactly zero advantage (never NaN). Relative, so that GRPO stays
-            invariant to the scale of the rewards; a tolerance, not ``== 0``, because shaped
-            rewards carry float rounding (0.1 + 0.2 against 0.3).
-        loss_aggregation: one of :data:`LOSS_AGGREGATIONS`.
-        clip_low, clip_high: the PPO clip range on the ratio, [1 − clip_low, 1 + clip_high].
-        kl_coef: β, the coefficient of the k3 KL estimator against the reference policy.
-        dynamic_sampling: discard silent groups and refill the batch (DAPO).
-        overlong_filter: mask samples cut off at the length cap out of the loss (DAPO).
-        overlong_penalty: DAPO's soft length penalty inside the last ``overlong_cache_fraction``
-            of the length cap.
-        overlong_cache_fraction: L_cache / L_max (DAPO used 4096 / 20480 = 0.2).
-        reward_correct, reward_wrong: the verifier's two reward values (0/1 by default; DAPO's
-            paper used ±1). GRPO is invariant to this choice, Dr. GRPO's update scales with the gap.
+    Its fields, each a keyword of the constructor (the defaults in brackets):
+
+    * ``name``: a short label used in plots and logs (required, non-empty).
+    * ``scale_std``: divide the centred rewards by the group's std (GRPO, DAPO) or not (Dr. GRPO)
+      [True].
+    * ``std_correction``: 0 for the population std σ (the identity's), 1 for Bessel's sample std
+      (what TRL, verl and oat compute; it multiplies GRPO's weights by sqrt((G − 1)/G)) [0].
+    * ``std_eps``: added to the std before dividing (TRL 1e-4, verl 1e-6); each group's weight
+      then falls short of σ by exactly the factor 1/(1 + eps/σ) [0].
+    * ``silent_tol``: a group whose reward std is at or below this times its largest |reward| is
+      silent; it gets exactly zero advantage (never NaN). Relative, so that GRPO stays
+      invariant to the scale of the rewards; a tolerance, not ``== 0``, because shaped
+      rewards carry float rounding (0.1 + 0.2 against 0.3) [1e-9].
+    * ``loss_aggregation``: one of :data:`LOSS_AGGREGATIONS` [``"seq-mean-token-mean"``, GRPO's].
+    * ``clip_low``, ``clip_high``: the PPO clip range on the ratio, [1 − clip_low, 1 + clip_high]
+      [0.2 each; ``clip_low`` below 1].
+    * ``kl_coef``: β, the coefficient of the k3 KL estimator against the reference policy [0, no KL].
+    * ``dynamic_sampling``: discard silent groups and refill the batch (DAPO) [False].
+    * ``overlong_filter``: mask samples cut off at the length cap out of the loss (DAPO) [False].
+    * ``overlong_penalty``: DAPO's soft length penalty inside the last ``overlong_cache_fraction``
+      of the length cap [False].
+    * ``overlong_cache_fraction``: L_cache / L_max (DAPO used 4096 / 20480 = 0.2), in [0, 1) [0].
+    * ``reward_correct``, ``reward_wrong``: the verifier's two reward values (0/1 by default; DAPO's
+      paper used ±1). GRPO is invariant to this choice, Dr. GRPO's update scales with the gap.
     """
 
     name: str
@@ -201,7 +204,11 @@ RECIPES: tuple[str, ...] = tuple(PRESETS)
 
 
 def recipe_key(name: str) -> str:
-    """The preset key a recipe name stands for: ``"Dr. GRPO"`` and ``"dr-grpo"`` give ``dr_grpo``."""
+    """The preset key a recipe name stands for: ``"Dr. GRPO"`` and ``"dr-grpo"`` give ``dr_grpo``.
+
+    ``name`` is a string; the key is it lower-cased, without dots, with dashes and spaces as underscores
+    (whether a preset has that key is not checked here).
+    """
     if not isinstance(name, str):
         raise TypeError(
             f"a recipe name must be a string such as {sorted(PRESETS)}; got {type(name).__name__} "
@@ -219,7 +226,10 @@ def get_recipe(name: str) -> Recipe:
 
 
 def as_recipe(recipe: Recipe | str) -> Recipe:
-    """A :class:`Recipe` as given, or the preset a name stands for (``"grpo"``, ``"Dr. GRPO"``)."""
+    """A :class:`Recipe` as given, or the preset a name stands for (``"grpo"``, ``"Dr. GRPO"``).
+
+    ``recipe`` is a :class:`Recipe` or a preset name; anything else raises ``TypeError``.
+    """
     if isinstance(recipe, Recipe):
         return recipe
     if isinstance(recipe, str):
@@ -242,7 +252,9 @@ def group_advantages(
     DAPO's length penalty); they are used as given, so map a verifier's 0/1
     to the recipe's ``reward_correct``/``reward_wrong`` before calling.
     Returns the type passed in (numpy float64 or a torch tensor). Chapter 3;
-    Shao et al. (2024), Liu et al. (2025), Yu et al. (2025).
+    Shao et al. (2024), Liu et al. (2025), Yu et al. (2025). ``rewards`` is
+    the flat batch, shape (N,), each group's samples contiguous; ``recipe``
+    is a :class:`Recipe` or a preset name.
 
     ``group_size`` is one G for every group, or one G per group (a sequence
     of sizes, each at least 2, summing to the batch): ragged groups, as a

@@ -65,6 +65,8 @@ def expected_group_variance(solve_rate: ArrayLike, group_size: ArrayLike, correc
     """E[σ̂² | p, G] = p(1 − p)(G − 1)/G for the population std; p(1 − p) for Bessel's (unbiased).
 
     Chapter 3 derives it from the first two moments of k ~ Binomial(G, p); chapter 5 plots it.
+    ``solve_rate`` is p in [0, 1] and ``group_size`` is G ≥ 2 (numbers or arrays that broadcast);
+    ``correction`` is 0 (the default, the population std) or 1 (Bessel's).
     """
     p = to_numpy(solve_rate, "solve_rate")
     check_unit_interval(p, "solve_rate")
@@ -80,8 +82,9 @@ def expected_group_variance(solve_rate: ArrayLike, group_size: ArrayLike, correc
 def expected_group_std(solve_rate: ArrayLike, group_size: ArrayLike, correction: int = 0) -> ArrayLike:
     """E[σ̂ | p, G] = Σₖ C(G, k) pᵏ (1 − p)^(G−k) sqrt(k/G · (1 − k/G)), an exact binomial sum.
 
-    By Jensen's inequality it lies below sqrt(E[σ̂²]). ``correction=1`` scales by sqrt(G/(G − 1)).
-    Broadcasts over ``solve_rate`` and ``group_size``. Chapter 5. G up to :data:`MAX_EXACT_GROUP_SIZE`
+    By Jensen's inequality it lies below sqrt(E[σ̂²]). ``correction`` is 0 (the default, the population
+    std) or 1, which scales by sqrt(G/(G − 1)). Broadcasts over ``solve_rate`` (p in [0, 1]) and
+    ``group_size`` (G ≥ 2). Chapter 5. G up to :data:`MAX_EXACT_GROUP_SIZE`
     takes all G + 1 terms up to G = 4096; larger G (up to :data:`MAX_GROUP_SIZE`) only the k within 15
     standard deviations of Gp, each probability in Loader's saddle-point form (Loader, 2000; accurate to about
     1e-15 at any G, where scipy's ``binom.pmf`` drifts by about 1e-13); up to that, ``scipy.stats.binom.pmf``.
@@ -121,7 +124,9 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: Recip
 
     The expectation is over the group's outcome j ~ Binomial(G, p); silent outcomes contribute 0.
     No refill factor is applied here (DAPO's depends on the whole prompt population; see
-    :func:`stddial_book.corpora.histograms.expected_update_mass`). Chapter 5.
+    :func:`stddial_book.corpora.histograms.expected_update_mass`). Chapter 5. ``solve_rate`` is p in [0, 1],
+    a number or an array (the result has its shape); ``group_size`` is one G ≥ 2 (at most
+    :data:`MAX_EXACT_GROUP_SIZE`); ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset name.
     """
     size = _check_exact_size(check_group_size(group_size))
     recipe = as_recipe(recipe)
@@ -156,7 +161,9 @@ def refill_weight(
       1/(1 − f), f the silent fraction over the prompts drawn:
       E[w] / (1 − f). The allocation across prompts is then GRPO's.
 
-    E[w] is :func:`expected_update_weight`.
+    E[w] is :func:`expected_update_weight`, whose ``solve_rate`` (p in [0, 1]), ``group_size`` (one G)
+    and ``recipe`` (a recipe or a preset name) these are. ``redraw_tries`` is a whole number ≥ 1;
+    ``pool_silent_fraction`` a number in [0, 1).
     """
     if (redraw_tries is None) == (pool_silent_fraction is None):
         raise ValueError(
@@ -189,6 +196,8 @@ def tries_needed(solve_rate: ArrayLike, delta: float) -> ArrayLike:
     ⌈log δ / log m⌉ and ⌈log(δ/2) / log m⌉ with m = max(p, 1 − p); a vectorised bisection finds it.
     Prompts with p = 0 or p = 1 are silent at every G: the answer is ``inf``. So is it where the
     answer, about ln(1/δ)/p, exceeds the largest float (p below about 1e-308). Chapter 5.
+    ``solve_rate`` is p in [0, 1], a number or an array (the result has its shape); ``delta`` is δ,
+    the largest probability of silence allowed, strictly between 0 and 1.
     """
     if not (0.0 < check_number(delta, "delta") < 1.0):
         raise ValueError(f"delta must lie strictly between 0 and 1 (a probability of silence); got {delta}.")
@@ -234,7 +243,9 @@ def hypergeometric_pmf(num_correct: ArrayLike, num_samples: int, group_size: int
     subsampled silent fraction of chapter 7. Needs 1 ≤ G ≤ n (a "group" of one is allowed here:
     it is always silent, and the silent-fraction curves start there). scipy's rounding grows with n
     (each row sums to 1 within 1e-15 up to n = 10^5, 2e-9 at n = 10^7, 1e-7 at n = 10^9); n above
-    10^7 is refused.
+    10^7 is refused. ``num_correct`` is k, the correct count of each prompt's stored samples (a whole
+    number or a 1-D array of them, in [0, n]); ``num_samples`` is n, the samples stored per prompt;
+    ``group_size`` is G.
     """
     from scipy.stats import hypergeom
 

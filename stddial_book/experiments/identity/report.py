@@ -80,7 +80,9 @@ def numeric_identity_errors(max_group_size: int = 64, dim: int = 5, seed: int = 
     code's own. Returns the number of groups (``n_numeric_groups``) and the
     largest deviation of mean |A| from 2σ for GRPO (``err_mean_abs``), of
     (1/G) Σᵢ Aᵢ gᵢ from σ (ḡ₊ − ḡ₋) for GRPO (``err_grpo``)
-    and from σ² (ḡ₊ − ḡ₋) for Dr. GRPO (``err_dr``).
+    and from σ² (ḡ₊ − ḡ₋) for Dr. GRPO (``err_dr``). ``max_group_size`` is
+    at least 2 (default 64), ``dim`` at least 1 (default 5); ``seed`` seeds
+    the scores' generator (whole number ≥ 0, default 0).
     """
     from stddial_book.theory.identity import group_std
     from stddial_book.theory.recipes import DR_GRPO, GRPO, group_advantages
@@ -117,6 +119,11 @@ def ratio_one_errors(model, groups, comparisons: Mapping[str, tuple], max_new_to
     ``comparisons`` maps a label to ``(recipe, reference)``: the gradient is that of ``recipe``'s
     loss, the prediction w (ḡ₊ − ḡ₋) takes w and the length normaliser of gᵢ from ``reference``
     (see :func:`stddial_book.rl.gradcheck.identity_check`). Returns label → one error per group.
+
+    ``model`` is the testbed policy whose gradients are taken; ``groups`` the mixed groups
+    (:class:`~stddial_book.rl.gradcheck.GroupBatch`, as :func:`~stddial_book.rl.gradcheck.build_group`
+    makes them); ``max_new_tokens`` is L_max, the generation cap in tokens (the fixed length
+    normaliser of Dr. GRPO's aggregation).
     """
     from stddial_book.rl.gradcheck import identity_check
 
@@ -136,6 +143,12 @@ def eps_shortfall_gap(model, groups, recipe, max_new_tokens: int, eps: float) ->
     With std + ε in the denominator the gradient is σ/(σ + ε) times the identity's w (ḡ₊ − ḡ₋)
     (chapter 3's claim), so ‖prediction‖ / ‖gradient‖ − 1 should be exactly ε/σ; this returns
     max over groups of |(‖prediction‖ / ‖gradient‖ − 1) − ε/σ| (rounding when the claim holds).
+
+    ``model`` is the testbed policy; ``groups`` the mixed groups
+    (:class:`~stddial_book.rl.gradcheck.GroupBatch`); ``recipe`` the
+    :class:`~stddial_book.theory.recipes.Recipe` of the prediction, the gradient's being a copy with
+    ``std_eps`` set to ``eps`` (> 0, in reward units); ``max_new_tokens`` is L_max, the generation
+    cap in tokens.
     """
     from stddial_book.rl.gradcheck import identity_check
 
@@ -160,6 +173,9 @@ def drift_numbers(summary: Sequence[Mapping[str, float]]) -> dict[str, float]:
     ``dev_unclipped_groups`` (median deviation of the groups with and without a clipped token);
     NaN when the clip never binds. At the last step: ``clipped_last``, ``dev_last``,
     ``ratio_dev_last``.
+
+    ``summary`` is the non-empty list of per-step rows that
+    :func:`~stddial_book.rl.gradcheck.drift_summary` returns.
     """
     if isinstance(summary, Mapping) or not isinstance(summary, Sequence) or not summary:
         raise TypeError("summary must be the non-empty list drift_summary returns.")
@@ -212,6 +228,11 @@ def clip_shares(model, groups, recipe, max_new_tokens: int, steps: int, lr: floa
     identity's per-sample scores, so it is cheap. Row s is measured after s steps: ``step``,
     ``low`` (tokens with A < 0 and ρ < 1 − ε_low), ``high`` (A > 0 and ρ > 1 + ε_high), both as
     shares of all the groups' tokens (drift_summary's ``clipped`` is low + high).
+
+    ``groups`` is a non-empty list of :class:`~stddial_book.rl.gradcheck.GroupBatch`; ``recipe`` the
+    :class:`~stddial_book.theory.recipes.Recipe` whose loss and clip range are used;
+    ``max_new_tokens`` is L_max, the generation cap in tokens; ``steps`` the Adam steps (at least 1)
+    and ``lr`` their positive learning rate.
     """
     import torch
 
@@ -243,6 +264,10 @@ def drift_after(
     :func:`stddial_book.rl.gradcheck.identity_drift`. Skipping the earlier steps' measurements, and
     measuring a subset, is what makes it cheap. Returns the same columns as ``drift_study``, so
     :func:`stddial_book.rl.gradcheck.drift_summary` reads it.
+
+    ``recipe`` is the :class:`~stddial_book.theory.recipes.Recipe` whose loss is stepped and
+    measured; ``max_new_tokens`` is L_max, the generation cap in tokens; ``steps`` is at least 1 and
+    ``lr``, Adam's learning rate, positive.
     """
     from stddial_book.rl.gradcheck import _check_groups, identity_drift, move_policy
 

@@ -57,7 +57,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def check_trl_version(version: str) -> None:
-    """Refuse, in one line, a TRL release outside :data:`DIAL_TRL_VERSIONS`."""
+    """Refuse, in one line, a TRL release outside :data:`DIAL_TRL_VERSIONS`; ``version`` is TRL's version
+    string (``trl.__version__``, e.g. ``"1.16.0"``; a pre-release's tail is read by its leading digits)."""
     low, high = DIAL_TRL_VERSIONS
     if not _version_tuple(low) <= _version_tuple(version) < _version_tuple(high):
         raise RuntimeError(
@@ -196,17 +197,15 @@ class DialDiagnostics(_callback_base()):
 
     ``records`` keeps one dict per optimizer step with the same numbers (lists unsplit, plus progress).
 
-    Args:
-        verifier: the reward function that says whether a completion passed, by its TRL name (its
-            ``__name__``) or position in ``reward_funcs``; the first by default.
-        threshold: a completion passes when the verifier's reward is above this (0 reads the book's 0/1
-            and DAPO's ±1 rewards alike).
-        recipe: the book recipe the run sets TRL to (``"grpo"``, ``"dr_grpo"``, ``"dapo"`` or a ``Recipe``)
-            for the identity checks; by default the one TRL's ``scale_rewards`` computes.
-        group_size: optional; when given it must equal the trainer's ``num_generations`` (the callback
-            always reads G from the trainer).
-        print_every: print a progress line every this many steps (main process only); 0 prints nothing.
-        trainer: the trainer, where it cannot be found on the call stack (a trainer of one's own making).
+    ``verifier`` is the reward function that says whether a completion passed, by its TRL name (its
+    ``__name__``) or position in ``reward_funcs``; the first (0) by default. A completion passes when the
+    verifier's reward is above ``threshold`` (the default 0 reads the book's 0/1 and DAPO's ±1 rewards
+    alike). ``recipe`` is the book recipe the run sets TRL to (``"grpo"``, ``"dr_grpo"``, ``"dapo"`` or a
+    ``Recipe``) for the identity checks; by default (``None``) the one TRL's ``scale_rewards`` computes.
+    ``group_size`` is optional; when given it must equal the trainer's ``num_generations`` (the callback
+    always reads G from the trainer). ``print_every`` prints a progress line every this many optimizer
+    steps (main process only); 0, the default, prints nothing. ``trainer`` is the trainer, where it cannot
+    be found on the call stack (a trainer of one's own making); by default it is found there.
     """
 
     def __init__(

@@ -45,7 +45,11 @@ PRESETS = ("gpu", "smollm2")
 
 
 def count_type(low: int, high: int, what: str = "a whole number"):
-    """An argparse type (every command's): a whole number from ``low`` to ``high``; argparse prints the message."""
+    """An argparse type (every command's): a whole number from ``low`` to ``high``; argparse prints the message.
+
+    ``low`` and ``high`` are the inclusive bounds; ``what`` names the value in the messages (default
+    ``"a whole number"``, e.g. ``"a seed"``) and, without its leading ``"a "``, names the parser function.
+    """
 
     def parse(text: str) -> int:
         try:
@@ -63,7 +67,11 @@ def count_type(low: int, high: int, what: str = "a whole number"):
 
 
 def add_record_lm(sub: Any, seed: Any) -> None:
-    """``record-lm``: every recipe over the given seeds on a pretrained LM, recorded."""
+    """``record-lm``: every recipe over the given seeds on a pretrained LM, recorded.
+
+    Adds the subcommand and its options to ``sub``, the object ``ArgumentParser.add_subparsers`` returned;
+    ``seed`` is the argparse type that parses each ``--seeds`` value (the package's own checks the range).
+    """
     p = sub.add_parser(
         "record-lm",
         help="every recipe on a pretrained LM with TRL and LoRA, recorded with provenance (GPU, or --preset smollm2)",
@@ -156,7 +164,11 @@ def lm_config(args: Any) -> Any:
 def run_record_lm(args: Any, command: str) -> list[Path]:
     """The ``record-lm`` subcommand: every check first (:func:`~stddial_book.bridges.lm_record.check_record_lm`),
     then the runs; prints each recorded folder. Under several processes the main process checks and the others
-    take its plan (or its refusal), and only the main one prints."""
+    take its plan (or its refusal), and only the main one prints.
+
+    ``args`` is the parsed ``argparse.Namespace`` of ``record-lm``; ``command`` the command line as typed,
+    recorded in each run's provenance. Returns the folders written.
+    """
     from stddial_book.bridges.lm_record import check_record_lm, record_lm_runs
     from stddial_book.bridges.lm_setup import on_main, process_layout
 
@@ -194,7 +206,11 @@ def _fail(err: BaseException, what: str) -> int:
 
 def main_record_lm(args: Any, argv: list[str] | None) -> int:
     """``record-lm``: status 0, 2 for a refusal (one line; under several processes on every process), 3 for a
-    GPU out of memory, 130 when interrupted."""
+    GPU out of memory, 130 when interrupted.
+
+    ``args`` is the parsed ``argparse.Namespace`` of ``record-lm``; ``argv`` the argument list the parser was
+    given (``None``: ``sys.argv[1:]``), quoted back into the command line the provenance records.
+    """
     import torch
 
     from stddial_book.bridges.lm_record import gpu_description
@@ -223,7 +239,10 @@ def main_record_lm(args: Any, argv: list[str] | None) -> int:
 
 
 def add_measure(sub: Any) -> None:
-    """``measure``: a model's pass rate on every prompt of a file, the table ``diagnose`` reads."""
+    """``measure``: a model's pass rate on every prompt of a file, the table ``diagnose`` reads.
+
+    Adds the subcommand and its options to ``sub``, the object ``ArgumentParser.add_subparsers`` returned.
+    """
     p = sub.add_parser(
         "measure",
         help="sample a model N times on every prompt of a file and write prompt_id, correct, samples (for diagnose)",
@@ -252,6 +271,9 @@ def add_measure(sub: Any) -> None:
 
 
 def main_measure(args: Any) -> int:
+    """``measure``: runs :func:`~stddial_book.bridges.lm_measure.measure_to_folder` with the options in ``args``
+    (the parsed ``argparse.Namespace`` of ``measure``) and prints the table's path; status 0, 2 for a refusal
+    (one line), 130 when interrupted."""
     from stddial_book.bridges.lm_measure import measure_to_folder
 
     try:

@@ -39,7 +39,8 @@ _ITEMS = ("apple", "book", "coin", "shell", "stamp", "marble")
 
 
 def gsm8k_gold(answer: str) -> str:
-    """The final number of a GSM8K answer: the text after ``####``, without thousands separators."""
+    """The final number of a GSM8K answer: the text after ``####``, without thousands separators; ``answer`` is
+    the dataset's whole ``answer`` field (a string ending in ``#### N``)."""
     if not isinstance(answer, str) or "####" not in answer:
         raise ValueError(f"a GSM8K answer ends in '#### N'; got {str(answer)[:60]!r}.")
     return answer.rsplit("####", 1)[1].strip().replace(",", "")
@@ -47,7 +48,11 @@ def gsm8k_gold(answer: str) -> str:
 
 def write_tiny_gsm8k(path: str | os.PathLike, num_rows: int = 48, seed: int = 0) -> Path:
     """Write ``num_rows`` one-step word problems in GSM8K's schema to a ``.jsonl`` file (answers 0-9, so that a
-    random model's guesses sometimes score and the groups are not all silent)."""
+    random model's guesses sometimes score and the groups are not all silent).
+
+    ``path`` is the file to write (its folders are created; an existing file is overwritten); ``num_rows``
+    defaults to 48; ``seed`` seeds the problems' names, items and numbers. Returns the path.
+    """
     rng = random.Random(seed)
     path = Path(path)
     rows = []
@@ -92,7 +97,8 @@ def build_tiny_model(directory: str | os.PathLike, data_file: str | os.PathLike,
 
     About 0.2 million parameters: two layers of width 64, grouped-query attention (4 heads, 2 key/value
     heads), tied embeddings, as Qwen2.5-0.5B has at 24 layers of width 896. Returns the directory, a
-    model id for :func:`load_model_and_tokenizer`.
+    model id for :func:`load_model_and_tokenizer`. ``seed`` seeds the model's random initial weights (the
+    tokenizer's training is deterministic).
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -167,7 +173,8 @@ def load_model_and_tokenizer(model_id: str, dtype: str = "float32") -> tuple[Any
 
 def read_gsm8k_file(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a local file of GSM8K's schema: JSON lines (``.jsonl``) or one JSON list (``.json``), each
-    row an object with ``question`` and ``answer``; a ``ValueError`` naming the file and the fix otherwise."""
+    row an object with ``question`` and ``answer``; a ``ValueError`` naming the file and the fix otherwise.
+    ``path`` is the file; each row returned keeps only its ``question`` and ``answer``."""
     path = Path(path)
     if path.suffix not in (".json", ".jsonl"):
         raise ValueError(f"{path} is not a .json or .jsonl file; pass a file of GSM8K's schema (question, answer).")
@@ -203,7 +210,9 @@ def load_prompts(
     """A ``datasets.Dataset`` of chat prompts (``prompt``) and gold numbers (``answer``) from GSM8K's schema.
 
     ``dataset_id`` is a local ``.json``/``.jsonl`` file or a hub id; the hub path fails at once, with one
-    line, when the hub cannot be reached. ``num_prompts`` keeps the first that many questions; ``system_prompt``
+    line, when the hub cannot be reached. ``config`` and ``split`` are the hub dataset's config name (default
+    none) and split (default ``"train"``), passed to ``datasets.load_dataset``; a local file ignores them.
+    ``num_prompts`` keeps the first that many questions (``None``, the default: all); ``system_prompt``
     is the system message before each.
     """
     import datasets

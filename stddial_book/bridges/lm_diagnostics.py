@@ -77,12 +77,10 @@ def batch_diagnostics(
 ) -> dict[str, Any]:
     """The dial's diagnostics of one generation batch (see the module's docstring).
 
-    Args:
-        passed: per completion, whether the verifier accepted it (groups of ``group_size``, contiguous).
-        rewards: per completion, the reward TRL normalised (the weighted sum of its reward functions).
-        advantages: per completion, TRL's advantage.
-        group_size: G.
-        recipe: the book recipe the run sets TRL to (its reward values define "two-valued").
+    ``passed`` holds, per completion, whether the verifier accepted it (booleans, or 0 and 1; groups of
+    ``group_size``, G, contiguous); ``rewards`` the reward TRL normalised (the weighted sum of its reward
+    functions) and ``advantages`` TRL's advantage, both per completion. ``recipe`` is the book recipe the
+    run sets TRL to (a name or a ``Recipe``; its reward values define "two-valued").
     """
     recipe = as_recipe(recipe)
     passed = _booleans(passed)

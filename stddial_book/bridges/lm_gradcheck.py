@@ -22,7 +22,10 @@ __all__ = ["lm_group", "gradient_params"]
 
 
 def gradient_params(model: Any, last_layers: int = 1) -> list[torch.Tensor]:
-    """Freeze every parameter of ``model`` but those of its last ``last_layers`` decoder layers; return those."""
+    """Freeze every parameter of ``model`` but those of its last ``last_layers`` decoder layers; return those.
+
+    ``model`` is a Hugging Face decoder (its layers at ``model.model.layers``, as Llama's and Qwen2's);
+    ``last_layers`` defaults to 1."""
     for p in model.parameters():
         p.requires_grad_(False)
     layers = model.model.layers[-last_layers:]
@@ -83,7 +86,16 @@ def lm_group(
     rounds: int = 20,
 ) -> GroupBatch:
     """``group_size`` sampled completions of ``question``, ``num_correct`` of them verified right (the first
-    right and the first wrong ones drawn, in rounds of ``group_size`` samples, at most ``rounds``)."""
+    right and the first wrong ones drawn, in rounds of ``group_size`` samples, at most ``rounds``).
+
+    ``model`` and ``tokenizer`` are a Hugging Face causal LM and its tokenizer (with a chat template);
+    ``gold`` is the question's gold answer and ``verifier`` the check that compares it with each completion
+    (``"last-number"``, the default, or ``"math-verify"``). ``system_prompt`` is the system message before
+    the question (``None`` or empty: none). Each completion is sampled at temperature 1 with nothing
+    truncated, up to ``max_new_tokens`` tokens (default 24). ``seed`` seeds torch's global generator for
+    the draws (it is reseeded with its previous initial seed afterwards). A ``ValueError`` when ``rounds``
+    rounds do not give enough right and wrong completions.
+    """
     from stddial_book.bridges.lm_measure import chat_prompts
 
     if not 0 < num_correct < group_size:

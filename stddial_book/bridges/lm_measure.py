@@ -46,7 +46,9 @@ MAX_SAMPLES = 4096
 
 def read_prompt_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a prompts file of GSM8K's schema (``question``, ``answer`` ending in ``#### N``), each with a
-    ``prompt_id`` (the file's own, else the row's index); a ValueError naming the file and the fix otherwise."""
+    ``prompt_id`` (the file's own, else the row's index); a ValueError naming the file and the fix otherwise.
+    ``path`` is the ``.jsonl`` (or ``.json``) file; each row returned holds ``prompt_id``, ``question`` and
+    ``gold`` (the number after ``####``)."""
     from stddial_book.bridges.lm_data import gsm8k_gold, read_gsm8k_file
 
     path = Path(path)
@@ -72,7 +74,11 @@ def read_prompt_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def chat_prompts(tokenizer: Any, questions: Sequence[str], system_prompt: str | None) -> list[str]:
-    """Each question as the model's chat prompt text (system prompt first when given), ready to generate."""
+    """Each question as the model's chat prompt text (system prompt first when given), ready to generate.
+
+    ``tokenizer`` is the model's Hugging Face tokenizer, whose chat template is applied with the generation
+    prompt added; ``questions`` the user messages; ``system_prompt`` the system message (``None`` or empty:
+    none)."""
     texts = []
     for question in questions:
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
@@ -93,7 +99,12 @@ def sample_completions(
     seed: int = 0,
 ) -> list[list[str]]:
     """``samples`` completions (text, special tokens removed) of each prompt text, sampled at ``temperature``
-    with nothing truncated (``top_k=0``, ``top_p=1``), ``batch_size`` completions a forward pass at most."""
+    with nothing truncated (``top_k=0``, ``top_p=1``), ``batch_size`` completions a forward pass at most.
+
+    ``model`` and ``tokenizer`` are a Hugging Face causal LM and its tokenizer (prompts are left-padded for
+    the pass); ``prompts`` are prompt texts as :func:`chat_prompts` writes them; each completion is at most
+    ``max_new_tokens`` tokens (default 24); ``temperature`` defaults to 1. ``seed`` seeds torch's global
+    generator for the sampling (it is reseeded with its previous initial seed afterwards)."""
     import torch
 
     if samples < 1 or batch_size < 1:
@@ -146,7 +157,12 @@ def measure_rows(
     """One row per prompt row (``prompt_id``, ``question``, ``gold``): ``prompt_id``, ``correct`` (how many of
     the ``samples`` completions ``verifier`` accepts), ``samples``, and ``correct_by`` (the count under every
     verifier of :data:`~stddial_book.bridges.lm_rewards.VERIFIERS`, on the same completions); with ``keep``,
-    also the first ``keep`` completions' text under ``examples``."""
+    also the first ``keep`` completions' text under ``examples``.
+
+    ``rows`` are prompt rows as :func:`read_prompt_rows` returns them; ``verifier`` defaults to
+    ``"last-number"``; ``keep`` to 0 (no examples). ``model``, ``tokenizer``, ``system_prompt`` (the system
+    message, ``None`` for none), ``max_new_tokens``, ``temperature``, ``batch_size`` and ``seed`` are
+    passed to :func:`chat_prompts` and :func:`sample_completions`, which say what they are."""
     from stddial_book.bridges.lm_rewards import VERIFIERS, is_correct
 
     if verifier not in VERIFIERS:
@@ -171,7 +187,11 @@ def _settings_hash(settings: dict[str, Any]) -> str:
 def check_measure(model: str, prompts: str | os.PathLike, samples: int, out: str | os.PathLike) -> dict[str, Any]:
     """Everything ``measure`` needs, checked before anything is written: the model folder (or ``smollm2``), the
     prompts file and its schema, ``samples`` from 2 to 4096, and ``out`` (a new folder, or the tool's own to
-    resume). Returns the checked values; a ValueError (one line, the fix) otherwise."""
+    resume). Returns the checked values; a ValueError (one line, the fix) otherwise.
+
+    ``model`` is a local model folder written by ``save_pretrained`` (one with a ``config.json``) or
+    ``"smollm2"`` (its GGUF file must be installed); ``prompts`` the prompts file (see
+    :func:`read_prompt_rows`). The dict returned holds the prompt ``rows`` and the expanded ``out``."""
     from stddial_book.core.outdir import check_claimable
 
     if isinstance(samples, bool) or not isinstance(samples, int) or not 2 <= samples <= MAX_SAMPLES:
@@ -211,7 +231,17 @@ def measure_to_folder(
     progress: Callable[[str], None] | None = print,
 ) -> Path:
     """``measure``: write ``out/pool.csv`` (``prompt_id, correct, samples``, each verifier's count beside) and
-    ``out/measure.json`` (settings, wall time, two completions a prompt); resumable. Returns the table."""
+    ``out/measure.json`` (settings, wall time, two completions a prompt); resumable. Returns the table.
+
+    ``model``, ``prompts``, ``samples`` (completions per prompt, 2 to 4096) and ``out`` (a new folder, or
+    this command's own to resume one of the same settings) are checked first by :func:`check_measure`.
+    The model runs on the first CUDA GPU if there is one (in bfloat16; SmolLM2 in float32), else on the
+    CPU in float32. ``system_prompt`` is the system message (``None``, the default: "Answer with just the
+    number."); ``verifier`` the check of column ``correct`` (default ``"last-number"``); ``max_new_tokens``,
+    ``temperature`` and ``batch_size`` are as in :func:`sample_completions`. Prompts are measured and saved
+    ``chunk`` at a time (default 16), each chunk's draws seeded from ``seed`` and the chunk's index, so a
+    resumed measurement draws what an uninterrupted one would. ``progress`` is called with a line of text
+    after each chunk (default ``print``; ``None`` prints nothing)."""
     from stddial_book.bridges.lm_pool import ANSWER_PROMPT
     from stddial_book.core.outdir import claim_dir
 

@@ -46,7 +46,10 @@ def _math_verify() -> Any:
 
 
 def completion_text(completion: Any) -> str:
-    """A TRL completion as text: a string, or the content of a conversational completion's messages."""
+    """A TRL completion as text: a string, or the content of a conversational completion's messages.
+
+    ``completion`` is one entry of the ``completions`` TRL passes a reward function: a string, or a list of
+    chat messages (dicts) whose ``content`` fields are joined."""
     if isinstance(completion, str):
         return completion
     if isinstance(completion, (list, tuple)):
@@ -56,7 +59,8 @@ def completion_text(completion: Any) -> str:
 
 def is_correct(text: str, gold: str, verifier: str = "math-verify") -> bool:
     """Whether ``text``'s answer equals ``gold``: by ``math-verify`` (False when nothing can be extracted), or
-    by the value of its last written number (``verifier="last-number"``)."""
+    by the value of its last written number (``verifier="last-number"``). ``verifier`` is one of
+    :data:`VERIFIERS` (default ``"math-verify"``); ``gold`` is the gold answer as text."""
     if verifier == "last-number":
         value, target = last_number(text), last_number(str(gold))
         return value is not None and target is not None and value == target
@@ -75,7 +79,12 @@ def has_format(text: str) -> bool:
 
 
 class CorrectnessReward:
-    """TRL reward function: ``correct`` for a verified answer, else ``wrong`` (reads the ``answer`` column)."""
+    """TRL reward function: ``correct`` for a verified answer, else ``wrong`` (reads the ``answer`` column).
+
+    ``correct`` and ``wrong`` are the recipe's two reward values (default 1 and 0; ``correct`` must exceed
+    ``wrong``); ``verifier`` is the answer check, one of :data:`VERIFIERS` (default ``"math-verify"``).
+    The last batch's rewards are kept in ``last``.
+    """
 
     __name__ = "correctness"
 
@@ -110,7 +119,11 @@ class FormatReward:
 
 
 class Recorded:
-    """A reward function (such as TRL's soft overlong punishment) that keeps its last batch in ``last``."""
+    """A reward function (such as TRL's soft overlong punishment) that keeps its last batch in ``last``.
+
+    ``function`` is the TRL reward function wrapped: called with the same arguments, its rewards returned as
+    floats; the wrapper takes its ``__name__`` (or its class's name), the name TRL logs it under.
+    """
 
     def __init__(self, function: Any) -> None:
         self.function = function

@@ -16,7 +16,7 @@ __all__ = ["Batch", "GroupLayout", "group_sizes_of", "bucket_of", "make_problems
 
 
 def bucket_of(problem: Problem) -> str:
-    """The difficulty bucket of a problem: ``D{digits}``, its digit count.
+    """The difficulty bucket of ``problem`` (a :class:`Problem`): ``D{digits}``, its digit count.
 
     Chapter 9 measures accuracy by carries too; with the answer's digits
     reversed, carries barely change how hard a problem is for the model,
@@ -54,7 +54,12 @@ def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
 
 
 def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.device | str = "cpu"):
-    """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding)."""
+    """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding).
+
+    ``problems`` are the :class:`Problem` objects, one row each; ``codec`` is the
+    :class:`~stddial_book.rl.model.CharCodec` that encodes their prompts; ``device`` is where the two
+    tensors, ids (rows, width) and mask (rows, width, bool, false on padding), are put (default CPU).
+    """
     problems = _require_problems(problems, "problems")
     if not isinstance(codec, CharCodec):
         raise TypeError(f"codec must be a CharCodec (model.CharCodec()); got {type(codec).__name__}.")
@@ -71,7 +76,17 @@ def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.
 @dataclass
 class Batch:
     """A rollout batch, one row per sample, each group (G rows, or its own size) contiguous;
-    indexable by row arrays."""
+    indexable by row arrays.
+
+    The tensors are those of a :class:`~stddial_book.rl.rollout.Rollout`: ``prompt_ids`` and
+    ``prompt_mask`` (rows, P; the mask false on left padding), ``completion_ids`` and ``mask`` (rows,
+    T; the mask true on completion tokens, EOS included), ``truncated`` (one bool per row: no EOS
+    within the cap) and ``logprobs`` (rows, T), log π_old of each sampled token as the sampler
+    recorded it. The arrays
+    have one entry per row: ``correct``, the verifier's 1 (exact answer + EOS) or 0; ``rewards``, the
+    recipe's reward values plus the overlong penalty if it is on; ``buckets``, the difficulty bucket
+    (:func:`bucket_of`); ``prompt_index``, the index of the row's prompt in the training problems.
+    """
 
     prompt_ids: torch.Tensor
     prompt_mask: torch.Tensor
@@ -208,7 +223,8 @@ class GroupLayout:
 
 def group_sizes_of(prompt_index: np.ndarray) -> list[int]:
     """The sizes of a step's groups, read from the prompt of each row: a group is a run of rows of
-    one prompt (a step draws distinct prompts, so two groups never share one)."""
+    one prompt (a step draws distinct prompts, so two groups never share one). ``prompt_index``
+    holds one prompt index per row, in batch order."""
     prompt_index = np.asarray(prompt_index)
     if len(prompt_index) == 0:
         return []

@@ -28,7 +28,10 @@ OPTIMIZERS = ("adamw", "sgd")
 class TaskConfig:
     """The problem pool: D-digit additions for each D in ``digits`` (mixed in equal numbers).
 
-    Difficulty buckets are ``D{digits}``, the digit count (see :func:`bucket_of`).
+    Difficulty buckets are ``D{digits}``, the digit count (see :func:`bucket_of`). ``num_train`` and
+    ``num_heldout`` are the numbers of training and held-out problems in all, split as evenly as
+    possible over the digit counts (the two sets never share a problem); ``seed`` fixes the problems
+    and their order (:func:`~stddial_book.rl.batches.make_problems`).
     """
 
     digits: tuple[int, ...] = (2,)
@@ -67,7 +70,9 @@ class SFTConfig:
     ``target_pass_rate`` (or at ``max_steps``, reported as not reached). The estimate that
     stops SFT is biased upwards (it is the first of many noisy estimates to cross the target), so
     the pass rate reported is measured again afterwards with fresh samples: ``final_eval_samples``
-    per held-out prompt, on every held-out prompt.
+    per held-out prompt, on every held-out prompt. ``lr`` is AdamW's learning rate (constant, no weight
+    decay); ``batch_size`` the training problems per step (drawn at random without repeats, at most the
+    whole pool); ``seed`` seeds those draws and the evaluations' sampling.
     """
 
     lr: float = 1e-3
@@ -100,63 +105,64 @@ class SFTConfig:
 class TrainConfig:
     """One RL run: the recipe, the batch geometry, the budget and the bookkeeping.
 
-    Attributes:
-        recipe: the dial's setting (a :class:`Recipe` or a preset name).
-        group_size: G, samples per prompt (at least 2).
-        prompts_per_step: groups in one rollout batch (the batch holds ``prompts_per_step · G``
-            samples; with dynamic sampling, that many *non-silent* groups).
-        num_minibatches: optimizer steps per rollout batch; must divide ``prompts_per_step``
-            (minibatches hold whole groups).
-        micro_batch_size: samples per forward/backward pass inside a minibatch (gradient
-            accumulation, for memory); must divide the minibatch; ``None`` = the whole minibatch.
-        lr: the optimizer's learning rate (constant, no weight decay).
-        max_grad_norm: gradient-norm clip per optimizer step (TRL's default 1.0); 0 (or ``None``,
-            stored as 0.0) clips nothing, as in TRL and ``transformers``. The gradient's norm is
-            logged (``grad_norm``) either way.
-        optimizer: ``"adamw"`` (AdamW, the default: β = (0.9, 0.999), ε = 1e-8, no weight decay)
-            or ``"sgd"`` (plain SGD: θ ← θ − lr · g, no momentum, no weight decay), for the
-            ablation that asks whether Adam's normalisation hides the dial's scale (chapter 13).
-            Like the allocation fields, it appears in :meth:`to_dict` only when it is not the
-            default, so an AdamW run's settings and cache key read as they did before.
-        max_new_tokens: L_max, the generation cap (and Dr. GRPO's normaliser).
-        sample_budget: stop once this many samples have been generated (discarded ones count).
-        max_rounds: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
-        eval_every: evaluate on the held-out set every this many steps (and at the start and end);
-            0 never evaluates (benchmarks).
-        eval_samples: temperature-1 samples per held-out prompt for the sampled accuracy.
-        checkpoint_every: write a checkpoint every this many steps (and at the end).
-        temperature: sampling temperature of rollouts (1 = the policy itself).
-        seed: seeds the prompt order, the sampler and the minibatch order.
-        pool_size: train on the first ``pool_size`` training problems only (``None``: all of
-            them). A small pool is visited many times, so each prompt's solve rate can be
-            followed through the run (chapters 9-13): at the start and at every evaluation the
-            whole pool is measured with ``pool_samples`` samples per prompt and logged as
-            ``pool/k`` (correct counts, in pool order) and ``pool/n``.
-        pool_samples: samples per pool prompt at each measurement.
-        identity_check_every: every this many steps (and at the first), check the identity on
-            real gradients inside the update: for up to ``identity_check_groups`` mixed groups of
-            each minibatch, the group's own gradient at the weights that minibatch sees against
-            w (ḡ₊ − ḡ₋) there (:func:`stddial_book.rl.gradcheck.identity_drift`). Exact to float
-            rounding on the first minibatch, a measured drift on later ones; 0 turns it off. It
-            reads the model and changes nothing, so a run is the same with or without it.
-        identity_check_groups: groups checked per minibatch at a check step.
-        allocation: the rule that decides each step's groups, a name of
-            :data:`stddial_book.rl.allocation.RULES` (Part V). ``"uniform"`` is the loop of
-            chapters 10-12 (``prompts_per_step`` groups of G, DAPO's dynamic sampling when the
-            recipe has it); any other rule is asked for the step's groups from the run's pool
-            history (:class:`~stddial_book.rl.pool_state.PoolState`), and the update runs on the
-            groups it keeps, each at its own size. The rule replaces the recipe's dynamic sampling;
-            the recipe's loss, clipping and length handling stay.
-        allocation_options: the rule's settings (``RULES[allocation](**options)``), a dict of
-            numbers (``solve_rates`` a list); ``"prior"`` (a pair) and ``"decay"`` set the pool
-            history's Beta estimator instead. DAPO's and GRESO's ``group_size``,
-            ``batch_prompts`` and ``max_rounds`` default to ``group_size``,
-            ``prompts_per_step`` and ``max_rounds`` here.
-        allocation_budget: samples a step may generate under a rule, screening and redraws
-            included (``None``: ``prompts_per_step · group_size``, a uniform step's cost); the
-            run still stops at ``sample_budget`` generated samples, so rules compare in samples.
-        allocation_candidates: prompts of the pool offered to the rule each step, drawn at random
-            (``None``: the whole pool).
+    The fields (their defaults are those of the signature):
+
+    - ``recipe``: the dial's setting (a :class:`Recipe` or a preset name).
+    - ``group_size``: G, samples per prompt (at least 2).
+    - ``prompts_per_step``: groups in one rollout batch (the batch holds ``prompts_per_step · G``
+      samples; with dynamic sampling, that many *non-silent* groups).
+    - ``num_minibatches``: optimizer steps per rollout batch; must divide ``prompts_per_step``
+      (minibatches hold whole groups).
+    - ``micro_batch_size``: samples per forward/backward pass inside a minibatch (gradient
+      accumulation, for memory); must divide the minibatch; ``None`` = the whole minibatch.
+    - ``lr``: the optimizer's learning rate (constant, no weight decay).
+    - ``max_grad_norm``: gradient-norm clip per optimizer step (TRL's default 1.0); 0 (or ``None``,
+      stored as 0.0) clips nothing, as in TRL and ``transformers``. The gradient's norm is
+      logged (``grad_norm``) either way.
+    - ``optimizer``: ``"adamw"`` (AdamW, the default: β = (0.9, 0.999), ε = 1e-8, no weight decay)
+      or ``"sgd"`` (plain SGD: θ ← θ − lr · g, no momentum, no weight decay), for the
+      ablation that asks whether Adam's normalisation hides the dial's scale (chapter 13).
+      Like the allocation fields, it appears in :meth:`to_dict` only when it is not the
+      default, so an AdamW run's settings and cache key read as they did before.
+    - ``max_new_tokens``: L_max, the generation cap (and Dr. GRPO's normaliser).
+    - ``sample_budget``: stop once this many samples have been generated (discarded ones count).
+    - ``max_rounds``: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
+    - ``eval_every``: evaluate on the held-out set every this many steps (and at the start and end);
+      0 never evaluates (benchmarks).
+    - ``eval_samples``: temperature-1 samples per held-out prompt for the sampled accuracy.
+    - ``checkpoint_every``: write a checkpoint every this many steps (and at the end).
+    - ``temperature``: sampling temperature of rollouts (1 = the policy itself).
+    - ``seed``: seeds the prompt order, the sampler and the minibatch order.
+    - ``pool_size``: train on the first ``pool_size`` training problems only (``None``: all of
+      them). A small pool is visited many times, so each prompt's solve rate can be
+      followed through the run (chapters 9-13): at the start and at every evaluation the
+      whole pool is measured with ``pool_samples`` samples per prompt and logged as
+      ``pool/k`` (correct counts, in pool order) and ``pool/n``.
+    - ``pool_samples``: samples per pool prompt at each measurement.
+    - ``identity_check_every``: every this many steps (and at the first), check the identity on
+      real gradients inside the update: for up to ``identity_check_groups`` mixed groups of
+      each minibatch, the group's own gradient at the weights that minibatch sees against
+      w (ḡ₊ − ḡ₋) there (:func:`stddial_book.rl.gradcheck.identity_drift`). Exact to float
+      rounding on the first minibatch, a measured drift on later ones; 0 turns it off. It
+      reads the model and changes nothing, so a run is the same with or without it.
+    - ``identity_check_groups``: groups checked per minibatch at a check step.
+    - ``allocation``: the rule that decides each step's groups, a name of
+      :data:`stddial_book.rl.allocation.RULES` (Part V). ``"uniform"`` is the loop of
+      chapters 10-12 (``prompts_per_step`` groups of G, DAPO's dynamic sampling when the
+      recipe has it); any other rule is asked for the step's groups from the run's pool
+      history (:class:`~stddial_book.rl.pool_state.PoolState`), and the update runs on the
+      groups it keeps, each at its own size. The rule replaces the recipe's dynamic sampling;
+      the recipe's loss, clipping and length handling stay.
+    - ``allocation_options``: the rule's settings (``RULES[allocation](**options)``), a dict of
+      numbers (``solve_rates`` a list); ``"prior"`` (a pair) and ``"decay"`` set the pool
+      history's Beta estimator instead. DAPO's and GRESO's ``group_size``,
+      ``batch_prompts`` and ``max_rounds`` default to ``group_size``,
+      ``prompts_per_step`` and ``max_rounds`` here.
+    - ``allocation_budget``: samples a step may generate under a rule, screening and redraws
+      included (``None``: ``prompts_per_step · group_size``, a uniform step's cost); the
+      run still stops at ``sample_budget`` generated samples, so rules compare in samples.
+    - ``allocation_candidates``: prompts of the pool offered to the rule each step, drawn at random
+      (``None``: the whole pool).
     """
 
     recipe: Recipe | str = "grpo"

@@ -30,7 +30,15 @@ __all__ = ["Rollout", "sample", "completion_logprobs", "shared_prompt_logprobs"]
 
 @dataclass
 class Rollout:
-    """A batch of sampled completions, padded to the longest one."""
+    """A batch of sampled completions, padded to the longest one.
+
+    B is the number of rows (one per sample), P the prompt width and T the longest completion, in
+    tokens. ``prompt_ids`` (B, P) are each row's prompt token ids and ``prompt_mask`` (B, P, bool) is
+    false on their left padding; ``completion_ids`` (B, T) are the sampled tokens, padded with the pad
+    id after EOS; ``logprobs`` (B, T) is log π_old of each sampled token under the (tempered) policy
+    that sampled it, 0 on padding; ``mask`` (B, T, bool) marks the completion tokens, EOS included;
+    ``truncated`` (B,) bool marks the rows that produced no EOS within ``max_new_tokens``.
+    """
 
     prompt_ids: torch.Tensor  # (B, P)
     prompt_mask: torch.Tensor  # (B, P) bool, false on left padding
@@ -267,6 +275,13 @@ def sample(
     things make this cheaper than ``model.generate`` on the same batch: each distinct prompt is
     encoded once and its cache shared by its samples (``generate`` encodes every copy), and rows
     that have produced EOS leave the batch instead of being carried to the length cap.
+
+    ``model`` is a causal LM (e.g. :func:`~stddial_book.rl.model.tiny_model`); ``prompt_ids`` (B, P)
+    are the prompts' token ids, left-padded where ``prompt_mask`` (B, P, bool) is false (``None``: no
+    padding); ``max_new_tokens`` caps each completion's length in tokens; ``eos_id`` is the token that
+    ends a completion and ``pad_id`` the one that fills a row after it; ``temperature`` (> 0; 1, the
+    default, samples the policy itself) divides the logits; ``generator`` is the
+    ``torch.Generator`` the draws use (``None``: torch's global one).
     """
     prompt_mask, max_new_tokens, temperature, num_samples = _check_sample_args(
         model, prompt_ids, prompt_mask, max_new_tokens, eos_id, pad_id, temperature, generator, num_samples, greedy
@@ -315,6 +330,11 @@ def completion_logprobs(
     Returns ``logprobs`` of shape (B, T) (zero where ``mask`` is false), and with
     ``with_entropy`` also the per-token entropies of the same distributions, so the loss and its
     entropy metric need no second pass. Gradients flow unless called under ``torch.no_grad()``.
+
+    ``model`` is a causal LM; ``prompt_ids`` and ``prompt_mask`` (B, P) are the prompts as
+    :func:`sample` takes them (the mask false on left padding); ``completion_ids`` (B, T) and
+    ``mask`` (B, T, bool) are one completion per prompt row and its real tokens, as in a
+    :class:`Rollout`.
     """
     check_tensor(prompt_ids, "prompt_ids", kind="int")
     check_tensor(completion_ids, "completion_ids", ndim=2, kind="int")
@@ -407,6 +427,11 @@ def shared_prompt_logprobs(
     :func:`completion_logprobs` on the prompts repeated row by row, to float rounding (a test
     checks it), for far fewer tokens when completions are short: a group's prompt costs one row
     instead of G.
+
+    ``model`` is a causal LM; ``prompt_rows`` (R,) holds each completion row's prompt index;
+    ``completion_ids`` and ``mask`` (R, T) are the completions and their real tokens;
+    ``with_entropy`` and ``temperature`` mean what they mean for :func:`completion_logprobs`
+    (default: no entropies, temperature 1).
     """
     prompt_mask, mask = _check_shared_args(
         model, prompt_ids, prompt_mask, prompt_rows, completion_ids, mask, temperature

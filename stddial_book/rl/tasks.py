@@ -27,7 +27,12 @@ EOS = "<eos>"
 
 @dataclass(frozen=True)
 class Problem:
-    """One addition problem: operands, its difficulty, the prompt text and the answer text."""
+    """One addition problem: operands, its difficulty, the prompt text and the answer text.
+
+    ``a`` and ``b`` are the operands, whole numbers in [0, 10^D); ``digits`` is D, the digit count
+    the prompt pads them to (1 to 9); ``carries`` is the number of carries the sum needs (checked
+    against the operands; :func:`make_problem` counts it for you).
+    """
 
     a: int
     b: int
@@ -68,7 +73,10 @@ def count_carries(a: int, b: int) -> int:
 
 
 def make_problem(a: int, b: int, digits: int) -> Problem:
-    """The problem ``a + b`` with D = ``digits``; refuses operands that do not fit in D digits."""
+    """The problem ``a + b`` with D = ``digits``; refuses operands that do not fit in D digits.
+
+    ``a`` and ``b`` are whole numbers in [0, 10^D); ``digits`` is D, from 1 to 9.
+    """
     _check_operands(a, b, digits)
     return Problem(a, b, digits, count_carries(a, b))
 
@@ -78,7 +86,7 @@ def sample_problems(
 ) -> list[Problem]:
     """``num`` distinct problems with D = ``digits`` (and exactly ``carries`` carries, if given).
 
-    Deterministic for a given seed. Problems in ``exclude`` are never returned. Raises
+    Deterministic for a given ``seed`` (a non-negative integer). Problems in ``exclude`` are never returned. Raises
     ``ValueError`` when fewer than ``num`` such problems exist. Problems are drawn by rejection,
     so asking for nearly every problem of a large space (D >= 4) is slow.
     """
@@ -126,15 +134,20 @@ def sample_problems(
 def make_split(
     digits: int, num_train: int, num_heldout: int, carries: int | None = None, seed: int = 0
 ) -> tuple[list[Problem], list[Problem]]:
-    """Disjoint train and held-out problem sets, deterministic for a given seed."""
+    """Disjoint train and held-out problem sets, deterministic for a given seed.
+
+    ``num_train`` and ``num_heldout`` problems with D = ``digits`` (and exactly ``carries`` carries
+    each, if not ``None``), distinct within and across the two sets; ``seed`` (a non-negative
+    integer) fixes them.
+    """
     heldout = sample_problems(num_heldout, digits, carries, seed=seed + 1_000_003)
     train = sample_problems(num_train, digits, carries, seed=seed, exclude=heldout)
     return train, heldout
 
 
 def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
-    """1.0 when ``completion`` is exactly the reversed sum followed by
-    ``eos``, else 0.0."""
+    """1.0 when ``completion`` (text) is exactly the reversed sum of
+    ``problem`` followed by ``eos`` (default :data:`EOS`), else 0.0."""
     if not isinstance(completion, str) or not isinstance(eos, str):
         wrong, value = ("completion", completion) if not isinstance(completion, str) else ("eos", eos)
         raise TypeError(
@@ -148,7 +161,11 @@ def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
 
 
 def rewards(completions: Sequence[str], problems: Sequence[Problem], eos: str = EOS) -> np.ndarray:
-    """:func:`reward` for a batch, as a float64 array (problems aligned with completions)."""
+    """:func:`reward` for a batch, as a float64 array (problems aligned with completions).
+
+    ``completions`` are texts and ``problems`` their :class:`Problem` objects, one per sample;
+    ``eos`` is the end marker each correct completion must end with (default :data:`EOS`).
+    """
     for name, value in (("completions", completions), ("problems", problems)):
         if isinstance(value, (str, bytes, Problem)) or not isinstance(value, (Sequence, np.ndarray)):
             raise TypeError(f"{name} must be a list (one entry per sample); got {type(value).__name__} {value!r:.40}.")

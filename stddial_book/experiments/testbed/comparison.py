@@ -22,7 +22,8 @@ def screen_values(
     the whole pool and of its hardest quartile (from a
     :func:`~stddial_book.experiments.testbed.predictions.pool_study` of the runs), and the held-out
     accuracy, sampled and greedy (:func:`~stddial_book.experiments.testbed.logs.final_eval`).
-    ``runs`` maps a recipe key to the records of its seeds."""
+    ``runs`` maps a recipe key to the records of its seeds; ``study`` is
+    :func:`~stddial_book.experiments.testbed.predictions.pool_study` of those runs (the same recipe keys)."""
     if not isinstance(study, dict) or not isinstance(runs, dict) or set(study) != set(runs):
         raise ValueError("study and runs must cover the same recipe keys (study = pool_study(runs, G)).")
     names = {key: get_recipe(key).name for key in runs}
@@ -37,7 +38,8 @@ def screen_values(
 def live_comparison_numbers(runs: dict[str, list[list[dict[str, Any]]]], group_size: int) -> dict[str, float]:
     """Per recipe key, the seed means chapter 13 quotes: ``share_<key>``, the update mass on groups
     with k = 1 or G − 1 (:func:`~stddial_book.experiments.testbed.logs.extreme_mass_share`), and
-    ``updates_<key>``, the optimizer steps a run made for its sample budget."""
+    ``updates_<key>``, the optimizer steps a run made for its sample budget. ``runs`` maps a recipe key to
+    the records of its seeds (one run log per seed); ``group_size`` is the runs' G."""
     if not isinstance(runs, dict) or not runs:
         raise ValueError("runs must map recipe keys to the records of their seeds.")
     out: dict[str, float] = {}
@@ -55,7 +57,8 @@ def study_numbers(study: dict[str, Any]) -> dict[str, float]:
     the hardest quartile's share of the update mass (``hard_<key>``) and its final mean solve rate,
     mean and SD over seeds (``q1_<key>``, ``q1_<key>_sd``); the hardest quartile's start
     (``q1_start``, first recipe) and the fewest seeds of a recipe (``seeds``). All from
-    :func:`~stddial_book.experiments.testbed.predictions.prediction_numbers`."""
+    :func:`~stddial_book.experiments.testbed.predictions.prediction_numbers`. ``study`` is a non-empty
+    :func:`~stddial_book.experiments.testbed.predictions.pool_study` result (recipe key -> its entry)."""
     if not isinstance(study, dict) or not study:
         raise ValueError("study must be a non-empty pool_study result.")
     per = {key: prediction_numbers(study, key) for key in study}

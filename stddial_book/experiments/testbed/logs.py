@@ -33,7 +33,9 @@ __all__ = [
 
 
 def check_records(records: list[dict[str, Any]], name: str = "records") -> list[dict[str, Any]]:
-    """``records`` as a list, after checking it is what :func:`stddial_book.rl.runlog.load_run` returns."""
+    """``records`` as a list, after checking it is what :func:`stddial_book.rl.runlog.load_run` returns.
+
+    ``name`` is what the error messages call it (default ``"records"``)."""
     if isinstance(records, (str, bytes, dict)) or not isinstance(records, Sequence):
         raise TypeError(f"{name} must be the list of metric records load_run returns; got {type(records).__name__}.")
     wrong = next((r for r in records if not isinstance(r, dict)), None)
@@ -52,7 +54,8 @@ def check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int:
     (``groups_generated/k``), a step generated G samples per group (``samples/step_generated``
     over the number of groups), and a group's σ is sqrt(k (G − k)) / G for some k (``groups/sigma``).
     A wrong G otherwise gives a silently wrong answer (a silent-fraction R² far below zero, an extreme
-    share of 0); the message names the G the log holds."""
+    share of 0); the message names the G the log holds. ``records`` is the run's log
+    (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     G = check_group_size(group_size)
     hint = "pass the run's own group size (provenance['config']['train']['group_size'])"
     for r in check_records(records):
@@ -91,7 +94,9 @@ def check_run_group_size(records: list[dict[str, Any]], group_size: Any) -> int:
 
 
 def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
-    """The last evaluation of a run: ``eval/...`` metrics without the prefix."""
+    """The last evaluation of a run: ``eval/...`` metrics without the prefix.
+
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     records = check_records(records)
     evals = [r for r in records if "eval/accuracy_sampled" in r]
     if not evals:
@@ -100,7 +105,9 @@ def final_eval(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def buckets(records: list[dict[str, Any]]) -> list[str]:
-    """The difficulty buckets a run evaluated, in sorted order."""
+    """The difficulty buckets a run evaluated, in sorted order.
+
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     prefix = "eval/accuracy_sampled/"
     records = check_records(records)
     return sorted({k[len(prefix) :] for r in records for k in r if k.startswith(prefix)})
@@ -110,7 +117,8 @@ def update_mass(records: list[dict[str, Any]]) -> dict[str, float]:
     """Total update mass per bucket over a run: Σ over steps of Σ_groups w / groups per step.
 
     w = mean|A|/2 of each group that reached the update (σ for GRPO and DAPO, σ² for Dr. GRPO,
-    chapter 3); silent groups add nothing. Buckets with no mixed group add 0.
+    chapter 3); silent groups add nothing. Buckets with no mixed group add 0. ``records`` is the run's
+    log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second).
     """
     prefix = "dial/update_mass/"
     records = check_records(records)
@@ -123,14 +131,19 @@ def update_mass(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def curve(records: list[dict[str, Any]], name: str, x: str = "samples/generated") -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) of a metric against another (by default the samples generated so far)."""
+    """(x, y) of a metric against another (by default the samples generated so far).
+
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second);
+    ``name`` is the logged metric for y and ``x`` the one for x, which must be logged at every step ``name`` is."""
     steps, values = metric_series(records, name)
     xs = dict(zip(*metric_series(records, x)))
     return np.array([xs[s] for s in steps], dtype=float), values
 
 
 def identity_from_log(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """(σ, w) of every group that reached an update, pooled over the run (chapter 13's check)."""
+    """(σ, w) of every group that reached an update, pooled over the run (chapter 13's check).
+
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     records = check_records(records)
     sig = [s for r in records for s in r.get("groups/sigma", [])]
     w = [x for r in records for x in r.get("groups/weight", [])]
@@ -148,6 +161,8 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
 
     Those groups have the smallest non-zero σ = sqrt(G − 1)/G; GRPO weights them by σ and
     Dr. GRPO by σ², so the share is where the std division shows most directly (chapter 13).
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second);
+    ``group_size`` is the run's G, checked against the log (:func:`check_run_group_size`).
     """
     group_size = check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
@@ -160,7 +175,7 @@ def extreme_mass_share(records: list[dict[str, Any]], group_size: int) -> float:
 def identity_during_training(runs: Sequence[list[dict[str, Any]]]) -> dict[str, np.ndarray]:
     """Every in-update identity check of a set of runs (``identity_check_every``), pooled:
     per checked group its relative error, minibatch index (0 = ratio 1), clipped-token fraction
-    and σ. Chapters 10-12."""
+    and σ. Chapters 10-12. ``runs`` is a list of run logs, one list of metric records per run."""
     if isinstance(runs, (str, bytes, dict)) or not isinstance(runs, Sequence):
         raise TypeError(f"runs must be a list of run logs (one list of records per run); got {type(runs).__name__}.")
     runs = [check_records(records, "each run") for records in runs]
@@ -184,6 +199,7 @@ def gradient_scale(
     normaliser (Dr. GRPO divides each sample's summed log-probs by L_max, GRPO by the sample's
     own length ℓ, so a sample weighs about ℓ̄ / L_max as much). Their product is the factor a
     plain gradient step at one learning rate would apply to every update; Adam divides it out.
+    ``max_new_tokens`` is L_max, the runs' completion length cap in tokens.
     """
 
     def mean_weight(run: list[dict[str, Any]]) -> float:
@@ -208,7 +224,8 @@ def gradient_scale(
 def identity_numbers(checks: dict[str, np.ndarray]) -> dict[str, float]:
     """Summary of :func:`identity_during_training`: groups checked, the largest relative error on
     the first minibatch (ratio 1), the median and 90th percentile on later minibatches, and the
-    mean fraction of a checked group's tokens clipped there."""
+    mean fraction of a checked group's tokens clipped there. ``checks`` is the dict
+    :func:`identity_during_training` returns."""
     if not isinstance(checks, dict) or any(k not in checks for k in ("rel_error", "minibatch", "clipped")):
         raise ValueError("checks must be what identity_during_training returns (rel_error, minibatch, clipped).")
     first = checks["minibatch"] == 0
@@ -232,7 +249,9 @@ def mass_by_sigma(records: list[dict[str, Any]], group_size: int) -> dict[str, n
     pair, 1 to G // 2), ``sigma`` (σ at that level), ``groups`` (share of the mixed groups that
     reached an update) and ``mass`` (share of their summed weights w). GRPO weights a level by σ,
     Dr. GRPO by σ², so ``mass`` leans towards k = G/2 more under Dr. GRPO; ``mass[0]`` is
-    :func:`extreme_mass_share`. Chapters 10-12.
+    :func:`extreme_mass_share`. Chapters 10-12. ``records`` is the run's log
+    (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second);
+    ``group_size`` is the run's G, checked against the log (:func:`check_run_group_size`).
     """
     G = check_run_group_size(records, group_size)
     sigma, weight = identity_from_log(records)
@@ -264,7 +283,8 @@ def run_summary(provenance: dict[str, Any], records: list[dict[str, Any]], group
     ``silent``, the mean over steps of the silent fraction of the generated groups; ``G``;
     ``extreme``, the share of the update mass that went to groups with k = 1 or G − 1
     (:func:`extreme_mass_share`); ``len0`` and ``len1``, the mean completion length over the first
-    and the last four steps.
+    and the last four steps. ``provenance`` and ``records`` are the two items
+    :func:`~stddial_book.rl.runlog.load_run` returns; ``group_size`` is the run's G, checked against the log.
     """
     if not isinstance(provenance, dict):
         raise TypeError(f"provenance must be the dict load_run returns first; got {type(provenance).__name__}.")
@@ -302,13 +322,16 @@ def run_summary(provenance: dict[str, Any], records: list[dict[str, Any]], group
 
 def logged_update_norm(records: list[dict[str, Any]]) -> float:
     """The mean ``update_norm`` (the length of a step's whole parameter change) over the records of a
-    run's log that carry one; NaN if none does."""
+    run's log that carry one; NaN if none does. ``records`` is the run's log
+    (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     norms = [float(r["update_norm"]) for r in records if "update_norm" in r]
     return float(np.mean(norms)) if norms else float("nan")
 
 
 def training_steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of training steps that generated groups (step > 0)."""
+    """The records of training steps that generated groups (step > 0).
+
+    ``records`` is the run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     steps = [r for r in check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
         raise ValueError("this run log holds no training step with generated groups (groups_generated/k).")
@@ -320,7 +343,8 @@ def clipping_numbers(records: list[dict[str, Any]]) -> dict[str, float]:
     that made an update of the fraction of tokens clipped at the upper bound (``clip_high``), at
     the lower bound (``clip_low``), the share of those steps with any token clipped at the upper
     bound (``clip_high_steps``), and the mean fraction of completions cut at the length cap
-    (``truncated``). Each step's clip fractions are the mean over its minibatches."""
+    (``truncated``). Each step's clip fractions are the mean over its minibatches. ``records`` is the
+    run's log (the per-step metric dicts :func:`stddial_book.rl.runlog.load_run` returns second)."""
     steps = training_steps(records)
     high = np.array([r["clip_ratio/high_mean"] for r in steps if "clip_ratio/high_mean" in r], dtype=np.float64)
     low = np.array([r["clip_ratio/low_mean"] for r in steps if "clip_ratio/low_mean" in r], dtype=np.float64)
@@ -339,7 +363,8 @@ def minibatch_clipping(checks: dict[str, np.ndarray]) -> dict[str, float]:
     (:func:`identity_during_training`), first minibatch of a batch against the later ones: how
     many checks (``first_checks``, ``later_checks``), the largest fraction on the first
     (``first_max``), the mean and largest on later ones (``later_mean``, ``later_max``) and the
-    share of later checks with any clipped token (``later_nonzero``). Chapter 12."""
+    share of later checks with any clipped token (``later_nonzero``). Chapter 12. ``checks`` is the dict
+    :func:`identity_during_training` returns."""
     if not isinstance(checks, dict) or any(k not in checks for k in ("minibatch", "clipped")):
         raise ValueError("checks must be what identity_during_training returns (minibatch, clipped).")
     first = np.asarray(checks["minibatch"]) == 0

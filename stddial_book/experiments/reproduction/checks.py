@@ -60,7 +60,14 @@ def first_step_share(
     expectations), the standard deviation of one such draw with the update at its expectation (the
     paper averages 400 groups per prompt), and the standard deviation of the measured share about
     the closed form when each prompt draws one group (delta method). ``weight`` replaces the
-    expected update weight per p (a redraw rule's)."""
+    expected update weight per p (a redraw rule's).
+
+    ``solve_rates`` (1-D, in [0, 1]) and ``counts`` (one count per solve rate) are the pool the
+    initial solve rates are drawn from (its interior, clipped to ``config.clip``); ``recipe`` is a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset's name; ``config`` the
+    :class:`~stddial_book.experiments.controlled.bernoulli.ControlledRun` whose ``group_size`` and
+    ``num_prompts`` are used (default: the paper's run); ``weight`` is a function from an array of p
+    to one weight per p (default None: the recipe's own expected weight)."""
     from stddial_book.theory.recipes import as_recipe
 
     p, q = _pool(solve_rates, counts, config)
@@ -130,7 +137,11 @@ def big_math_claim_rows(book: dict[str, float]) -> list[Row]:
 def controlled_share_rows(solve_rates, counts, study: dict[str, np.ndarray], config: ControlledRun) -> list[Row]:
     """§8: the first step's update share on extreme prompts (17.0% and 14.3%). The book's value is
     the exact expectation over draws of M initial solve rates; the tolerance is one draw's standard
-    deviation (the paper ran one). The note gives the book's own runs (mean ± SD over seeds)."""
+    deviation (the paper ran one). The note gives the book's own runs (mean ± SD over seeds).
+
+    ``solve_rates`` and ``counts`` are the pool, as in :func:`first_step_share`; ``study`` is what
+    :func:`~stddial_book.experiments.controlled.study.controlled_run_study` returns for it; ``config``
+    the :class:`~stddial_book.experiments.controlled.bernoulli.ControlledRun` it ran with."""
     from stddial_book.corpora.histograms import PAPER_BANDS
 
     rows = []
@@ -158,7 +169,9 @@ def figure_b_row(solve_rates, counts, study: dict[str, np.ndarray], config: Cont
     """§8's figure, panel (b): the measured first-step share per tenth of the initial p "matches"
     the finite-G closed form. Each run's gap in each tenth, for both recipes, over its sampling
     standard deviation (one group per prompt, :func:`first_step_share`); the row holds the largest
-    |z| and agrees when it stays below the two-sided Bonferroni bound at ``level``."""
+    |z| and agrees when it stays below the two-sided Bonferroni bound at ``level``, the family-wise
+    error rate in (0, 1) (default 0.05). ``solve_rates``, ``counts``, ``study`` and ``config`` are as
+    in :func:`controlled_share_rows`."""
     from stddial_book.corpora.histograms import decile_of
 
     worst, count = 0.0, 0
@@ -201,7 +214,8 @@ def _dapo_rank(study: dict[str, np.ndarray], per_group: bool) -> float:
 
 
 def ranking_rows(study: dict[str, np.ndarray]) -> list[Row]:
-    """§8: "DAPO ... is fastest", per training step, as the paper compares."""
+    """§8: "DAPO ... is fastest", per training step, as the paper compares. ``study`` is what
+    :func:`~stddial_book.experiments.controlled.study.controlled_run_study` returns."""
     n = len(study["matched_lr"])
     return [
         Row(
@@ -218,7 +232,9 @@ def ranking_rows(study: dict[str, np.ndarray]) -> list[Row]:
 def correction_rows(solve_rates, counts, study: dict[str, np.ndarray], config: ControlledRun) -> list[Row]:
     """The book's corrections of §8, each with its evidence: how much of GRPO's lead over Dr. GRPO on
     the hardest quartile is step size (chapter 8, :func:`controlled_gap_numbers`); DAPO's rank per
-    generated group; and the paper's "DAPO" arm, a same-prompt redraw, against DAPO's batch refill."""
+    generated group; and the paper's "DAPO" arm, a same-prompt redraw, against DAPO's batch refill.
+    ``solve_rates``, ``counts``, ``study`` and ``config`` are as in :func:`controlled_share_rows`
+    (``config.redraw_tries`` sets the redraw's draws)."""
     from stddial_book.corpora.histograms import PAPER_BANDS
     from stddial_book.experiments.controlled.study import controlled_gap_numbers
     from stddial_book.theory.recipes import GRPO

@@ -29,7 +29,12 @@ __all__ = ["reproduction_rows", "controlled_run_rows", "rows_table", "identity_m
 def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0, recipe: str = "grpo") -> float:
     """Largest relative gap between (1/G) Σ Aᵢ gᵢ and σ(ḡ₊ − ḡ₋) over every k of every G ≤ 64,
     with random score vectors and a random reward baseline (the identity holds for any). With
-    ``recipe="dr_grpo"`` the advantages are Dr. GRPO's and the right side σ²(ḡ₊ − ḡ₋) (Table 1)."""
+    ``recipe="dr_grpo"`` the advantages are Dr. GRPO's and the right side σ²(ḡ₊ − ḡ₋) (Table 1).
+
+    ``max_group_size`` is the largest G checked (2 to 512, default 64); ``dims`` the length of each
+    score vector gᵢ (1 to 1000, default 5); ``seed`` seeds the scores and baselines (whole number
+    ≥ 0, default 0); ``recipe`` a preset's name (default ``"grpo"``), whose ``scale_std`` picks σ or
+    σ²."""
     from stddial_book.theory.identity import std_from_pass_rate
     from stddial_book.theory.recipes import get_recipe, group_advantages
 
@@ -58,7 +63,9 @@ def identity_max_error(max_group_size: int = 64, dims: int = 5, seed: int = 0, r
 
 
 def rloo_max_error(max_group_size: int = 64, seed: int = 0) -> float:
-    """Largest |(Rᵢ − μ) − (G − 1)/G (Rᵢ − bᵢ)| over random real rewards, G ≤ 64 (Prop. 1)."""
+    """Largest |(Rᵢ − μ) − (G − 1)/G (Rᵢ − bᵢ)| over random real rewards, G ≤ 64 (Prop. 1).
+    ``max_group_size`` is the largest G checked (2 to 10,000, default 64; eight groups at each G);
+    ``seed`` seeds the rewards (whole number ≥ 0, default 0)."""
     from stddial_book.theory.identity import rloo_advantages
 
     max_group_size = check_int(max_group_size, "max_group_size", minimum=2)
@@ -101,7 +108,8 @@ def _group_size_rows() -> list[Row]:
 def controlled_run_rows(study: dict[str, np.ndarray], pool=None, config=None) -> list[Row]:
     """The §8 rows from :func:`stddial_book.experiments.controlled.study.controlled_run_study`, in the
     paper's order, then the book's corrections. ``pool`` is the (solve_rates, counts) the study drew
-    from (default: Big-Math), ``config`` its :class:`ControlledRun` (default: the paper's).
+    from (default: Big-Math), ``config`` its :class:`ControlledRun` (default: the paper's). ``study``
+    is what ``controlled_run_study`` returns (at least 2 seeds).
 
     A random result's tolerance is the SD of one run at the paper's size (6,000 prompts): the SD
     over the study's seeds, or, for the first step's shares, the exact SD of one draw."""
@@ -172,7 +180,8 @@ def _check_study(study: dict[str, np.ndarray]) -> None:
 
 def reproduction_rows(dapo_bootstrap: int = 1000, controlled_run: list[Row] | None = None) -> list[Row]:
     """All rows, in the paper's order. ``controlled_run`` appends the §8 rows and the book's
-    corrections (:func:`controlled_run_rows`, chapter 8)."""
+    corrections (:func:`controlled_run_rows`, chapter 8; default None: none). ``dapo_bootstrap`` is
+    the number of pairs-bootstrap resamples behind §5's bootstrap R² rows (default 1000)."""
     if controlled_run is not None and (
         not isinstance(controlled_run, (list, tuple)) or not all(isinstance(r, Row) for r in controlled_run)
     ):
@@ -340,7 +349,8 @@ def _shown(value: float, decimals: int, unit: str) -> str:
 
 def rows_table(rows: list[Row]):
     """The rows as a Markdown table (:func:`stddial_book.core.markdown.table`): where, quantity, the
-    paper's value, the book's (one more decimal, ± the SD of a random result), verdict, notes."""
+    paper's value, the book's (one more decimal, ± the SD of a random result), verdict, notes.
+    ``rows`` is a non-empty list of :class:`Row` (what :func:`reproduction_rows` returns)."""
     from stddial_book.core.markdown import table
 
     if isinstance(rows, (str, bytes)) or not isinstance(rows, (list, tuple)) or not rows:

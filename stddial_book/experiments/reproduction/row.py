@@ -18,6 +18,19 @@ __all__ = ["Row"]
 
 @dataclass(frozen=True)
 class Row:
+    """One claim of the paper set beside the book's value, with the rule by which they agree.
+
+    ``section`` is where the paper makes the claim (``"§8, controlled run"``) and ``quantity`` what is
+    compared, in words; ``paper`` is the paper's printed value and ``book`` the book's, both finite
+    numbers in the same unit; ``decimals`` how many decimals the paper prints (0 to 20), its
+    rounding; ``unit`` is ``"%"`` when both values are percentages (default: none); ``note`` is text
+    shown beside the row (default empty); ``expected_to_differ`` marks a row the book expects to
+    disagree (its verdict then reads "differs", not "no"; default False). At most one of the last
+    three is set: ``spread``, the sampling SD of a random result at the paper's own sample size
+    (≥ 0, default 0: deterministic); ``bound``, True when the paper's value is an upper bound;
+    ``tolerance``, the largest |book − paper| that still agrees (≥ 0, default 0: none).
+    """
+
     section: str
     quantity: str
     paper: float

@@ -66,7 +66,13 @@ def _check_rule(rule) -> None:
 
 
 def plan(rule, state: PoolState, budget: int, rng=None, candidates=None) -> np.ndarray:
-    """Group sizes per prompt of the pool (int64, 0 = skip, sum <= ``budget``) from a plan-ahead rule."""
+    """Group sizes per prompt of the pool (int64, 0 = skip, sum <= ``budget``) from a plan-ahead rule.
+
+    ``rule`` is a rule with a ``plan`` (uniform groups, GRESO's skip, Knapsack RL, the dial's rule; see
+    :data:`RULES`); ``state`` is the pool's :class:`~stddial_book.rl.pool_state.PoolState`; ``budget``
+    counts samples; ``rng`` is a numpy Generator or a seed (``None``: seed 0); ``candidates`` are the
+    distinct pool indices the step may spend on (``None``: the whole pool).
+    """
     _check_rule(rule)
     if not hasattr(rule, "plan"):
         raise TypeError(
@@ -81,7 +87,13 @@ def plan(rule, state: PoolState, budget: int, rng=None, candidates=None) -> np.n
 
 def allocate(rule, state: PoolState, budget: int, draw: Draw, rng=None, candidates=None) -> Allocation:
     """One step of ``rule`` with ``draw(prompt_ids, sizes) -> num_correct``: the groups for the update
-    and the samples generated (never more than ``budget``), kept and discarded."""
+    and the samples generated (never more than ``budget``), kept and discarded.
+
+    ``rule`` is any rule of :data:`RULES`; ``state`` is the pool's
+    :class:`~stddial_book.rl.pool_state.PoolState`, which it reads and does not change (see
+    :func:`record_allocation`); ``draw`` samples the groups (a
+    :data:`~stddial_book.rl.allocation_base.Draw`); ``rng``, ``candidates`` as for :func:`plan`.
+    """
     _check_rule(rule)
     budget, cand, rng = checked_budget(budget), checked_candidates(state, candidates), checked_rng(rng)
     if hasattr(rule, "allocate"):
@@ -95,7 +107,8 @@ def allocate(rule, state: PoolState, budget: int, draw: Draw, rng=None, candidat
 
 def record_allocation(state: PoolState, allocation: Allocation) -> PoolState:
     """Record every sample ``allocation`` drew (discarded ones too: they still measure the pass rate),
-    one visit per prompt: a prompt's rounds within the step are merged into one group."""
+    one visit per prompt: a prompt's rounds within the step are merged into one group. ``state`` is
+    the pool's :class:`~stddial_book.rl.pool_state.PoolState`, updated in place and returned."""
     if not isinstance(allocation, Allocation):
         raise TypeError(f"allocation must be an Allocation (what allocate returns); got {type(allocation).__name__}.")
     ids, where = np.unique(allocation.drawn_prompts, return_inverse=True)
@@ -105,7 +118,11 @@ def record_allocation(state: PoolState, allocation: Allocation) -> PoolState:
 
 
 def bernoulli_draw(solve_rates, rng=None) -> Draw:
-    """A ``draw`` for simulations: prompt i's samples are correct with probability ``solve_rates[i]``."""
+    """A ``draw`` for simulations: prompt i's samples are correct with probability ``solve_rates[i]``.
+
+    ``solve_rates`` holds one pass rate p in [0, 1] per prompt of the pool; ``rng`` is the numpy
+    Generator or seed the draws use (``None``: seed 0).
+    """
     p = to_numpy(solve_rates, "solve_rates")
     check_unit_interval(p, "solve_rates")
     gen = checked_rng(rng)
@@ -123,7 +140,9 @@ def plan_for_rates(rule_name: str, solve_rates, budget: int, rng=None, **options
     dial's rule) are given ``solve_rates`` as an oracle, so they plan without exploring. GRESO,
     with no history, skips nothing. For the rules that sample in rounds it is the expected samples
     generated per prompt (floats), averaged over ``repeats`` (an option, default 64) simulated steps
-    with Bernoulli rewards. ``options`` are the rule's settings.
+    with Bernoulli rewards. ``options`` are the rule's settings. ``rule_name`` is a name of
+    :data:`RULES`; ``budget`` counts samples for the step; ``rng`` is a numpy Generator or a seed
+    (``None``: seed 0).
     """
     if rule_name not in RULES:
         raise ValueError(f"rule_name must be one of {sorted(RULES)}; got {rule_name!r}.")

@@ -44,7 +44,8 @@ class DynamicSampling:
     ``batch_prompts`` groups are kept, ``max_rounds`` rounds have run, or the budget or the candidates
     run out. Each round draws fresh prompts: the number still missing (the book's trainer), or
     ``round_prompts`` if set (verl's fixed generation batch, whose extra mixed groups are surplus).
-    Silent groups are discarded (counted in ``discarded_silent``), surplus ones too."""
+    Silent groups are discarded (counted in ``discarded_silent``), surplus ones too. ``group_size``
+    is G, the samples per group (at least 2)."""
 
     group_size: int = 8
     batch_prompts: int = 16

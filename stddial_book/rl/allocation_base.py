@@ -31,7 +31,14 @@ def _ints(values=()) -> np.ndarray:
 class Allocation:
     """One step's groups and costs. ``prompts``, ``group_sizes``, ``num_correct``: the groups used for
     the update. ``drawn_*``: every draw made (screening and redraws included), one entry per prompt
-    per round; ``rounds``: calls of ``draw``. ``generated`` = ``kept`` + ``discarded_silent`` + ``discarded_surplus`` samples."""
+    per round; ``rounds``: calls of ``draw``. ``generated`` = ``kept`` + ``discarded_silent`` +
+    ``discarded_surplus`` samples.
+
+    In detail: ``prompts`` holds the pool indices of the kept groups, ``group_sizes`` their sizes G
+    and ``num_correct`` their k; ``drawn_prompts``, ``drawn_sizes`` and ``drawn_correct`` hold the
+    prompt, the samples drawn and the correct ones of every draw; ``discarded_silent`` and
+    ``discarded_surplus`` count the samples thrown away in silent and in surplus groups. All start
+    empty (zero)."""
 
     prompts: np.ndarray = field(default_factory=_ints)
     group_sizes: np.ndarray = field(default_factory=_ints)

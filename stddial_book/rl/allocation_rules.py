@@ -73,7 +73,8 @@ class GresoSkip:
     (0.01) keeps hard prompts from being starved. The streak here counts silent visits of either
     kind; GRESO counts each kind apart, which differs only for a prompt that flips from all wrong to
     all correct. ``plan`` gives the survivors ``group_size`` each; ``allocate`` runs DAPO's dynamic
-    sampling over them, filling ``batch_prompts`` mixed groups (default: what the budget pays for)."""
+    sampling over them, filling ``batch_prompts`` mixed groups (default: what the budget pays for) in
+    at most ``max_rounds`` rounds."""
 
     group_size: int = 8
     p_easy: float = 0.5
@@ -159,6 +160,9 @@ class DialAllocation:
     prompts drawn at random with weight equal to their posterior variance (the most uncertain most
     often), ``min_size`` each; the greedy then goes on from there. No prompt has zero variance, so
     none is starved. With ``solve_rates`` (oracle) there is nothing to explore.
+
+    ``recipe`` is ``"grpo"`` or ``"dr_grpo"``, the dial's setting whose signal is maximised;
+    ``max_size`` is the largest group a prompt may get, in samples (at least ``min_size``).
     """
 
     recipe: str = "grpo"
@@ -271,7 +275,8 @@ class KnapsackPaper:
 
 def knapsack_gain_table(solve_rates: np.ndarray, min_size: int, max_size: int) -> np.ndarray:
     """Row i, column k: Knapsack RL's gain of k extra samples over a prompt's first ``min_size``,
-    value(min + k) − value(min), for k = 0..``max_size`` − ``min_size``."""
+    value(min + k) − value(min), for k = 0..``max_size`` − ``min_size``. ``solve_rates`` holds one
+    pass rate p in [0, 1] per row."""
     sizes = np.arange(min_size, max_size + 1)
     grid_p, grid_n = np.meshgrid(np.asarray(solve_rates, dtype=np.float64), sizes, indexing="ij")
     value = knapsack_value(grid_p, grid_n)

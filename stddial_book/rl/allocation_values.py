@@ -51,7 +51,9 @@ def knapsack_value(solve_rate, group_size) -> np.ndarray:
 
 def dial_signal(solve_rate, group_size, recipe: str = "grpo") -> np.ndarray:
     """The expected update signal of a group of G at pass rate p: E[σ̂ | p, G] under ``"grpo"`` (the
-    division by σ̂ leaves a step of size σ̂), E[σ̂² | p, G] = p(1 − p)(G − 1)/G under ``"dr_grpo"``."""
+    division by σ̂ leaves a step of size σ̂), E[σ̂² | p, G] = p(1 − p)(G − 1)/G under ``"dr_grpo"``.
+    ``solve_rate`` is p in [0, 1] and ``group_size`` is G (they broadcast); ``recipe`` is the dial's
+    setting, ``"grpo"`` (the default) or ``"dr_grpo"``."""
     if recipe not in DIAL_RECIPES:
         raise ValueError(f"recipe must be one of {DIAL_RECIPES} (the dial's two settings); got {recipe!r}.")
     worth = expected_group_std if recipe == "grpo" else expected_group_variance
@@ -62,6 +64,7 @@ def signal_table(solve_rates: np.ndarray, max_size: int, worth: str) -> np.ndarr
     """Row i, column G: prompt i's worth at group size G, for G = 0..``max_size`` (0 below G = 2).
 
     ``worth`` is ``"knapsack"`` or one of the dial's recipes (``"grpo"``, ``"dr_grpo"``).
+    ``solve_rates`` holds one pass rate p in [0, 1] per prompt (row).
     """
     p = np.asarray(solve_rates, dtype=np.float64)
     table = np.zeros((p.size, max_size + 1))
@@ -91,6 +94,9 @@ def greso_skip_probability(silent_streak, explore: float, floor: float = 0.01) -
 
 def solve_knapsack(table: np.ndarray, budget: int, min_size: int = 2) -> np.ndarray:
     """The group sizes (0 or ``min_size``..max) that maximise Σᵢ table[i, Gᵢ] with Σᵢ Gᵢ ≤ ``budget``.
+
+    ``table`` is a worth table such as :func:`signal_table` gives: one row per prompt, column G its
+    worth at G samples (the last column is the largest size, max); ``budget`` counts samples.
 
     Exact dynamic programming: ``best[w]`` is the largest worth reachable with exactly w samples over
     the prompts seen so far, extended one prompt at a time by every size it may take. Ties go to the
@@ -124,6 +130,8 @@ def greedy_by_marginal_gain(table: np.ndarray, budget: int, min_size: int = 2, s
     that over ``min_size``); an open prompt may grow by one (gain table[i, G + 1] − table[i, G]).
     ``start`` (sizes already given, e.g. an exploration floor) is counted against the budget. Stops
     when no decision with a positive gain fits. Optimal when every row grows by shrinking steps.
+    ``table`` is a worth table such as :func:`signal_table` gives (row i, column G: prompt i's worth
+    at G samples, up to the last column).
     """
     sizes = np.zeros(table.shape[0], dtype=np.int64) if start is None else np.array(start, dtype=np.int64)
     left = budget - int(sizes.sum())

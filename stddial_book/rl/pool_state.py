@@ -125,6 +125,9 @@ def record(state: PoolState, prompt_ids, num_correct, group_sizes) -> PoolState:
 
     A group of one sample (G = 1) counts toward the estimator but is neither silent nor mixed for the
     streak: a single sample cannot disagree with itself, so it says nothing about silence.
+
+    ``prompt_ids`` are distinct pool indices; ``num_correct`` (k) and ``group_sizes`` (G, at least 1)
+    are whole numbers, one per prompt, with 0 <= k <= G.
     """
     ids, k, g = _checked_groups(state, prompt_ids, num_correct, group_sizes)
     state.visits[ids] += 1
@@ -147,14 +150,16 @@ def record(state: PoolState, prompt_ids, num_correct, group_sizes) -> PoolState:
 
 
 def posterior_mean(state: PoolState) -> np.ndarray:
-    """Each prompt's posterior mean pass rate (a + s) / (a + b + s + f), s and f after forgetting."""
+    """Each prompt's posterior mean pass rate (a + s) / (a + b + s + f), s and f after forgetting.
+    ``state`` is the pool's :class:`PoolState`; one value per prompt."""
     a = state.prior_a + state.weighted_successes
     b = state.prior_b + state.weighted_failures
     return a / (a + b)
 
 
 def posterior_variance(state: PoolState) -> np.ndarray:
-    """Each prompt's posterior variance of the pass rate, ab / ((a + b)²(a + b + 1)) of its Beta."""
+    """Each prompt's posterior variance of the pass rate, ab / ((a + b)²(a + b + 1)) of its Beta.
+    ``state`` is the pool's :class:`PoolState`; one value per prompt."""
     a = state.prior_a + state.weighted_successes
     b = state.prior_b + state.weighted_failures
     return a * b / ((a + b) ** 2 * (a + b + 1.0))

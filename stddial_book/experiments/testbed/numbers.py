@@ -44,7 +44,8 @@ def warm_start_numbers(sft_dir) -> dict[str, Any]:
 
 def pass_rate_by_carries(evaluation, problems) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Chapter 9: per bucket, the carry counts present and the sampled pass rate at each, from an
-    :class:`~stddial_book.rl.evaluate.EvalResult` of ``problems`` (in the same order)."""
+    :class:`~stddial_book.rl.evaluate.EvalResult` of ``problems`` (in the same order). ``evaluation`` is that
+    result; ``problems`` is the list of task problems it evaluated (from ``make_problems``)."""
     _check_evaluation(evaluation)
     problems = _check_problems(problems)
     carries = np.array([p.carries for p in problems])
@@ -66,7 +67,8 @@ def heldout_start(evaluation, problems) -> dict[str, Any]:
     """Chapter 9: where RL starts on the held-out prompts, from an ``EvalResult`` with G samples
     each: ``G``, ``silent`` (all G samples agree), ``mixed`` (the rest), ``greedy``, ``sampled``,
     ``sampled_D2``, ... per bucket, and ``carry_spread_D2``, ...: the largest minus the smallest
-    pass rate over the bucket's carry counts (:func:`pass_rate_by_carries`)."""
+    pass rate over the bucket's carry counts (:func:`pass_rate_by_carries`). ``evaluation`` is that
+    :class:`~stddial_book.rl.evaluate.EvalResult`, ``problems`` the task problems it evaluated, in order."""
     _check_evaluation(evaluation)
     G = evaluation.num_samples
     out: dict[str, Any] = {
@@ -105,7 +107,8 @@ def pool_start(records: list[dict[str, Any]], problems, group_size: int) -> dict
     """Chapter 9: the RL pool at the start of a run. ``problems`` are the training problems (the
     pool is their first ``pool_size``). Returns ``samples`` (per prompt), ``mean`` (solve rate),
     ``mean_D2``, ... per digit count, ``zero`` (share of prompts never solved) and ``silent``
-    (the unbiased expected silent fraction of a group of ``group_size``, chapter 13)."""
+    (the unbiased expected silent fraction of a group of ``group_size``, chapter 13). ``records`` is the
+    run's log (per-step metric dicts with pool measurements, as :func:`~stddial_book.rl.runlog.load_run` returns)."""
     _, n, K = pool_history(records)
     G = check_group_size(group_size)
     problems = _check_problems(problems)
@@ -130,7 +133,8 @@ def pool_gain(runs: Sequence[list[dict[str, Any]]]) -> dict[str, float]:
     """Chapter 9: how far a set of runs (seeds) moved the pool's mean solve rate, against the
     noise of measuring it. ``gain`` is the mean over runs of (last − first measurement),
     ``noise`` the standard error of one measurement of the pool mean at the first run's start,
-    sqrt(Σ p(1 − p) / n) / N over its N prompts, and ``gain_ratio`` their quotient."""
+    sqrt(Σ p(1 − p) / n) / N over its N prompts, and ``gain_ratio`` their quotient. ``runs`` is a
+    non-empty list of run logs (one list of metric records per seed), each with pool measurements."""
     if isinstance(runs, dict) or not isinstance(runs, Sequence) or not runs:
         raise ValueError("runs must be a non-empty list of run logs (one per seed).")
     gains = []
@@ -147,7 +151,8 @@ def pool_gain(runs: Sequence[list[dict[str, Any]]]) -> dict[str, float]:
 def silent_sides(records: list[dict[str, Any]], group_size: int) -> dict[str, np.ndarray]:
     """Chapter 9: at every pool measurement of a run, the pool's mean solve rate and its expected
     silent fraction at ``group_size`` split into all-wrong (k = 0) and all-right (k = G) groups,
-    each unbiased from the measured counts (:func:`hypergeometric_expectation`)."""
+    each unbiased from the measured counts (:func:`hypergeometric_expectation`). ``records`` is the run's
+    log (per-step metric dicts with pool measurements); ``group_size`` is the G of the groups, at least 2."""
     steps, n, K = pool_history(records)
     G = check_group_size(group_size)
     wrong, right = np.zeros(G + 1), np.zeros(G + 1)
@@ -161,7 +166,9 @@ def silent_sides(records: list[dict[str, Any]], group_size: int) -> dict[str, np
 
 
 def parameter_counts(profiles: dict) -> dict[str, int]:
-    """Chapter 9: the number of parameters of each profile's model (built, randomly initialised)."""
+    """Chapter 9: the number of parameters of each profile's model (built, randomly initialised).
+
+    ``profiles`` maps a name to a :class:`~stddial_book.rl.profiles.Profile`; the result has the same names."""
     from stddial_book.rl.model import model_for_profile
 
     return {
@@ -171,7 +178,9 @@ def parameter_counts(profiles: dict) -> dict[str, int]:
 
 def profile_table(profiles: dict, counts: dict[str, int]) -> tuple[list[str], list[list[str]]]:
     """Chapter 9: header and rows of the run profiles side by side, one column per profile and one
-    row per setting (so the table stays narrow however many settings it shows)."""
+    row per setting (so the table stays narrow however many settings it shows). ``profiles`` maps a name to
+    a :class:`~stddial_book.rl.profiles.Profile`; ``counts`` gives each name its parameter count
+    (:func:`parameter_counts`)."""
     from stddial_book.rl.profiles import Profile
 
     if not isinstance(profiles, dict) or not profiles or not all(isinstance(p, Profile) for p in profiles.values()):
@@ -202,7 +211,9 @@ def profile_table(profiles: dict, counts: dict[str, int]) -> tuple[list[str], li
 def run_resources(sft_provenance: dict[str, Any], run_provenance: dict[str, Any]) -> dict[str, Any]:
     """Chapter 9: what a warm start and one RL run cost, from their provenance: ``device``,
     ``sft_s`` and ``run_s`` (wall seconds), ``rss_mb`` (the run's peak resident memory),
-    ``gpu_mb`` (peak GPU memory, None on a CPU) and ``samples`` (the run's sample budget)."""
+    ``gpu_mb`` (peak GPU memory, None on a CPU) and ``samples`` (the run's sample budget).
+    ``sft_provenance`` and ``run_provenance`` are the provenance dicts of the warm start and of the RL run
+    (the first value :func:`~stddial_book.rl.runlog.load_run` returns)."""
     for name, value in (("sft_provenance", sft_provenance), ("run_provenance", run_provenance)):
         if not isinstance(value, dict):
             raise TypeError(f"{name} must be a provenance dict (load_run's first value); got {type(value).__name__}.")
@@ -223,7 +234,9 @@ def run_resources(sft_provenance: dict[str, Any], run_provenance: dict[str, Any]
 
 
 def resource_table(resources: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Chapter 9: header and rows of :func:`run_resources` results side by side, one column each."""
+    """Chapter 9: header and rows of :func:`run_resources` results side by side, one column each.
+
+    ``resources`` maps a column label to one :func:`run_resources` result."""
 
     def shown(value, fmt: str) -> str:
         return "–" if value is None else format(value, fmt)

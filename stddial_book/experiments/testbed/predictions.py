@@ -25,7 +25,8 @@ __all__ = [
 
 def pool_history(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, np.ndarray]:
     """(steps, n, K) of a run's pool measurements: ``K[i, x]`` correct of ``n`` samples for pool
-    prompt x at ``steps[i]`` (step 0 is the start of RL). Needs a run with ``pool_size`` set."""
+    prompt x at ``steps[i]`` (step 0 is the start of RL). Needs a run with ``pool_size`` set.
+    ``records`` is the run's log (the per-step metric dicts :func:`~stddial_book.rl.runlog.load_run` returns)."""
     rows = [r for r in check_records(records) if "pool/k" in r]
     if not rows:
         raise ValueError("this run log holds no pool measurement; train with pool_size set.")
@@ -43,6 +44,8 @@ def hypergeometric_expectation(k: np.ndarray, n: int, group_size: int, values: n
     Averaging a function of j over all G-subsets of n Bernoulli(p) samples is an unbiased estimate
     of its expectation under j ~ Binomial(G, p) (a U-statistic), so a pool measured with n ≥ G
     samples gives unbiased silent probabilities and expected update weights, with no plug-in bias.
+    ``k`` is each prompt's correct count of its ``n`` measured samples (an int array, one entry per prompt);
+    ``group_size`` is G (at most ``n``); ``values`` holds one value per j = 0..G (shape (G + 1,)).
     """
     from stddial_book.theory.silent import hypergeometric_pmf
 
@@ -56,7 +59,9 @@ def hypergeometric_expectation(k: np.ndarray, n: int, group_size: int, values: n
 
 def initial_bands(records: list[dict[str, Any]], num_bands: int = 4) -> np.ndarray:
     """Band of each pool prompt by its solve rate at the start of RL: 0 is the hardest
-    ``1/num_bands`` of the pool (by rank, ties broken by pool order), as in the source paper."""
+    ``1/num_bands`` of the pool (by rank, ties broken by pool order), as in the source paper.
+    ``records`` is the run's log (with pool measurements, :func:`pool_history`); ``num_bands`` (default 4:
+    quartiles) is at least 1 and at most the pool's size."""
     _, _, K = pool_history(records)
     num_bands = check_int(num_bands, "num_bands", minimum=1)
     if num_bands > K.shape[1]:
@@ -68,7 +73,10 @@ def initial_bands(records: list[dict[str, Any]], num_bands: int = 4) -> np.ndarr
 
 
 def band_trajectories(records: list[dict[str, Any]], num_bands: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, mean solve rate per band and measurement), shape (num_bands, measurements)."""
+    """(steps, mean solve rate per band and measurement), shape (num_bands, measurements).
+
+    ``records`` is the run's log (with pool measurements); ``num_bands`` the bands of
+    :func:`initial_bands` (default 4: quartiles of the starting solve rate)."""
     steps, n, K = pool_history(records)
     bands = initial_bands(records, num_bands)
     return steps, np.array([(K[:, bands == b] / n).mean(axis=1) for b in range(num_bands)])
@@ -87,7 +95,8 @@ def silent_check(records: list[dict[str, Any]], group_size: int) -> dict[str, np
     (:func:`hypergeometric_expectation`) and interpolated linearly in steps between the
     measurement before the step and the one after it (the policy moves in between; holding the
     earlier value would lag). Steps are pooled into the intervals between measurements (hundreds
-    of groups each) before R² is taken. Chapter 11.
+    of groups each) before R² is taken. Chapter 11. ``records`` is the run's log (with pool
+    measurements and the generated groups); ``group_size`` is the run's G, checked against the log.
     """
     steps_m, n, K = pool_history(records)
     G = group_size = check_run_group_size(records, group_size)
@@ -144,7 +153,8 @@ def silent_fit(checks: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
     """Pooled over runs (seeds): R² of measured against predicted interval silent fractions, the
     root-mean-square gap, and the RMS of the gaps in units of their binomial noise (about 1 when
     the closed form is right and the gaps are sampling noise; R² alone rewards a wide range).
-    R² is NaN when the measured fractions do not vary."""
+    R² is NaN when the measured fractions do not vary. ``checks`` is a non-empty list of
+    :func:`silent_check` results, one per run."""
     if isinstance(checks, dict) or not isinstance(checks, Sequence) or not checks:
         raise ValueError("checks must be a non-empty list of silent_check results (one per run).")
     m = np.concatenate([c["interval_measured"] for c in checks])
@@ -165,6 +175,9 @@ def mass_by_band(records: list[dict[str, Any]], recipe, group_size: int, num_ban
     weight E[w] at its prompt's measured solve rate, unbiased as in :func:`silent_check`).
 
     w is σ̂ for GRPO and DAPO, σ̂² for Dr. GRPO (chapter 3). The shares sum to 1 each. Chapter 11.
+    ``records`` is the run's log (with pool measurements); ``recipe`` the run's recipe (a Recipe or a preset
+    name); ``group_size`` the run's G, checked against the log; ``num_bands`` the bands of
+    :func:`initial_bands` (default 4: quartiles).
     """
     from stddial_book.theory.identity import update_weight
 
@@ -198,7 +211,8 @@ def pool_study(runs: dict[str, list[list[dict[str, Any]]]], group_size: int, num
     ``bands`` (mean solve rate per band and measurement, per seed), ``silent`` (per seed: the
     interval-pooled measured and predicted silent fractions and R²), ``mass`` (per seed: realised
     and expected shares per band), ``final`` (per seed: the last measurement's mean solve rate per
-    band) and ``heldout`` (per seed: the last held-out sampled accuracy).
+    band) and ``heldout`` (per seed: the last held-out sampled accuracy). ``group_size`` is the runs'
+    G; ``num_bands`` the bands of :func:`initial_bands` (default 4: quartiles).
     """
     from stddial_book.theory.recipes import get_recipe
 
@@ -233,7 +247,8 @@ def prediction_numbers(study: dict[str, Any], key: str) -> dict[str, float]:
     quartile's realised share; ``q1_start``, ``q1_end``, ``q1_end_sd``, ``q4_start``, ``q4_end``
     (mean solve rate of the hardest and easiest quartile, mean and SD over seeds); ``pool_start``,
     ``pool_end``, ``pool_end_sd`` (the whole pool); ``fastest``, the quartile (1-based) whose mean
-    solve rate gains most, and ``fastest_gain``; ``seeds``; ``samples`` (generated per run)."""
+    solve rate gains most, and ``fastest_gain``; ``seeds``; ``samples`` (generated per run).
+    ``study`` is the :func:`pool_study` result and ``key`` the recipe key to read from it."""
     if not isinstance(study, dict) or key not in study:
         has = sorted(study) if isinstance(study, dict) else type(study).__name__
         raise ValueError(f"study has no recipe {' '.join(repr(key).split())[:40]}; it has {has}.")

@@ -72,7 +72,9 @@ def arithmetic_pool(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(training rows, held-out rows): ``per_tier`` and ``held_out_per_tier`` distinct problems of every tier,
     no problem in both. Each row: ``prompt_id`` (``tier-index``, ``h`` before the index when held out),
-    ``tier``, ``question`` and ``answer`` (``"a + b = c\\n#### c"``, GSM8K's schema)."""
+    ``tier``, ``question`` and ``answer`` (``"a + b = c\\n#### c"``, GSM8K's schema). ``per_tier`` (at least
+    1, default 32) and ``held_out_per_tier`` (at least 0, default 16) are counts per tier of :data:`TIERS`;
+    ``seed`` (default 0) seeds the one random generator both sets are drawn from."""
     for name, value in (("per_tier", per_tier), ("held_out_per_tier", held_out_per_tier), ("seed", seed)):
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name != "per_tier" else 1):
             raise ValueError(f"{name} must be a whole number >= {0 if name != 'per_tier' else 1}; got {value!r}.")

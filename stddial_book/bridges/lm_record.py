@@ -85,7 +85,18 @@ _CPU_ASKED = (
 
 @dataclass(frozen=True)
 class LMRecordPlan:
-    """Everything :func:`record_lm_runs` does, checked (:func:`check_record_lm` builds it)."""
+    """Everything :func:`record_lm_runs` does, checked (:func:`check_record_lm` builds it).
+
+    ``recipes`` are the recipe keys and ``seeds`` the seeds, each once, in the order given: one run each
+    pair. ``config`` is the run's :class:`~stddial_book.bridges.lm_setup.LMRunConfig` (local model and
+    dataset paths made absolute). ``work`` is the directory of the runs and TRL's checkpoints, ``out`` the
+    directory the compressed logs and provenance go to. ``precision`` is the device and dtype
+    (:func:`~stddial_book.bridges.lm_setup.precision_for`'s ``{"device", "dtype", "bf16", "fp16"}``), ``gpu``
+    the first GPU (:func:`gpu_description`; ``None`` on the CPU). ``commit`` and ``dirty`` are the checkout's
+    commit and whether it had uncommitted changes (``None``: cannot tell); ``allow_dirty`` whether such a
+    checkout is accepted. ``save_every`` is TRL's ``save_steps``: a checkpoint every that many optimizer
+    steps. ``world_size`` is the number of data-parallel processes (default 1).
+    """
 
     recipes: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -111,7 +122,8 @@ class LMRecordPlan:
 
 
 def lm_run_name(recipe: Any, seed: int) -> str:
-    """A recorded language-model run's folder name: ``grpo-seed0``."""
+    """A recorded language-model run's folder name: ``grpo-seed0``, from ``recipe`` (a preset name or a
+    ``Recipe``, written by its key) and the whole number ``seed``."""
     return f"{recipe_key(recipe)}-seed{seed}"
 
 
@@ -267,7 +279,15 @@ def check_record_lm(
     """Everything ``record-lm`` needs, checked before any work: the names and sizes, both directories, the
     device (CUDA, or the CPU with ``allow_cpu``), TRL, peft and math-verify, the model and the dataset,
     runs already in ``work`` and a clean checkout. Returns the plan; a ValueError (one line, naming the
-    fix) or an ImportError otherwise; nothing is written."""
+    fix) or an ImportError otherwise; nothing is written.
+
+    ``recipes`` are recipe names (a non-empty list) and ``seeds`` whole numbers (a non-empty list); repeats
+    are dropped. ``config`` is the :class:`~stddial_book.bridges.lm_setup.LMRunConfig` every run uses (its
+    seed replaced by each run's). ``work`` (runs and checkpoints) and ``out`` (the recorded logs) must be
+    separate directories, neither inside the other, each new or the tool's own. ``allow_cpu`` (default
+    False) accepts a machine without CUDA for a smoke run; ``allow_dirty`` (default False) a checkout with
+    uncommitted changes; ``save_every`` is the checkpoint interval in optimizer steps (TRL's ``save_steps``,
+    default 10)."""
     from stddial_book.rl.runlog import git_state, refuse_dirty
 
     recipes, seeds = _names(recipes, seeds)
@@ -570,7 +590,11 @@ def _publish(run: Path, dst: Path, allow_dirty: bool) -> Path:
 def record_lm_runs(plan: LMRecordPlan, *, command: str = "", print_every: int = 5) -> list[Path]:
     """Run (or resume, or skip when done) every recipe × seed of ``plan`` and write each run's
     ``metrics.jsonl.gz`` and ``provenance.json`` to ``plan.out/<recipe>-seed<k>``. Returns those folders. Under
-    several processes every process calls it with the main process's plan; only the main one writes."""
+    several processes every process calls it with the main process's plan; only the main one writes.
+
+    ``command`` is the command line recorded in each run's provenance (default empty); ``print_every``
+    prints a progress line every that many optimizer steps on the main process (default 5; 0 prints
+    nothing, not even the line naming each run)."""
     if not isinstance(plan, LMRecordPlan):
         raise TypeError(f"plan must be the LMRecordPlan check_record_lm returns; got {type(plan).__name__}.")
     out = on_main(_claim_both, plan)

@@ -61,6 +61,8 @@ def lm_reward_funcs(recipe: Any, config: LMRunConfig) -> tuple[dict[str, Any], l
 
     The verifier gives the recipe's two values (DAPO's ±1); the format reward enters with
     ``config.format_weight``; DAPO adds TRL's soft overlong punishment (Yu et al., 2025) with weight 1.
+    ``recipe`` is a preset name or a ``Recipe``; ``config`` the :class:`~stddial_book.bridges.lm_setup.LMRunConfig`,
+    whose ``verifier`` and ``max_new_tokens`` (the overlong punishment's length) are read too.
     """
     settings = reward_settings(recipe, max_new_tokens=config.max_new_tokens)
     funcs: dict[str, Any] = {
@@ -82,7 +84,14 @@ def lm_grpo_settings(
     generation batch), the optimizer, the run length, precision and quiet logging. ``num_processes``: the
     data-parallel processes (None: this launch's, :func:`~stddial_book.bridges.lm_setup.process_layout`); a
     step stays P·G completions, ``micro_batch_size`` of them a pass over all processes, so it must divide by
-    the number of processes (a ValueError says so)."""
+    the number of processes (a ValueError says so).
+
+    ``recipe`` is a preset name or a ``Recipe``. ``config`` is the
+    :class:`~stddial_book.bridges.lm_setup.LMRunConfig`: its sizes and ``temperature`` go through
+    :func:`trl_settings`, and ``learning_rate``, ``max_steps``, ``seed`` (also ``data_seed``) and
+    ``activation_checkpointing`` are set under the same names. ``precision`` is
+    :func:`~stddial_book.bridges.lm_setup.precision_for`'s dict: its ``bf16`` and ``fp16`` become
+    ``GRPOConfig``'s, and device ``"cpu"`` sets ``use_cpu``."""
     processes = process_layout()["world_size"] if num_processes is None else num_processes
     settings = trl_settings(
         recipe,
@@ -193,7 +202,10 @@ def run_lm(recipe: Any, config: LMRunConfig, workdir: str | os.PathLike, *, prin
     """Train ``config.model_id`` on ``config.dataset_id`` with TRL for one recipe ("grpo", "dr_grpo", "dapo").
 
     Device and dtype follow the machine (:func:`~stddial_book.bridges.lm_setup.detect_precision`); nothing
-    names a device. ``workdir`` is claimed as the tool's (a new or empty directory). Returns a dict:
+    names a device. ``recipe`` is a preset name or a ``Recipe``; ``config`` an
+    :class:`~stddial_book.bridges.lm_setup.LMRunConfig`. ``workdir`` is claimed as the tool's (a new or empty
+    directory); TRL writes into its ``trl`` folder. ``print_every`` prints the dial's progress line every that
+    many optimizer steps (default 0: none). Returns a dict:
     ``records`` (the dial's diagnostics and progress, one per optimizer step), ``history`` (TRL's log),
     ``gaps`` (what TRL cannot express of the recipe), ``memory_gib`` (the estimate made before training),
     ``time_estimate`` (T4), ``precision``, ``settings``, ``wall_s``, ``config``, ``trl_version``.
@@ -237,7 +249,8 @@ def record_lm(
     """Run each recipe on ``config`` (the Colab T4 run by default) and write ``out/<recipe>.json``.
 
     The call to make in Colab on a GPU; each recipe gets its own working directory under ``out``.
-    Returns the results by recipe.
+    ``recipes`` are the preset names to run, in order (default all three); ``print_every`` prints the dial's
+    progress line every that many optimizer steps (default 5; 0: none). Returns the results by recipe.
     """
     from stddial_book.bridges.lm_setup import colab_t4_config
 

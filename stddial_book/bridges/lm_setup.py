@@ -66,35 +66,37 @@ T4: dict[str, float] = {
 class LMRunConfig:
     """One GRPO run on a language model with TRL and LoRA (chapter 15).
 
-    Attributes:
-        model_id: a hub id or a local directory (:func:`~stddial_book.bridges.lm_data.build_tiny_model`).
-        dataset_id: a hub id (GSM8K's schema) or a local ``.jsonl`` file of question/answer rows.
-        dataset_config, split: the hub dataset's configuration and split.
-        num_prompts: how many of the dataset's questions the run draws from (None: all).
-        group_size: G, completions per question.
-        prompts_per_step: P, questions per optimizer step (one generation batch per step).
-        micro_batch_size: completions per forward/backward pass.
-        max_new_tokens: L_max, the generation cap.
-        max_steps: optimizer steps.
-        learning_rate: AdamW's constant learning rate (of the LoRA adapters).
-        lora_r, lora_alpha: LoRA's rank and scale (Hu et al., 2021), on every linear layer.
-        format_weight: the weight of the format reward in the sum TRL normalises (0: logged only, so
-            the reward the advantage sees stays two-valued and the identity holds exactly).
-        activation_checkpointing: recompute activations in the backward pass (saves memory on a T4).
-        temperature: the sampling temperature.
-        seed: the run's seed.
-        system_prompt: the chat's system message before every question (GSM8K's asks for a ``\\boxed{}``
-            answer; the arithmetic pool's, :data:`~stddial_book.bridges.lm_pool.ANSWER_PROMPT`, for just the number).
-        eval_file: a local ``.jsonl`` of held-out questions (GSM8K's schema) measured before and after training
-            (None: none).
-        eval_samples: completions per held-out question, and per training question when the pool is measured.
-        measure_pool: also measure every training question before and after training (which stayed silent).
-        dtype: ``"float32"`` to train and sample in float32 on any device; None for the device's own
-            (:func:`precision_for`: bf16 on recent GPUs). SmolLM2's runs use float32 everywhere: on an H200
-            its bf16 run's first GRPO update was NaN, and float32 costs a model this small nothing.
-        verifier: how the reward checks an answer (:data:`~stddial_book.bridges.lm_rewards.VERIFIERS`):
-            ``math-verify`` (a boxed or last expression, as mathematics: GSM8K's run) or ``last-number``
-            (the last number written; math-verify would also accept a restated ``23 + 45``).
+    ``model_id`` is a hub id, a local directory (:func:`~stddial_book.bridges.lm_data.build_tiny_model`) or
+    ``"smollm2"``; ``dataset_id`` a hub id (GSM8K's schema) or a local ``.jsonl`` file of question/answer rows;
+    ``dataset_config`` and ``split`` the hub dataset's configuration and split. ``num_prompts`` is how many of
+    the dataset's questions the run draws from (the first ones; None: all).
+
+    ``group_size`` is G, completions per question (TRL's ``num_generations``, at least 2); ``prompts_per_step``
+    P, questions per optimizer step (one generation batch of P·G completions per step); ``micro_batch_size``
+    the completions per forward/backward pass over all processes (TRL's ``per_device_train_batch_size`` times
+    the processes, the rest of the step accumulated; it must divide P·G). ``max_new_tokens`` is L_max, the
+    generation cap (``max_completion_length``); ``max_steps`` the optimizer steps. ``learning_rate`` is AdamW's
+    constant learning rate (of the LoRA adapters). ``lora_r`` and ``lora_alpha`` are LoRA's rank and scale
+    (Hu et al., 2021; peft's ``r`` and ``lora_alpha``), on every linear layer. ``format_weight`` is the weight
+    of the format reward in the sum TRL normalises (its entry in ``reward_weights``; 0: logged only, so the
+    reward the advantage sees stays two-valued and the identity holds exactly). ``activation_checkpointing``
+    recomputes activations in the backward pass (saves memory on a T4; ``GRPOConfig``'s setting of that
+    name). ``temperature`` is the sampling temperature; ``seed`` the run's seed (TRL's ``seed`` and
+    ``data_seed``).
+
+    ``system_prompt`` is the chat's system message before every question (GSM8K's asks for a ``\\boxed{}``
+    answer; the arithmetic pool's, :data:`~stddial_book.bridges.lm_pool.ANSWER_PROMPT`, for just the number).
+    ``eval_file`` is a local ``.jsonl`` of held-out questions (GSM8K's schema) measured before and after
+    training (None: none); ``eval_samples`` the completions per held-out question, and per training question
+    when the pool is measured; ``measure_pool`` also measures every training question before and after
+    training (which stayed silent). ``dtype`` is ``"float32"`` to train and sample in float32 on any device;
+    None for the device's own (:func:`precision_for`: bf16 on recent GPUs). SmolLM2's runs use float32
+    everywhere: on an H200 its bf16 run's first GRPO update was NaN, and float32 costs a model this small
+    nothing. ``verifier`` is how the reward checks an answer (:data:`~stddial_book.bridges.lm_rewards.VERIFIERS`):
+    ``math-verify`` (a boxed or last expression, as mathematics: GSM8K's run) or ``last-number`` (the last
+    number written; math-verify would also accept a restated ``23 + 45``).
+
+    The defaults are the GPU run's (:func:`colab_t4_config`).
     """
 
     model_id: str = DEFAULT_MODEL_ID
@@ -165,7 +167,11 @@ def colab_t4_config(**changes: Any) -> LMRunConfig:
 
 
 def tiny_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfig:
-    """The CPU run of the book's build and tests: the same code on a tiny local model and dataset, two steps."""
+    """The CPU run of the book's build and tests: the same code on a tiny local model and dataset, two steps.
+
+    ``model_dir`` is the tiny model's directory (:func:`~stddial_book.bridges.lm_data.build_tiny_model`),
+    ``data_file`` a local ``.jsonl`` of GSM8K's schema (:func:`~stddial_book.bridges.lm_data.write_tiny_gsm8k`);
+    ``changes`` override any field."""
     tiny = LMRunConfig(
         model_id=str(model_dir),
         dataset_id=str(data_file),
@@ -189,7 +195,8 @@ def smollm2_config(model_dir: str, data_file: str, **changes: Any) -> LMRunConfi
     graded arithmetic pool (:mod:`~stddial_book.bridges.lm_pool`): answer with just the number, completions
     capped at 24 tokens, LoRA r 16 / alpha 32 on every linear layer, 8 questions × G = 8 a step, the sizes a
     CPU pilot found to learn within minutes; ``changes`` override any field (the learning rate comes from
-    the recorded pilot)."""
+    the recorded pilot). ``model_dir`` is ``"smollm2"`` or a local model directory; ``data_file`` a local
+    ``.jsonl`` of the pool (:func:`~stddial_book.bridges.lm_pool.write_pool`) or any file of GSM8K's schema."""
     from stddial_book.bridges.lm_pool import ANSWER_PROMPT
 
     small = LMRunConfig(
@@ -218,7 +225,10 @@ def precision_for(device_type: str, capability: tuple[int, int] | None = None) -
     on older CUDA GPUs (a T4 is 7.5), fp32 elsewhere (CPU, Apple's MPS). The model's weights are loaded in that
     dtype, the LoRA adapters stay fp32 and the Trainer's mixed precision is switched on to match.
 
-    Returns ``{"device", "dtype", "bf16", "fp16"}`` with ``dtype`` a ``torch`` dtype name.
+    ``device_type`` is a ``torch`` device type (``"cuda"``, ``"cpu"``, ``"mps"``); ``capability`` the CUDA
+    GPU's compute capability ``(major, minor)``, required for ``"cuda"`` and ignored otherwise. Returns
+    ``{"device", "dtype", "bf16", "fp16"}`` with ``dtype`` a ``torch`` dtype name; ``bf16`` and ``fp16`` are
+    ``GRPOConfig``'s mixed-precision settings.
     """
     if device_type != "cuda":
         return {"device": device_type, "dtype": "float32", "bf16": False, "fp16": False}
@@ -259,6 +269,11 @@ def memory_estimate_gib(
     state per layer and token of a micro-batch (with activation checkpointing; ×12 without).
     ``kv_cache``: the keys and values of the whole generation batch at full length. A rough sum: allocator
     slack and the CUDA context (about a GiB) come on top.
+
+    ``config`` is the :class:`LMRunConfig` (its sizes, ``lora_r`` and ``activation_checkpointing``);
+    ``model_config`` the model's ``transformers`` config (layers, widths, heads, vocabulary); ``num_params``
+    the model's parameter count; ``dtype_bytes`` the bytes of one value in the run's dtype (2 for bf16 or
+    fp16, 4 for float32); ``prompt_tokens`` the assumed prompt length in tokens (default 160).
     """
     layers = model_config.num_hidden_layers
     hidden = model_config.hidden_size
@@ -294,6 +309,10 @@ def time_estimate(
     without gradients) over the step's P·G·(prompt + L_max) tokens at ``achieved_fraction`` of the peak.
     Returns seconds per step, the parts, and minutes for the run. An estimate from a formula, not a
     measurement.
+
+    ``config`` is the :class:`LMRunConfig` (its sizes and ``max_steps``; without activation checkpointing
+    4·N FLOPs per token); ``num_params`` N, the model's parameter count; ``prompt_tokens`` the assumed prompt
+    length in tokens (default 160); ``device`` a dict with the keys of :data:`T4` (None: :data:`T4`).
     """
     device = dict(T4 if device is None else device)
     tokens = config.prompts_per_step * config.group_size * (prompt_tokens + config.max_new_tokens)
@@ -376,7 +395,8 @@ def _several() -> bool:
 def on_main(work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``work(*args, **kwargs)`` on the main process only, the others waiting; every process returns its
     result, or raises the exception it raised (the same type and message: a refusal ends every process with
-    the same line). On a single process, just the call. The result must pickle (it is broadcast)."""
+    the same line). On a single process, just the call. The result must pickle (it is broadcast).
+    ``work`` is any callable; ``args`` and ``kwargs`` are its positional and keyword arguments."""
     if not _several():
         return work(*args, **kwargs)
     import torch.distributed as dist

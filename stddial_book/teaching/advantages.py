@@ -17,8 +17,9 @@ __all__ = ["grpo_advantages", "dr_grpo_advantages", "dapo_advantages"]
 def grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """GRPO (Shao et al., 2024): A_i = (r_i − mean) / σ within each group.
 
-    σ is the population std (ddof 0). A silent group (σ = 0, all G rewards
-    equal) gets A_i = 0 rather than 0/0.
+    ``rewards`` (num_groups, G), one group a row. σ is the population std
+    (ddof 0). A silent group (σ = 0, all G rewards equal) gets A_i = 0
+    rather than 0/0.
     """
     mean = rewards.mean(dim=1, keepdim=True)
     group_std = ((rewards - mean) ** 2).mean(dim=1, keepdim=True).sqrt()
@@ -31,7 +32,8 @@ def grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
 def dr_grpo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """Dr. GRPO (Liu et al., 2025): A_i = r_i − mean, no division by σ.
 
-    A silent group is centred to exactly 0 without any special case.
+    ``rewards`` (num_groups, G), one group a row. A silent group is centred
+    to exactly 0 without any special case.
     """
     mean = rewards.mean(dim=1, keepdim=True)
     return rewards - mean
@@ -43,9 +45,10 @@ def dapo_advantages(
     """DAPO (Yu et al., 2025): GRPO's advantages on the groups that are not
     silent; the silent ones are dropped from the batch altogether.
 
-    Returns the advantages of the kept groups and ``keep``, one flag per
-    group (σ > 0, i.e. 0 < k < G for 0/1 or ±1 rewards). Refilling the
-    batch with new groups is the job of ``dynamic_sampling``.
+    ``rewards`` (num_groups, G), one group a row. Returns the advantages
+    of the kept groups and ``keep``, one flag per group (σ > 0, i.e.
+    0 < k < G for 0/1 or ±1 rewards). Refilling the batch with new groups
+    is the job of ``dynamic_sampling``.
     """
     keep = rewards.amax(dim=1) > rewards.amin(dim=1)  # not all equal: σ > 0
     return grpo_advantages(rewards[keep]), keep

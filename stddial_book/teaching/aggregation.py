@@ -19,8 +19,13 @@ def aggregate_loss(
     loss_aggregation: str,
     max_new_tokens: int | None = None,
 ) -> torch.Tensor:
-    """One loss from per-token losses of shape (B, T); ``mask`` is true on
-    completion tokens (EOS included), false on padding."""
+    """One loss from ``per_token`` losses of shape (B, T); ``mask`` is true on
+    completion tokens (EOS included), false on padding.
+
+    ``loss_aggregation`` is GRPO's ``"seq-mean-token-mean"``, Dr. GRPO's
+    ``"seq-mean-token-sum-norm"`` or DAPO's ``"token-mean"``;
+    ``max_new_tokens`` is L_max, needed by Dr. GRPO's only.
+    """
     per_token = torch.where(mask, per_token, torch.zeros_like(per_token))
     if loss_aggregation == "seq-mean-token-mean":  # GRPO
         lengths = mask.sum(dim=1).clamp(min=1)  # an empty row adds 0

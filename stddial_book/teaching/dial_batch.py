@@ -15,7 +15,11 @@ __all__ = ["batch_dial"]
 
 
 def batch_dial(passed, advantages, group_size: int) -> dict[str, float]:
-    """Silent groups, mean σ and update mass of one batch of groups of ``group_size`` completions."""
+    """Silent groups, mean σ and update mass of one batch of groups of ``group_size`` completions.
+
+    ``passed`` holds one 0/1 (or bool) flag a completion and ``advantages`` one Aᵢ a completion,
+    in the same order, each group's G completions contiguous.
+    """
     k = np.asarray(passed, dtype=int).reshape(-1, group_size).sum(axis=1)  # correct per group
     sigma = np.sqrt(k * (group_size - k)) / group_size  # σ = sqrt(p̂(1 - p̂)), zero when silent
     mass = np.abs(np.asarray(advantages, dtype=float)).reshape(-1, group_size).sum(axis=1)  # Σᵢ |Aᵢ|

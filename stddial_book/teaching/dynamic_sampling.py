@@ -24,10 +24,13 @@ def dynamic_sampling(
 ) -> tuple[list[np.ndarray], int]:
     """Fill a batch with ``num_groups`` groups that are not silent.
 
-    ``draw(round_index, missing)`` samples ``missing`` new groups and returns
-    ``(samples, correct)``: the samples (anything indexable by rows, groups
-    of G contiguous) and one 0/1 flag a sample. Returns the kept groups and
-    the number of samples generated, discarded ones included (DAPO's cost).
+    ``draw``, called as ``draw(round_index, missing)``, samples ``missing``
+    new groups and returns ``(samples, correct)``: the samples (anything
+    indexable by rows, groups of G contiguous) and one 0/1 flag a sample;
+    no flags at all means nothing is left to draw. ``group_size`` is G;
+    ``max_rounds`` caps the rounds of drawing (8 by default). Returns the
+    kept groups and the number of samples generated, discarded ones
+    included (DAPO's cost).
     """
     G, kept, generated = group_size, [], 0
     for round_index in range(max_rounds):  # verl caps the refill rounds

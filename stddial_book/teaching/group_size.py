@@ -17,7 +17,8 @@ __all__ = ["g_star", "fidelity", "smallest_group_size"]
 
 
 def g_star(tolerance: float, solve_rate: float) -> float:
-    """The group-size law G* = 1/(8 ε p(1 − p)) (Bay and Yearick, 2026)."""
+    """The group-size law G* = 1/(8 ε p(1 − p)) (Bay and Yearick, 2026),
+    for a ``tolerance`` ε in (0, 1) and a ``solve_rate`` p in (0, 1)."""
     return 1.0 / (8.0 * tolerance * solve_rate * (1.0 - solve_rate))
 
 
@@ -25,7 +26,8 @@ def fidelity(solve_rate: float, group_size: int) -> float:
     """φ(G, p) = E[σ̂]/sqrt(p(1 − p)), E[σ̂] an exact binomial sum over k.
 
     σ̂ = sqrt(k(G − k))/G is the std of a group with k of G right, and
-    k ~ Binomial(G, p); 0 < p < 1.
+    k ~ Binomial(G, p); ``solve_rate`` is p, 0 < p < 1, and ``group_size``
+    is G.
     """
     p, G = solve_rate, group_size
     k = np.arange(G + 1)
@@ -43,7 +45,8 @@ def smallest_group_size(
 ) -> int:
     """The smallest G ≥ 2 whose fidelity reaches 1 − ε: the exact requirement
     that G* approximates. φ never falls as G grows, so a scan upward from
-    G = 2 stops at the answer."""
+    G = 2 stops at the answer. ``tolerance`` is ε, ``solve_rate`` is p and
+    ``max_group_size`` is where the scan gives up."""
     for G in range(2, max_group_size + 1):
         if fidelity(solve_rate, G) >= 1.0 - tolerance:
             return G

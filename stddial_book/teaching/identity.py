@@ -23,7 +23,8 @@ def identity_sides(
 
     ``advantages`` (G,) from 0/1 rewards, ``scores`` (G, D) one score g_i a
     row (the gradient of sample i's log-probability), ``correct`` (G,) bool.
-    With ``scale_std=False`` (Dr. GRPO) the weight is σ² instead of σ.
+    ``scale_std`` is True for GRPO's weight σ (the default); with
+    ``scale_std=False`` (Dr. GRPO) the weight is σ² instead of σ.
     """
     G = len(advantages)
     lhs = (advantages[:, None] * scores).sum(dim=0) / G

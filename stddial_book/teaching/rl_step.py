@@ -40,7 +40,12 @@ def sample_groups(
     generator: torch.Generator | None = None,
 ) -> dict[str, torch.Tensor]:
     """G completions of each prompt at temperature 1, recording log π_old.
-    No KV cache: each new token re-reads the whole sequence."""
+    No KV cache: each new token re-reads the whole sequence.
+
+    ``model`` maps ``input_ids`` to ``.logits``; ``prompt_ids`` (num_prompts,
+    P); ``group_size`` is G; ``max_new_tokens`` caps each completion's
+    length; ``codec`` gives ``eos_id`` and ``pad_id``; ``generator`` is the
+    torch generator to sample from (None: the global one)."""
     ids = prompt_ids.repeat_interleave(group_size, dim=0)  # groups contiguous
     done = torch.zeros(len(ids), dtype=torch.bool, device=ids.device)
     tokens, logprobs, mask = [], [], []
@@ -69,7 +74,8 @@ def sample_groups(
 
 def token_logprobs(model, prompt_ids, completion_ids, mask) -> torch.Tensor:
     """log π_θ of each completion token from one forward pass over prompt
-    and completion (with grad); 0 on padding."""
+    and completion (with grad); 0 on padding. ``model``, ``prompt_ids``
+    (B, P), ``completion_ids`` and ``mask`` (B, T) are as in a batch."""
     ids = torch.cat([prompt_ids, completion_ids], dim=1)
     # the logits at position t predict the token at t + 1
     logits = model(input_ids=ids).logits[:, prompt_ids.shape[1] - 1 : -1]
@@ -79,8 +85,11 @@ def token_logprobs(model, prompt_ids, completion_ids, mask) -> torch.Tensor:
 
 
 def policy_update(model, optimizer, batch, advantages, config) -> float:
-    """One optimizer step on the clipped surrogate of a sampled batch, with
-    ``advantages`` one per sample (B,). Returns the loss."""
+    """One optimizer step on the clipped surrogate of a sampled ``batch``,
+    with ``advantages`` one per sample (B,). Returns the loss. ``model`` is
+    the policy, ``optimizer`` steps its weights, and ``config`` gives the
+    recipe's clip range and aggregation, ``max_new_tokens`` and
+    ``max_grad_norm`` (0: no clip)."""
     recipe, mask = config.recipe, batch["mask"]
     ids = batch["completion_ids"]
     logprobs = token_logprobs(model, batch["prompt_ids"], ids, mask)
@@ -111,9 +120,13 @@ def rl_step(
 ) -> float | None:
     """One step of GRPO, Dr. GRPO or DAPO (its filter; the refill is
     ``dynamic_sampling``'s), without the KL term or DAPO's overlong
-    handling. ``reward_fn(completion_ids, mask)`` gives one 0/1 correctness
-    flag a sample. Samples from torch's global generator
-    (``torch.manual_seed``). Returns the loss (None: every group silent)."""
+    handling. ``reward_fn``, called as ``reward_fn(completion_ids, mask)``,
+    gives one 0/1 correctness flag a sample. ``model`` is the policy and
+    ``optimizer`` steps its weights; ``config`` gives the recipe, G,
+    ``max_new_tokens`` and ``max_grad_norm``, ``codec`` the EOS and padding
+    ids; ``prompt_ids`` (num_prompts, P). Samples from torch's global
+    generator (``torch.manual_seed``). Returns the loss (None: every group
+    silent)."""
     recipe, G = config.recipe, config.group_size
     max_new_tokens = config.max_new_tokens
     # 1. sample G completions of each prompt: this policy is π_old

@@ -19,7 +19,10 @@ __all__ = ["welch_t", "pool_cells"]
 
 
 def welch_t(a, b) -> dict[str, float]:
-    """Welch's t test of mean(a) - mean(b), two-sided, from the seeds of each side."""
+    """Welch's t test of mean(a) - mean(b), two-sided, from the seeds of each side.
+
+    ``a`` and ``b`` hold one measurement per seed (at least two each).
+    """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size  # each mean's squared standard error
     se = math.sqrt(va + vb)
@@ -30,7 +33,10 @@ def welch_t(a, b) -> dict[str, float]:
 
 
 def pool_cells(differences, variances) -> dict[str, float]:
-    """One difference pooled over cells (fixed effect), with Cochran's Q and I squared."""
+    """One difference pooled over cells (fixed effect), with Cochran's Q and I squared.
+
+    ``differences`` holds each cell's difference and ``variances`` its squared standard error.
+    """
     d, v = np.asarray(differences, dtype=float), np.asarray(variances, dtype=float)
     w = 1 / v  # a cell measured more precisely counts more
     pooled = np.sum(w * d) / np.sum(w)

@@ -24,6 +24,9 @@ def pool_silent_fraction(
     solved k times of n stored samples, draws one group.
 
     A group is silent when its G samples are all right or all wrong.
+    ``num_correct`` holds k for each prompt, ``num_rollouts`` is n and
+    ``group_size`` is G. With ``subsample`` true each group is G of the
+    n stored samples; by default, G fresh draws at p = k/n.
     """
     k, n, G = np.asarray(num_correct), num_rollouts, group_size
     if subsample:  # G of the n stored samples, without replacement

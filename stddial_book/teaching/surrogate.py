@@ -25,7 +25,8 @@ def clipped_surrogate(
 
     ``logprobs`` (B, T) are log π_θ of the sampled tokens (with grad),
     ``old_logprobs`` the same under the policy that sampled them,
-    ``advantages`` (B,) one A_i per sample, shared by its tokens
+    ``advantages`` (B,) one A_i per sample, shared by its tokens;
+    ``clip_low`` and ``clip_high`` are ε_low and ε_high (0.2 each)
     (Schulman et al., 2017; DAPO's clip-higher sets ε_high > ε_low).
     """
     ratio = torch.exp(logprobs - old_logprobs.detach())  # ρ = π_θ / π_old

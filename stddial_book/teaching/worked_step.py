@@ -46,26 +46,35 @@ WORKED_MAX_NEW_TOKENS = 8
 
 
 def worked_token_probs(theta: np.ndarray) -> np.ndarray:
-    """π(a), π(b), π(c): the softmax of the logits (θ₁, θ₂, 0)."""
+    """π(a), π(b), π(c): the softmax of the logits (θ₁, θ₂, 0), ``theta`` = (θ₁, θ₂)."""
     logits = np.array([theta[0], theta[1], 0.0], dtype=float)
     weights = np.exp(logits - logits.max())
     return weights / weights.sum()
 
 
 def worked_token_scores(theta: np.ndarray) -> dict[str, np.ndarray]:
-    """∇_θ log π(v) for each token v: onehot(v) − π, first two coordinates (the parameters)."""
+    """∇_θ log π(v) for each token v: onehot(v) − π, first two coordinates (the parameters).
+
+    ``theta`` = (θ₁, θ₂), the two logits.
+    """
     probs = worked_token_probs(theta)
     return {v: np.eye(3)[i][:2] - probs[:2] for i, v in enumerate(WORKED_VOCABULARY)}
 
 
 def worked_summed_scores(completions: tuple[str, ...], theta: np.ndarray) -> np.ndarray:
-    """g̃ᵢ = ∇_θ log π(oᵢ), the summed score: the sum of the token scores of completion i; shape (G, 2)."""
+    """g̃ᵢ = ∇_θ log π(oᵢ), the summed score: the sum of the token scores of completion i; shape (G, 2).
+
+    ``completions`` are strings over the vocabulary; ``theta`` = (θ₁, θ₂).
+    """
     scores = worked_token_scores(theta)
     return np.array([sum(scores[token] for token in completion) for completion in completions])
 
 
 def worked_advantages(rewards: np.ndarray, scale_std: bool) -> np.ndarray:
-    """Aᵢ = (rᵢ − mean)/σ (GRPO, DAPO) or rᵢ − mean (Dr. GRPO); 0 for a silent group."""
+    """Aᵢ = (rᵢ − mean)/σ (GRPO, DAPO) or rᵢ − mean (Dr. GRPO); 0 for a silent group.
+
+    ``rewards`` (G,) are one group's; ``scale_std`` is True to divide by σ.
+    """
     rewards = np.asarray(rewards, dtype=float)
     centred = rewards - rewards.mean()
     sigma = rewards.std()  # the population std, as the book's presets use
@@ -78,7 +87,8 @@ def worked_token_weights(lengths: np.ndarray, aggregation: str, max_new_tokens: 
     """The weight the aggregated loss gives each token of sample i, one number per sample.
 
     ``seq-mean-token-mean`` (GRPO): 1/(G ℓᵢ); ``seq-mean-token-sum-norm`` (Dr. GRPO): 1/(G L_max);
-    ``token-mean`` (DAPO): 1/Σⱼ ℓⱼ.
+    ``token-mean`` (DAPO): 1/Σⱼ ℓⱼ. ``lengths`` (G,) are the ℓᵢ in tokens, ``aggregation`` is one
+    of those three names and ``max_new_tokens`` is L_max.
     """
     lengths = np.asarray(lengths, dtype=float)
     size = lengths.size
@@ -93,7 +103,8 @@ def worked_token_weights(lengths: np.ndarray, aggregation: str, max_new_tokens: 
 
 def worked_loss(advantages: np.ndarray, lengths: np.ndarray, aggregation: str, max_new_tokens: int) -> float:
     """The loss at the first step: every token's clipped-surrogate loss is −Aᵢ (the ratio is 1),
-    so the loss is Σᵢ ℓᵢ · weightᵢ · (−Aᵢ)."""
+    so the loss is Σᵢ ℓᵢ · weightᵢ · (−Aᵢ). ``advantages`` (G,) are the Aᵢ; ``lengths``,
+    ``aggregation`` and ``max_new_tokens`` are those of :func:`worked_token_weights`."""
     weights = worked_token_weights(lengths, aggregation, max_new_tokens)
     return float(np.sum(np.asarray(lengths) * weights * -np.asarray(advantages)))
 
@@ -102,7 +113,9 @@ def worked_update(
     advantages: np.ndarray, scores: np.ndarray, lengths: np.ndarray, aggregation: str, max_new_tokens: int
 ) -> np.ndarray:
     """The step direction −∇_θ loss = Σᵢ weightᵢ Aᵢ g̃ᵢ (token t of sample i contributes
-    weightᵢ · Aᵢ · ∇ log π(o_{i,t}), and those add up to g̃ᵢ over the sample)."""
+    weightᵢ · Aᵢ · ∇ log π(o_{i,t}), and those add up to g̃ᵢ over the sample). ``advantages`` (G,)
+    are the Aᵢ, ``scores`` (G, 2) the g̃ᵢ; ``lengths``, ``aggregation`` and ``max_new_tokens`` are
+    those of :func:`worked_token_weights`."""
     weights = worked_token_weights(lengths, aggregation, max_new_tokens)
     return ((weights * np.asarray(advantages))[:, None] * scores).sum(axis=0)
 
@@ -112,7 +125,9 @@ def worked_identity(
 ) -> dict[str, np.ndarray]:
     """The identity's right-hand side, w · (ḡ₊ − ḡ₋), with gᵢ = g̃ᵢ normalised as the
     aggregation does (g̃ᵢ/ℓᵢ, g̃ᵢ/L_max, g̃ᵢ/ℓ̄ with ℓ̄ the group's mean length): then
-    −∇ loss = (1/G) Σᵢ Aᵢ gᵢ. Returns g, ḡ₊, ḡ₋ and the step."""
+    −∇ loss = (1/G) Σᵢ Aᵢ gᵢ. Returns g, ḡ₊, ḡ₋ and the step. ``correct`` (G,) flags the
+    right samples, ``scores`` (G, 2) are the g̃ᵢ, ``weight`` is w; ``lengths``, ``aggregation``
+    and ``max_new_tokens`` are those of :func:`worked_token_weights`."""
     correct = np.asarray(correct, dtype=bool)
     size = correct.size  # G: the step is (1/G) Σᵢ Aᵢ gᵢ with gᵢ = G · weightᵢ · g̃ᵢ
     g = size * worked_token_weights(lengths, aggregation, max_new_tokens)[:, None] * scores
@@ -122,7 +137,8 @@ def worked_identity(
 
 def worked_logprobs(completions: tuple[str, ...], theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(o_{i,t}) as a (G, T) tensor differentiable in ``theta``, padded with zeros, and the
-    (G, T) mask of real tokens: the inputs the package's ``policy_loss`` takes."""
+    (G, T) mask of real tokens: the inputs the package's ``policy_loss`` takes. ``completions``
+    are strings over the vocabulary; ``theta`` = (θ₁, θ₂), a tensor of shape (2,)."""
     device = theta.device
     logits = torch.cat([theta, torch.zeros(1, dtype=theta.dtype, device=device)])
     logp = torch.log_softmax(logits, dim=0)
@@ -135,6 +151,7 @@ def worked_logprobs(completions: tuple[str, ...], theta: torch.Tensor) -> tuple[
 
 def worked_fraction(values: float | np.ndarray, max_denominator: int = 1000) -> str:
     """A number, or a vector as ``(x, y)``, written as the fraction a hand computation gives
-    (``4/3``, ``-1/3``; a rounding error such as 1e-16 reads 0)."""
+    (``4/3``, ``-1/3``; a rounding error such as 1e-16 reads 0). ``values`` is the number or
+    vector; ``max_denominator`` is the largest denominator allowed (1000 by default)."""
     text = ", ".join(str(Fraction(float(v)).limit_denominator(max_denominator)) for v in np.ravel(values))
     return text if np.ndim(values) == 0 else f"({text})"

@@ -137,6 +137,8 @@ def _saved_step(slot: Path) -> int:
 def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
     """The last complete checkpoint of a run directory, or ``None`` when it has none.
 
+    ``directory`` is the run directory (a path) that :func:`train` wrote.
+
     :func:`train` writes each checkpoint into the slot (:data:`SLOTS`) not holding the last one,
     then records its four files (``state.json`` last) in the run's manifest
     (:mod:`stddial_book.core.outdir`); a checkpoint is complete once all four are listed, so a crash

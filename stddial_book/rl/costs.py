@@ -235,7 +235,8 @@ def run_work(profile, recipe) -> RunWork:
 
 def sft_work(profile) -> RunWork:
     """Work of the profile's SFT warm start (chapter 9) if it runs to ``max_steps``: an upper bound,
-    since it stops once the held-out pass rate reaches its target."""
+    since it stops once the held-out pass rate reaches its target. ``profile`` is a
+    :class:`~stddial_book.rl.profiles.Profile`."""
     profile = _check_profile(profile, "task", "train", "sft")
     s = profile.sft
     prompt_len, new_tokens = _lengths(profile)
@@ -247,7 +248,8 @@ def sft_work(profile) -> RunWork:
 
 
 def parameter_count(profile) -> int:
-    """Parameters of the profile's model (built on the CPU from ``profile.model``)."""
+    """Parameters of the profile's model (built on the CPU from ``profile.model``); ``profile`` is a
+    :class:`~stddial_book.rl.profiles.Profile`."""
     from stddial_book.rl.model import tiny_model
 
     profile = _check_profile(profile, "model")
@@ -265,7 +267,9 @@ def _median_time(fn, repeats: int) -> float:
 
 def skeleton_config(profile) -> dict[str, int]:
     """The profile's model with the same layers, heads, vocabulary and parameter tensors but a width of
-    two per head: it dispatches the same operations per pass as the real one, with almost no arithmetic."""
+    two per head: it dispatches the same operations per pass as the real one, with almost no arithmetic.
+    ``profile`` is a :class:`~stddial_book.rl.profiles.Profile`; the result is keyword arguments for
+    :func:`~stddial_book.rl.model.tiny_model`."""
     profile = _check_profile(profile, "model")
     heads = check_int(profile.model.get("num_heads"), "profile.model['num_heads']", minimum=1)
     return dict(profile.model, hidden_size=2 * heads, intermediate_size=4 * heads)
@@ -275,7 +279,9 @@ def measure_overheads(profile, repeats: int = 15) -> dict[str, float]:
     """Seconds per pass that do not shrink with the batch, measured here on the profile's skeleton
     (:func:`skeleton_config`) with a two-row batch: a cached sampling pass (one new token,
     softmax and a draw) and a training pass (forward over prompt and completion, log-probs of the
-    taken tokens, backward, AdamW step)."""
+    taken tokens, backward, AdamW step). ``profile`` is a :class:`~stddial_book.rl.profiles.Profile`;
+    ``repeats`` is how many times each pass is timed (the median is kept; 1 to 10,000, default 15).
+    Returns ``{"generate_s": ..., "train_s": ...}``, seconds per pass."""
     import torch
     from transformers import DynamicCache
 
@@ -319,7 +325,9 @@ def measure_overheads(profile, repeats: int = 15) -> dict[str, float]:
 
 def measure_cpu_throughput(profile, rows: int = 256, repeats: int = 3) -> float:
     """FLOP/s of a training pass of the profile's model on this machine at a batch of ``rows``
-    sequences, counted as 6·N per token."""
+    sequences, counted as 6·N per token. ``profile`` is a :class:`~stddial_book.rl.profiles.Profile`;
+    ``rows`` is at most 65,536 (default 256); ``repeats`` is how many times the pass is timed (the
+    median is kept; default 3)."""
     import torch
 
     from stddial_book.rl.model import tiny_model
@@ -348,7 +356,9 @@ def measure_cpu_throughput(profile, rows: int = 256, repeats: int = 3) -> float:
 
 def estimate_seconds(work: RunWork, num_params: int, overheads: dict[str, float], throughput: float) -> float:
     """``work``'s time when each pass takes the larger of its overhead and its arithmetic at
-    ``throughput`` FLOP/s (the work of a kind spread evenly over its passes)."""
+    ``throughput`` FLOP/s (the work of a kind spread evenly over its passes). ``num_params`` is N, the
+    model's parameter count (:func:`parameter_count`); ``overheads`` holds the seconds per pass
+    :func:`measure_overheads` returns. Returns seconds."""
     if not isinstance(work, RunWork):
         raise TypeError(
             f"work must be a RunWork (run_work(profile, recipe) or sft_work(profile)); got {type(work).__name__}."
@@ -373,7 +383,10 @@ def check_on_cpu(
     profile, recipe, measured_run_seconds: list[float], overheads: dict[str, float], throughput: float
 ) -> dict[str, float]:
     """The accounting's prediction of one run of ``profile`` with ``recipe`` on this CPU against
-    measured wall times of such runs (``measured_run_seconds``, one per seed; their median)."""
+    measured wall times of such runs (``measured_run_seconds``, one per seed; their median).
+    ``overheads`` holds the seconds per pass :func:`measure_overheads` returns and ``throughput`` this
+    CPU's FLOP/s (:func:`measure_cpu_throughput`). Returns ``predicted_s``, ``measured_s`` and their
+    ``ratio`` (measured over predicted)."""
     import numpy as np
 
     seconds = np.atleast_1d(to_numpy(measured_run_seconds, "measured_run_seconds"))  # one run: a number is fine
@@ -392,7 +405,9 @@ def check_on_cpu(
 
 def full_profile_estimates(overheads: dict[str, float]) -> dict[str, Any]:
     """Estimated GPU seconds of the ``full`` profile's runs, per chapter that trains: chapter 9's SFT
-    (an upper bound, run to ``max_steps``) and, for chapters 10-12, every seed of its recipe."""
+    (an upper bound, run to ``max_steps``) and, for chapters 10-12, every seed of its recipe.
+    ``overheads`` holds the seconds per pass :func:`measure_overheads` returns (measured on this
+    machine: the host's cost per pass stays on a GPU); the throughput is :data:`GPU_ASSUMPTION`'s."""
     from stddial_book.rl.profiles import PROFILES
 
     overheads = _check_overheads(overheads)

@@ -28,6 +28,11 @@ def model_solve_counts(
     Samples at temperature 1 with :func:`stddial_book.rl.rollout.sample` (each prompt encoded once
     for its samples) and scores with the task's verifier; labels hold each problem's digit and
     carry counts, so curves can be split by difficulty. Fully reproducible for a given seed.
+
+    ``model`` is the testbed's causal LM (its vocabulary :class:`~stddial_book.rl.model.CharCodec`'s);
+    ``problems`` is a non-empty list of :class:`~stddial_book.rl.tasks.Problem`; ``max_new_tokens``
+    caps each completion, in tokens; ``seed`` seeds the sampling generator (default 0);
+    ``batch_prompts`` is how many prompts are sampled together (default 64; memory, not results).
     """
     import torch
 
@@ -79,7 +84,12 @@ def policy_solve_counts(
     The testbed's policy (:class:`~stddial_book.rl.policy.CharPolicy`) gives exactly
     :func:`model_solve_counts`; any other policy samples
     ``batch_prompts`` left-padded prompts at a time, each prompt's samples sharing its KV cache, and
-    verifies with its own verifier. Reproducible for a given seed; leaves the model in eval mode."""
+    verifies with its own verifier. Reproducible for a given seed; leaves the model in eval mode.
+
+    ``policy`` is a :class:`~stddial_book.rl.policy.Policy` and ``problems`` its problems;
+    ``max_new_tokens`` caps each completion, in tokens; ``seed`` seeds the sampling generator
+    (default 0); ``batch_prompts`` (default 16) is not used for a ``CharPolicy``, which samples 64
+    prompts at a time."""
     if isinstance(policy, CharPolicy):
         return model_solve_counts(policy.model, problems, num_rollouts, max_new_tokens, seed=seed).num_correct
     num_rollouts = check_int(num_rollouts, "num_rollouts", minimum=1)
@@ -103,7 +113,14 @@ def policy_solve_counts(
 
 @dataclass
 class EvalResult:
-    """Held-out accuracy, overall and per bucket, greedy and sampled; per-prompt success counts."""
+    """Held-out accuracy, overall and per bucket, greedy and sampled; per-prompt success counts.
+
+    ``greedy`` and ``sampled`` are the pass rates in [0, 1] of greedy decoding and of temperature-1
+    samples (``greedy`` is NaN when greedy decoding was not run); ``greedy_by_bucket`` and
+    ``sampled_by_bucket`` are the same per difficulty bucket (the greedy one empty when it was not run);
+    ``successes`` holds each prompt's correct samples out of ``num_samples``; ``buckets`` holds each
+    prompt's bucket.
+    """
 
     greedy: float
     sampled: float
@@ -172,7 +189,11 @@ def evaluate(
 
     ``model`` is the testbed's model (``codec`` its codec) or any :class:`~stddial_book.rl.policy.Policy`,
     which prompts, verifies and buckets its own problems. ``chunk`` prompts are sampled in one pass
-    (default: the policy's ``eval_chunk``, 256 for the testbed's model)."""
+    (default: the policy's ``eval_chunk``, 256 for the testbed's model). ``max_new_tokens`` caps each
+    completion, in tokens; ``num_samples`` is the temperature-1 samples per prompt (default 8);
+    ``generator`` is the ``torch.Generator`` they draw from (``None``: torch's global one);
+    ``greedy`` (default true) also measures greedy accuracy, which ``False`` skips (it is then NaN).
+    The model's train/eval mode is restored afterwards."""
     problems = _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk)
     policy = as_policy(model, codec)
     model = policy.model

@@ -34,7 +34,10 @@ def rollout_groups(
     model, problems: Sequence, group_size: int, max_new_tokens: int, generator: torch.Generator
 ) -> GroupBatch:
     """G completions of each of ``problems`` sampled from ``model`` at temperature 1 and verified,
-    stacked group after group (the layout :func:`~stddial_book.theory.recipes.group_advantages` reads)."""
+    stacked group after group (the layout :func:`~stddial_book.theory.recipes.group_advantages` reads).
+    ``model`` is the testbed policy; ``problems`` a sequence of task problems; ``group_size`` is G (at least
+    2); ``max_new_tokens`` the completion length cap in tokens; ``generator`` the torch.Generator the
+    sampling draws from (fix its seed to repeat a batch)."""
     from stddial_book.rl.batches import _decode, encode_prompts
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.rollout import sample
@@ -82,6 +85,10 @@ def kl_gradient_share(
     Returns ``kl`` (the k3 estimate per token, the log's ``kl`` metric), ``surrogate_norm`` and
     ``kl_norm`` (norms of the two gradients), ``ratio`` (kl_norm / surrogate_norm) and
     ``cosine`` (between the two; negative where the penalty pulls against the surrogate).
+    ``model`` is the policy the gradients are taken of and ``ref_model`` the KL's reference policy (no
+    gradient); ``batch`` a :class:`GroupBatch` of groups of ``group_size`` samples stacked group after group
+    (:func:`rollout_groups`); ``recipe`` a :class:`Recipe` or its name, with a KL term (``kl_coef`` > 0);
+    ``max_new_tokens`` is L_max in tokens, the cap the loss's length normaliser may divide by.
     """
     recipe = as_recipe(recipe)
     if not recipe.kl_coef > 0:
@@ -113,7 +120,9 @@ def token_weights(
     ``lengths`` gives each completion's token count; the batch is padded to the longest.
     ``max_new_tokens`` is the normaliser ``seq-mean-token-sum-norm`` divides by (Dr. GRPO's
     L_max; pass the padded width to get the variant that divides by it). Returns an array of
-    shape (completions, padded width), zero on padding.
+    shape (completions, padded width), zero on padding. ``advantages`` holds one advantage per
+    completion, in the order of ``lengths``; ``recipe`` is a :class:`Recipe` or its name with no KL term
+    (``kl_coef`` = 0, e.g. ``recipe.replace(kl_coef=0.0)``: there is no reference policy here).
     """
     lengths = [check_int(n, "lengths", minimum=1) for n in lengths]
     cpu = torch.device("cpu")  # a hand-built batch: no model, so no device to follow
@@ -151,7 +160,10 @@ def update_comparison(
     in a rollout batch; ``adam_rel_diff`` is ‖Δθ_b − Δθ_a‖ / ‖Δθ_a‖ and ``adam_norm_ratio``
     ‖Δθ_b‖ / ‖Δθ_a‖. Adam is blind to a constant factor on every gradient (up to its ε); the
     clip is not, where it binds on one side only. ``model`` is left unchanged. The KL term is
-    left out.
+    left out. ``recipe_a`` and ``recipe_b`` are :class:`Recipe` objects or names, ``batch`` a
+    :class:`GroupBatch` of groups of ``group_size`` samples (:func:`rollout_groups`), ``max_new_tokens`` the
+    L_max in tokens the loss's length normaliser may divide by, ``lr`` AdamW's learning rate (> 0, default
+    1e-4); ``max_grad_norm`` None turns the clip off.
     """
     recipe_a, recipe_b = as_recipe(recipe_a), as_recipe(recipe_b)
     steps = check_int(steps, "steps", minimum=1)

@@ -19,7 +19,9 @@ def dapo_cost(records: list[dict[str, Any]], group_size: int) -> dict[str, float
     from the measured silent fraction f of the generated groups, 1/(1 − f) (equal to the first
     when rounds ask only for the missing groups and no step hit the cap: bookkeeping); and from
     the closed form, f = E[p^G + (1 − p)^G] over the prompts drawn (:func:`silent_check`: the
-    prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap."""
+    prediction); samples discarded as silent and as surplus mixed groups; steps that hit the cap.
+    ``records`` is the DAPO run's log (per-step metric dicts with pool measurements, as
+    :func:`~stddial_book.rl.runlog.load_run` returns); ``group_size`` is its G, checked against the log."""
     group_size = check_run_group_size(records, group_size)
     steps = [r for r in check_records(records) if r["step"] > 0 and "groups_generated/k" in r]
     if not steps:
@@ -49,7 +51,9 @@ def refill_band_shares(
     handling silent groups (chapter 12): none (GRPO), DAPO's refill with new prompts (verl, this
     book's trainer) and the source paper's same-prompt redraw of up to ``redraw_tries`` draws
     (:func:`stddial_book.theory.silent.refill_weight`). p is each pool prompt's measured solve rate at
-    the start of RL (plug-in), bands as :func:`initial_bands`. Each entry sums to 1.
+    the start of RL (plug-in), bands as :func:`initial_bands`. Each entry sums to 1. ``records`` is a
+    run's log with pool measurements; ``group_size`` the G the three rules are evaluated at (at least 2);
+    ``num_bands`` the bands (default 4: quartiles).
     """
     from stddial_book.theory.recipes import GRPO
     from stddial_book.theory.silent import expected_update_weight, refill_weight, silent_probability
@@ -83,7 +87,8 @@ def replay_refill(
     :class:`~stddial_book.rl.sampling.DynamicSampler` reproduces the step's rounds at the run's own
     cap and shows what a lower cap would have kept from the same groups (chapter 12). Per step:
     ``rounds``, ``hit_cap``, ``groups_kept``, ``groups_generated``, and as logged
-    ``logged_rounds`` and ``logged_hit_cap``.
+    ``logged_rounds`` and ``logged_hit_cap``. ``records`` is the DAPO run's log; ``group_size`` its G,
+    checked against the log; ``prompts_per_step`` the mixed groups a step's batch asks for (the run's own).
     """
     from stddial_book.rl.sampling import DynamicSampler
 
@@ -132,7 +137,8 @@ def max_rounds_study(records: list[dict[str, Any]], train: dict[str, Any], max_r
     sample budget ``steps`` = ⌈budget / samples per step⌉ and ``updates`` = steps × the mean of
     min(num_minibatches, groups kept) per step. The last two are estimates that assume the
     silent fraction stays as in the logged run; with ``max_rounds = 1`` every step costs exactly
-    one round, so ``steps`` is exact (chapter 12).
+    one round, so ``steps`` is exact (chapter 12). ``records`` is the DAPO run's log (the per-step
+    metric dicts :func:`~stddial_book.rl.runlog.load_run` returns).
     """
     if not isinstance(train, dict):
         raise TypeError(f"train must be the run's training configuration (a dict); got {type(train).__name__}.")
@@ -175,6 +181,9 @@ def sample_coefficients(recipe, correct, lengths, group_size: int, max_new_token
     given correctness and completion lengths, so it is what the trainer's loss does: Aᵢ / (B ℓᵢ)
     for the per-sequence token mean (GRPO), Aᵢ / (B L_max) for the sum over L_max (Dr. GRPO),
     Aᵢ / Σⱼ ℓⱼ for the token mean (DAPO), with B samples and ℓᵢ the lengths (chapters 4 and 13).
+    ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or its name; ``correct`` the 0/1 correctness
+    and ``lengths`` the completion lengths in tokens (1 to ``max_new_tokens``), 1-D, one entry per sample,
+    groups of ``group_size`` contiguous; ``max_new_tokens`` is L_max, the completion cap in tokens.
     """
     from stddial_book.core.checks import check_binary
     from stddial_book.experiments.testbed.probes import token_weights

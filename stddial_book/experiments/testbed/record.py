@@ -34,7 +34,10 @@ RECORDED_FILES = ("metrics.jsonl.gz", "provenance.json")
 
 
 def run_name(recipe, allocation: str, seed: int) -> str:
-    """A recorded run's directory name: ``grpo-seed0``, or ``grpo-knapsack-seed0`` under a rule."""
+    """A recorded run's directory name: ``grpo-seed0``, or ``grpo-knapsack-seed0`` under a rule.
+
+    ``recipe`` is a recipe name (written as its preset key), ``allocation`` the allocation rule's name
+    (``"uniform"`` adds nothing) and ``seed`` the run's seed."""
     from stddial_book.theory.recipes import recipe_key
 
     rule = "" if allocation == "uniform" else f"-{allocation}"
@@ -52,7 +55,10 @@ def check_record(
 ) -> tuple[str, bool | None]:
     """Everything ``record`` needs, checked before any work: recipes, seeds, allocation rules,
     configurations, both directories (:func:`stddial_book.core.outdir.refusal`) and a clean
-    checkout. Returns (commit, dirty)."""
+    checkout. Returns (commit, dirty). The arguments are :func:`record_runs`': ``profile`` the run
+    profile (:class:`~stddial_book.rl.profiles.Profile`), ``recipes`` and ``allocations`` non-empty lists of
+    recipe and rule names, ``seeds`` a non-empty list of seeds, ``work`` and ``out`` the work directory and
+    the recorded folder, ``allow_dirty`` whether a checkout with uncommitted changes may record."""
     from stddial_book.experiments.allocation.testbed_runs import lm_allocation_changes
     from stddial_book.rl.runlog import git_state, refuse_dirty
     from stddial_book.theory.recipes import get_recipe
@@ -85,7 +91,8 @@ def check_directories(work: str | os.PathLike, out: str | os.PathLike) -> tuple:
     """Both directories of a recording, checked before anything is written: each one the policy
     accepts for its kind (:func:`stddial_book.core.outdir.check_claimable`: ``--work`` the
     recording's own work directory, ``--out`` its own recorded folder; never a repository's tracked
-    files), and neither the other nor inside it. Returns both, expanded."""
+    files), and neither the other nor inside it. Returns both, expanded. ``work`` is the recording's work
+    directory, ``out`` the folder its recorded runs go to."""
     from stddial_book.core.outdir import check_claimable
 
     work = check_claimable(work, "--work", WORK_KIND)
@@ -117,7 +124,14 @@ def record_runs(
 ) -> list[Path]:
     """Run (or resume) every recipe × allocation rule × seed from one SFT model and write the logs
     to ``out`` (rule ``"uniform"``, the default, is the plain loop of chapters 10-12; the others run
-    with the settings of :func:`stddial_book.experiments.allocation.testbed_runs.lm_allocation_changes`)."""
+    with the settings of :func:`stddial_book.experiments.allocation.testbed_runs.lm_allocation_changes`).
+
+    ``profile`` is the run profile (:class:`~stddial_book.rl.profiles.Profile`); ``recipes``, ``allocations``
+    and ``seeds`` list the recipe names, rule names and seeds to run; ``work`` is the work directory (runs,
+    checkpoints, the warm start) and ``out`` the recorded folder the logs go to; ``sft_seed`` seeds the one
+    warm start (default 0); ``progress`` shows progress bars; ``command`` is the command line written into
+    each provenance; ``allow_dirty`` lets a checkout with uncommitted changes record (the provenance says so).
+    Returns the recorded run folders."""
     from stddial_book.core.outdir import claim_dir, replace_own
     from stddial_book.experiments.allocation.testbed_runs import lm_allocation_changes
     from stddial_book.experiments.testbed.runs import remove_stale_run, sft_to_dir, train_to_dir
@@ -163,7 +177,8 @@ def publish_run(src: Path, dst: str | os.PathLike, allow_dirty: bool, extra: Seq
     refused unless ``allow_dirty``.
 
     A recorded folder is written once and never re-opened: one that already holds its provenance
-    (written last) is returned as it is. Each file is written by an atomic rename, never through a link."""
+    (written last) is returned as it is. Each file is written by an atomic rename, never through a link.
+    ``src`` is the finished run's directory (with ``metrics.jsonl`` and ``provenance.json``)."""
     from stddial_book.core.outdir import atomic_write, claim_dir, own_path
     from stddial_book.core.resources import sha256
     from stddial_book.rl.runlog import read_json, write_gzip

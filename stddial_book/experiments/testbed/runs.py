@@ -143,7 +143,8 @@ def cached_arrays(kind: str, payload: dict[str, Any], compute, entry_points: tup
     study read it instead of computing it again. The key hashes the payload (arrays by their bytes)
     and the code of ``entry_points`` and every package module they import
     (:func:`code_fingerprint`), so a changed statement there computes afresh. Processes sharing the
-    cache wait for one another (:func:`cache_lock`); the file is written whole, then renamed."""
+    cache wait for one another (:func:`cache_lock`); the file is written whole, then renamed. ``kind`` is the
+    file name's prefix (a study's name); ``compute`` a function of no arguments."""
     import numpy as np
 
     text = json.dumps({k: _payload_value(v) for k, v in payload.items()}, sort_keys=True, default=str)
@@ -179,7 +180,11 @@ def _key(kind: str, payload: dict[str, Any]) -> str:
 
 
 def load_model_from(profile, directory: str | os.PathLike, device: str | None = None):
-    """The profile's model with the weights of an SFT directory or a run's last checkpoint."""
+    """The profile's model with the weights of an SFT directory or a run's last checkpoint.
+
+    ``profile`` is the :class:`~stddial_book.rl.profiles.Profile` the weights were trained with; ``directory``
+    an SFT directory (``model.safetensors``) or a run directory (its checkpoint's); ``device`` where the model
+    goes (default None: the profile's device)."""
     import torch
     from safetensors.torch import load_model
 
@@ -260,7 +265,11 @@ def remove_stale_run(directory: str | os.PathLike) -> None:
 
 
 def sft_to_dir(profile, seed: int, out: str | os.PathLike, progress: bool = False, command: str = "") -> Path:
-    """SFT the profile's model into ``out``: ``model.safetensors``, ``sft.json`` and a run log."""
+    """SFT the profile's model into ``out``: ``model.safetensors``, ``sft.json`` and a run log.
+
+    ``profile`` is the run profile (:class:`~stddial_book.rl.profiles.Profile`); ``seed`` seeds the model's
+    initialisation and the SFT; ``progress`` shows a progress bar; ``command`` is the command line written
+    into the provenance."""
     from safetensors.torch import save_model
 
     from stddial_book.core.outdir import checked_path, claim_dir, owns, read_marker, replace_own
@@ -328,7 +337,12 @@ def train_to_dir(
     command: str = "",
     **changes,
 ):
-    """RL with ``recipe`` from the SFT model in ``init``, writing the run to ``out``."""
+    """RL with ``recipe`` from the SFT model in ``init``, writing the run to ``out``.
+
+    ``profile`` is the run profile (:class:`~stddial_book.rl.profiles.Profile`); ``seed`` the RL run's seed;
+    ``resume`` continues from the checkpoint in ``out``; ``progress`` shows a progress bar; ``command`` is the
+    command line written into the provenance; ``changes`` are :class:`~stddial_book.rl.configs.TrainConfig`
+    fields that replace the profile's settings."""
     from stddial_book.rl.trainer import train
 
     config = profile.train_config(recipe, seed, **changes)
@@ -365,7 +379,10 @@ def _require_profile(profile) -> None:
 
 
 def warm_start(profile, seed: int = 0, progress: bool = False) -> Path:
-    """The cached SFT directory of ``profile`` (made on first use)."""
+    """The cached SFT directory of ``profile`` (made on first use).
+
+    ``seed`` seeds the SFT (default 0; part of the cache key); ``progress`` shows a progress bar while it
+    is made."""
     _require_profile(profile)
     # no profile name in the key: profiles with the same model, task and SFT share a warm start
     key = _key(
@@ -393,7 +410,8 @@ def cache_lock(entry: Path):
     """Hold an exclusive lock on one cache entry while it is made: processes sharing the cache (the
     test runner's workers, a build beside the tests) wait for a run another one is making and then
     reuse it, instead of making it twice in the same directory. The lock is a small file beside the
-    entry (``.<key>.lock``, never removed); without ``fcntl`` (Windows) there is no lock."""
+    entry (``.<key>.lock``, never removed); without ``fcntl`` (Windows) there is no lock. ``entry`` is the
+    cache entry's path (a run directory or a file)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on Linux or macOS
@@ -413,6 +431,10 @@ def rl_run(profile, recipe, seed: int = 0, sft_seed: int = 0, progress: bool = F
 
     Returns the run directory (``metrics.jsonl``, ``provenance.json``, ``checkpoint/``). A run
     interrupted earlier resumes from its checkpoint; a finished one is returned as it is.
+    ``profile`` is the run profile (:class:`~stddial_book.rl.profiles.Profile`); ``seed`` the RL run's seed and
+    ``sft_seed`` the warm start's (:func:`warm_start`), both default 0; ``progress`` shows progress bars;
+    ``changes`` are :class:`~stddial_book.rl.configs.TrainConfig` fields that replace the profile's settings
+    (part of the cache key).
     """
     from stddial_book.core.outdir import replace_own
     from stddial_book.rl.checkpoints import checkpoint_dir
@@ -449,7 +471,8 @@ def recipe_logs(
 ) -> dict[str, list[list[dict[str, Any]]]]:
     """The run logs chapters 10-13 read for one recipe: ``"live"``, every seed of ``profile``
     (trained now, or read from the cache), and ``"recorded"``, every committed run of
-    ``recorded_profile`` (:func:`stddial_book.rl.runlog.recorded_runs`)."""
+    ``recorded_profile`` (:func:`stddial_book.rl.runlog.recorded_runs`). ``key`` is the recipe's preset key
+    (``grpo``, ``dr_grpo``, ``dapo``); ``progress`` shows progress bars while live runs train."""
     from stddial_book.rl.runlog import load_run, recorded_runs
 
     live = [load_run(rl_run(profile, key, seed=seed, progress=progress))[1] for seed in profile.seeds]
@@ -463,7 +486,8 @@ def same_warm_start(profile, recorded_profile: str = "reference", progress: bool
     """Whether the committed runs of ``recorded_profile`` started from the very SFT model this
     build's live runs start from: the sha256 of :func:`warm_start`'s model against the one the
     recorded SFT's provenance names (``model_sha256``). The same code and settings give the same
-    bytes on a CPU; another commit's SFT code or another machine's arithmetic need not."""
+    bytes on a CPU; another commit's SFT code or another machine's arithmetic need not. ``profile`` is
+    the live runs' profile (its warm start is made if not cached, ``progress`` showing a progress bar)."""
     from stddial_book.rl.runlog import RECORDED_DIR, run_json
 
     recorded = run_json(Path(RECORDED_DIR) / recorded_profile / "sft", "provenance.json").get("model_sha256")

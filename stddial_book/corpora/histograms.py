@@ -31,7 +31,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class KHistogram:
-    """How many prompts had k = 0..n successes out of n rollouts."""
+    """How many prompts had k = 0..n successes out of n rollouts.
+
+    ``num_rollouts`` is n, the rollouts per prompt (at least 1); ``counts`` holds, for each k = 0..n,
+    how many prompts had k successes: n + 1 non-negative whole numbers.
+    """
 
     num_rollouts: int
     counts: np.ndarray  # shape (n + 1,), integer
@@ -64,7 +68,13 @@ class KHistogram:
 
 @dataclass
 class SolveCounts:
-    """k successes out of ``num_rollouts`` per prompt, with optional label columns."""
+    """k successes out of ``num_rollouts`` per prompt, with optional label columns.
+
+    ``name`` labels the table (a string); ``num_correct`` holds each prompt's k, whole numbers in
+    [0, n] (a 1-D array); ``num_rollouts`` is n; ``labels`` maps a column name (such as a source or
+    domain) to one value per prompt (none by default); ``num_missing`` counts the rows dropped
+    because their solve rate was null (0 by default).
+    """
 
     name: str
     num_correct: np.ndarray
@@ -157,7 +167,12 @@ def _check_hist(hist: KHistogram) -> None:
 
 
 def silent_fraction(hist: KHistogram, group_sizes: Sequence[int] | int, model: str = "bernoulli") -> np.ndarray:
-    """Expected fraction of silent groups at each G, over the prompts of ``hist``."""
+    """Expected fraction of silent groups at each G, over the prompts of ``hist``.
+
+    ``group_sizes`` is one G or a 1-D list of them (the result has one entry per G). ``model`` is
+    ``"bernoulli"`` (the default: G fresh draws at p = k/n) or ``"hypergeometric"`` (G of the n
+    stored rollouts, without replacement; needs G ≤ n).
+    """
     _check_hist(hist)
     g = np.atleast_1d(check_group_size_array(group_sizes, "group_sizes"))
     if g.ndim != 1:
@@ -172,7 +187,8 @@ def dapo_oversampling(hist: KHistogram, group_sizes: Sequence[int] | int, model:
     """DAPO's expected groups sampled per group kept: 1 / (1 − silent fraction).
 
     ``inf`` where every group is silent (G = 1, or a pool whose prompts are all solved or all
-    failed): the refill would never fill a batch.
+    failed): the refill would never fill a batch. ``hist``, ``group_sizes`` and ``model`` are those
+    of :func:`silent_fraction`.
     """
     kept = 1.0 - silent_fraction(hist, group_sizes, model)
     with np.errstate(divide="ignore"):
@@ -185,6 +201,8 @@ def expected_update_mass(hist: KHistogram, group_size: int, recipe: Recipe) -> n
     E[w(p̂)] with p̂ = j/G and j ~ Binomial(G, k/n), w from :func:`stddial_book.theory.identity.update_weight`;
     for a recipe with dynamic sampling the weights are divided by the non-silent fraction of the
     whole table (the refill). Multiply by ``hist.counts`` for the mass each k receives.
+    ``hist`` is the pool's :class:`KHistogram`, ``group_size`` one G ≥ 2 and ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset name; the result has one entry per k.
     """
     _check_hist(hist)
     recipe = as_recipe(recipe)
@@ -212,7 +230,9 @@ def gradient_budget(hist: KHistogram, recipe: Recipe, group_size: int | None = N
     With ``group_size=None`` the large-group weights of :func:`stddial_book.theory.group_size.large_group_gradient`
     (√(p(1 − p)) for GRPO, p(1 − p) for Dr. GRPO: the paper's budget); with a G, each prompt's
     expected update weight at that G (:func:`expected_update_mass`), which is what a run at that
-    group size spends. Chapter 7.
+    group size spends. Chapter 7. ``hist`` is the pool's :class:`KHistogram`; ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset name; ``group_size`` is None (the default)
+    or one G ≥ 2, as above.
     """
     from stddial_book.theory.group_size import large_group_gradient
 
@@ -229,20 +249,26 @@ def gradient_budget(hist: KHistogram, recipe: Recipe, group_size: int | None = N
 
 
 def band_shares(hist: KHistogram, budget: np.ndarray) -> dict[str, float]:
-    """The share of ``budget`` (per k, from :func:`gradient_budget`) in each of :data:`PAPER_BANDS`."""
+    """The share of ``budget`` (per k, from :func:`gradient_budget`) in each of :data:`PAPER_BANDS`.
+
+    ``hist`` is the :class:`KHistogram` the budget was computed on (it gives each k's p̂ = k/n).
+    """
     budget = _check_budget(hist, budget)
     return {name: float(budget[rule(hist.solve_rates)].sum()) for name, rule in PAPER_BANDS.items()}
 
 
 def decile_of(solve_rate: np.ndarray) -> np.ndarray:
-    """The tenth of p each solve rate falls in, 0..9: [0, .1), [.1, .2), …, [.9, 1], as the paper bins."""
+    """The tenth of p each solve rate falls in, 0..9: [0, .1), [.1, .2), …, [.9, 1], as the paper bins.
+
+    ``solve_rate`` is p in [0, 1], a number or an array (the result has its shape).
+    """
     p = to_numpy(solve_rate, "solve_rate", allow_empty=True)
     check_unit_interval(p, "solve_rate")
     return np.digitize(p, np.linspace(0.0, 1.0, 11)[1:-1])
 
 
 def decile_shares(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
-    """The share of ``budget`` in each tenth of p̂ (:func:`decile_of`)."""
+    """The share of ``budget`` in each tenth of p̂ (:func:`decile_of`), for the k of ``hist``."""
     budget = _check_budget(hist, budget)
     return np.bincount(decile_of(hist.solve_rates), weights=budget, minlength=10)
 
@@ -261,7 +287,10 @@ def _check_budget(hist: KHistogram, budget: np.ndarray) -> np.ndarray:
 
 def read_counts_csv(path: Path, columns: Sequence[str], fix: str) -> list[dict[str, Any]]:
     """The rows of a committed count table (a CSV whose header is ``columns``), its ``k`` and ``count``
-    parsed as non-negative whole numbers; ``ValueError`` naming the file, the line and ``fix`` otherwise."""
+    parsed as non-negative whole numbers; ``ValueError`` naming the file, the line and ``fix`` otherwise.
+
+    ``path`` is the CSV file; ``fix`` is the sentence, appended to every error, that says how to restore it.
+    """
     try:
         with open(path, newline="") as handle:
             reader = csv.reader(handle)

@@ -60,7 +60,8 @@ def math500_path() -> Path:
 
 
 def math500_available(path: str | os.PathLike | None = None) -> bool:
-    """Whether the counts file exists (at ``path``, or at :func:`math500_path`); a chapter leaves MATH-500 out when not."""
+    """Whether the counts file exists (at ``path``, or at :func:`math500_path` when ``path`` is None, the
+    default); a chapter leaves MATH-500 out when not."""
     return (math500_path() if path is None else Path(path)).is_file()
 
 
@@ -134,10 +135,9 @@ def _subject(uid: str) -> str:
 def load_math500(path: str | os.PathLike | None = None, runs: Sequence[int] | None = None) -> SolveCounts:
     """MATH-500's per-problem solve counts as :class:`SolveCounts`: k correct of n samples, summed over ``runs``.
 
-    Args:
-        path: the ``rhow_counts.json`` file; default :func:`math500_path`.
-        runs: which of the sampling runs to pool (default all five: n = 1,280 per problem); ``(0,)`` gives
-            one run of 256, the size of measurement a reader is likely to make.
+    ``path`` is the ``rhow_counts.json`` file (default: :func:`math500_path`). ``runs`` lists the indices of
+    the sampling runs to pool (default all five: n = 1,280 per problem); ``(0,)`` gives one run of 256, the
+    size of measurement a reader is likely to make.
 
     Labels: ``uid`` (the problem's id) and ``subject`` (its MATH subject, from the id).
 

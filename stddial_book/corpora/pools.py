@@ -36,7 +36,9 @@ def pool_numbers(hist: KHistogram, group_size: int = 8) -> dict[str, float]:
     ``always`` (k = n) solved and their sum ``irreducible`` (silent at every group size); the
     ``mean`` solve rate k/n; and the silent fraction at ``group_size``, as G fresh Bernoulli(k/n)
     draws (``silent_<G>``) and as G of the n stored samples drawn without replacement
-    (``silent_<G>_sub``, the hypergeometric model; needs G ≤ n)."""
+    (``silent_<G>_sub``, the hypergeometric model; needs G ≤ n). ``hist`` is the pool's
+    :class:`~stddial_book.corpora.histograms.KHistogram`, holding at least one prompt; ``group_size``
+    is G (8 by default)."""
     hist = _check_pool(hist)
     G = check_group_size(group_size)
     if hist.num_rollouts < G:
@@ -64,7 +66,9 @@ def budget_bands(hist: KHistogram, group_sizes: Sequence[int | None] = (None, 8)
     Keys ``ext_<r>`` and ``med_<r>`` for the large-group budget (``None`` in ``group_sizes``) and
     ``ext_<r>_<G>``, ``med_<r>_<G>`` at a group size G, with ``<r>`` ``grpo`` or ``dr``
     (Dr. GRPO). Dr. GRPO's shares are the same at every G (its expected weight p(1 − p)(G − 1)/G
-    differs from the large-group one by a factor that cancels in a share).
+    differs from the large-group one by a factor that cancels in a share). ``hist`` is the pool's
+    :class:`~stddial_book.corpora.histograms.KHistogram`; ``group_sizes`` a non-empty list of G
+    (the default: the large-group budget and G = 8).
     """
     hist = _check_pool(hist)
     if isinstance(group_sizes, (int, np.integer)) or group_sizes is None:

@@ -25,7 +25,12 @@ class ReaderDataError(ValueError):
 
 def read_reader_table(source: str | os.PathLike, config: str | None = None, split: str = "train"):
     """``(pyarrow.Table, name)`` for a .csv, .parquet or .jsonl file or a hub dataset id; a
-    :class:`ReaderDataError` naming the file and the fix when it cannot be read as a table."""
+    :class:`ReaderDataError` naming the file and the fix when it cannot be read as a table.
+
+    ``source`` is a file path, a folder of .parquet files or a hub dataset id (``owner/name``, read only when
+    no such path exists); ``config`` and ``split`` pick the hub dataset's configuration (None: its default)
+    and split (``"train"`` by default), and are ignored for local files.
+    """
     if not isinstance(source, (str, os.PathLike)) or isinstance(os.fspath(source), bytes):
         raise TypeError(f"source must be a path or a dataset id (a string); got {type(source).__name__}.")
     path = Path(os.path.expanduser(os.fspath(source)))

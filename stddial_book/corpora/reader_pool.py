@@ -54,7 +54,15 @@ _NOT_REWARDS = ("step", "prompt", "completion", "advantage", "sample_idx", "samp
 
 @dataclass(frozen=True)
 class ReaderPool:
-    """One entry per prompt: its solve rate p, and when known its k successes of n samples."""
+    """One entry per prompt: its solve rate p, and when known its k successes of n samples.
+
+    ``name`` names the pool (the file or dataset read); ``solve_rates`` holds each prompt's p in [0, 1];
+    ``num_correct`` and ``num_samples`` its k and n (None when unknown, as for bare pass rates); ``kind``
+    says what the table held (``"counts"``, ``"pass rates"`` or completions grouped per prompt);
+    ``limits`` holds sentences saying what the data cannot give or left out (none by default);
+    ``prompt_ids`` holds one id per prompt, from the column ``id_column`` (both None when the table has
+    none); ``warnings`` holds what the reader should check, such as ids that repeat (none by default).
+    """
 
     name: str
     solve_rates: np.ndarray
@@ -87,7 +95,11 @@ class ReaderPool:
 
 
 def as_reader_pool(data: Any, name: str = "pool") -> ReaderPool:
-    """A :class:`ReaderPool` from a ReaderPool, a :class:`SolveCounts` or a :class:`KHistogram`."""
+    """A :class:`ReaderPool` from a ReaderPool, a :class:`SolveCounts` or a :class:`KHistogram`.
+
+    ``data`` is one of those three (a ReaderPool is returned as it is); ``name`` names the pool made of a
+    :class:`KHistogram`, which has no name of its own (``"pool"`` by default).
+    """
     if isinstance(data, ReaderPool):
         return data
     if isinstance(data, SolveCounts):

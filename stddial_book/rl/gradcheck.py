@@ -42,7 +42,13 @@ __all__ = [
 
 @dataclass
 class GroupBatch:
-    """G completions of one prompt (or several groups stacked), as the loss consumes them."""
+    """G completions of one prompt (or several groups stacked), as the loss consumes them.
+
+    One row per sample: ``prompt_ids`` and ``prompt_mask`` (rows, P) are the prompt's token ids and
+    its mask (false on left padding), ``completion_ids`` (rows, T) the completions, right-padded,
+    with ``mask`` (rows, T) true on their tokens (EOS included), and ``rewards`` one 0/1 correctness
+    per row.
+    """
 
     prompt_ids: torch.Tensor
     prompt_mask: torch.Tensor
@@ -109,7 +115,10 @@ def build_group(
     at temperature 1 and kept only when the verifier marks them wrong. Rewards come from the
     verifier, so the group is one the model could have produced with some probability. Raises
     ``ValueError`` if 100 rounds of ``group_size`` samples hold too few wrong completions (a model
-    that nearly always answers right).
+    that nearly always answers right). ``max_new_tokens`` caps the sampled completions, in tokens
+    (it must leave room for the answer and EOS when ``num_correct`` > 0); ``generator`` is the
+    ``torch.Generator`` they draw from; ``codec`` is the tokenizer (default: a fresh
+    :class:`~stddial_book.rl.model.CharCodec`).
     """
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.rollout import sample
@@ -142,8 +151,9 @@ def build_group(
 
 
 def group_of(prompt: torch.Tensor, rows: list[list[int]], pad_id: int, rewards) -> GroupBatch:
-    """A :class:`GroupBatch` of one prompt (shape (1, P)) and its completions ``rows`` (token ids, each its own
-    length), right-padded with ``pad_id`` and masked, with their 0/1 ``rewards``."""
+    """A :class:`GroupBatch` of one ``prompt`` (token ids, shape (1, P), no padding) and its completions
+    ``rows`` (token ids, each its own length), right-padded with ``pad_id`` and masked, with their 0/1
+    ``rewards``."""
     device, size = prompt.device, len(rows)
     width = max(len(r) for r in rows)
     completion = torch.full((size, width), pad_id, device=device)
@@ -157,7 +167,8 @@ def group_of(prompt: torch.Tensor, rows: list[list[int]], pad_id: int, rewards) 
 
 def flat_grad(value: torch.Tensor, params: list[torch.Tensor], retain_graph: bool = False) -> torch.Tensor:
     """The gradient of a scalar with respect to ``params``, as one flat vector. ``retain_graph``
-    keeps the forward pass's graph for another gradient of the same pass."""
+    keeps the forward pass's graph for another gradient of the same pass. ``value`` is the scalar
+    (a one-element tensor that requires grad); a parameter it does not depend on gets zeros."""
     check_tensor(value, "value")
     if value.numel() != 1 or not value.requires_grad:
         raise ValueError(
@@ -182,7 +193,12 @@ def _score_norms(batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torc
 
 
 def per_sample_scores(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int) -> torch.Tensor:
-    """(G, num_params): gᵢ = ∇ Σₜ log π(oᵢₜ) / nᵢ with nᵢ = ℓᵢ, L_max or ℓ̄ per the aggregation."""
+    """(G, num_params): gᵢ = ∇ Σₜ log π(oᵢₜ) / nᵢ with nᵢ = ℓᵢ, L_max or ℓ̄ per the aggregation.
+
+    ``model`` is the causal LM whose trainable parameters the scores are taken over; ``batch`` the
+    :class:`GroupBatch` of G samples; ``recipe`` (a :class:`Recipe` or a preset name) gives the
+    aggregation; ``max_new_tokens`` is L_max, in tokens. One backward pass per sample.
+    """
     recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
     params = [p for p in model.parameters() if p.requires_grad]
     norm = _score_norms(batch, recipe, max_new_tokens)
@@ -227,7 +243,9 @@ def identity_check(
     norms then differ by exactly 1 + ε/σ) or a loss normaliser other than
     the one the identity assumes. Returns the population σ of the group, w,
     the relative error ‖−∇L − w(ḡ₊ − ḡ₋)‖ / ‖w(ḡ₊ − ḡ₋)‖ and the ratio of
-    the two norms.
+    the two norms. ``batch`` is a mixed :class:`GroupBatch`, its gradients
+    taken at ``model``'s current weights; ``max_new_tokens`` is L_max in
+    tokens.
     """
     recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
     reference = recipe if reference is None else as_recipe(reference)
@@ -279,7 +297,9 @@ def score_contrast(model, group: GroupBatch, recipe: Recipe, max_new_tokens: int
     A gradient is linear, so the mean of the correct samples' scores minus the mean of the wrong
     ones' is the gradient of Σᵢ cᵢ sᵢ with sᵢ = Σₜ log π(oᵢₜ) / nᵢ and cᵢ = 1/k for a correct sample,
     −1/(G − k) for a wrong one: one forward of the whole group and one backward, where
-    :func:`per_sample_scores` takes G of each (``tests/test_gradcheck.py`` ties the two)."""
+    :func:`per_sample_scores` takes G of each (``tests/test_gradcheck.py`` ties the two).
+    ``model``, ``recipe`` and ``max_new_tokens`` are as for :func:`per_sample_scores`; ``group`` is a
+    mixed :class:`GroupBatch` (0 < k < G)."""
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
     _mixed(group)
     return _contrast_of(_logprobs(model, group), model, group, recipe, max_new_tokens)
@@ -319,6 +339,10 @@ def identity_drift(
     identity: the ratio's share), ``clip_error`` (the clipped gradient
     against the unclipped one: the clip's share, both relative to
     ‖w(ḡ₊ − ḡ₋)‖) and ``norm_ratio`` (‖−∇L‖ / ‖w(ḡ₊ − ḡ₋)‖). Chapter 4.
+
+    ``model`` holds the current weights; ``group`` is a mixed
+    :class:`GroupBatch`; ``recipe`` a :class:`Recipe` or a preset name;
+    ``max_new_tokens`` is L_max in tokens; ``split`` defaults to false.
     """
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
     check_tensor(old_logprobs, "old_logprobs", kind="float")
@@ -357,7 +381,9 @@ def drift_study(
     the identity by :func:`identity_drift` with ``split=True``. ``model`` is left unchanged (the
     steps are taken on a copy). Returns one row per (step, group), as columns: ``step``,
     ``group``, ``group_std``, ``tokens``, ``clipped``, ``clipped_high``, ``rel_error``, ``ratio_error``,
-    ``clip_error``, ``norm_ratio`` (chapter 4).
+    ``clip_error``, ``norm_ratio`` (chapter 4). ``groups`` is a non-empty list of mixed
+    :class:`GroupBatch`; ``recipe`` a :class:`Recipe`; ``max_new_tokens`` is L_max in tokens; ``lr``
+    is Adam's learning rate (> 0).
     """
     import copy
 
@@ -378,7 +404,8 @@ def drift_summary(study: dict[str, np.ndarray]) -> list[dict[str, float]]:
     """Per step of :func:`drift_study`: share of tokens clipped (over all groups), the part of them
     clipped on the high side, share of groups with any token clipped, and the median and range
     over groups of each error and of the norm ratio; the median deviation is also given separately
-    for the groups with and without a clipped token (NaN where there are none)."""
+    for the groups with and without a clipped token (NaN where there are none). ``study`` is the
+    dict of columns :func:`drift_study` returns."""
     needed = ("step", "tokens", "clipped", "clipped_high", "rel_error", "ratio_error", "clip_error", "norm_ratio")
     if not isinstance(study, dict) or any(key not in study for key in needed):
         raise ValueError(
@@ -430,7 +457,9 @@ def move_policy(
     Returns the sampling policy's log-probs of every group (taken before the first step), so
     that :func:`identity_drift` can measure the clipped update afterwards. This is what
     several minibatch steps per rollout batch do in training: the ratio leaves 1 and the clip
-    starts to bind.
+    starts to bind. ``model`` is moved in place; ``groups`` is a non-empty list of
+    :class:`GroupBatch`; ``recipe`` a :class:`Recipe`; ``max_new_tokens`` is L_max in tokens; ``lr``
+    is Adam's learning rate (> 0); ``steps`` may be 0 (nothing moves).
     """
     steps, lr = check_int(steps, "steps", minimum=0), check_number(lr, "lr")
     if not lr > 0:

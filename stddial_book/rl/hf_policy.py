@@ -78,6 +78,9 @@ def hf_policy(
     """An :class:`HFPolicy` of ``model`` (a local folder, or a transformers causal LM with ``tokenizer``) with
     fresh LoRA adapters (rank ``lora_r``, scale ``lora_alpha``, every linear layer, adapters initialised from
     ``seed`` without touching the global random state), in ``dtype`` (float32 unless a test asks for float64).
+    ``system_prompt`` is the chat's system message (``None``: none) and ``verifier`` the function
+    ``(completions, problems) -> 0/1 array`` that scores the decoded completions (``None``:
+    :func:`~stddial_book.rl.text_tasks.verify_last_number`).
     """
     peft = _import_peft()
     lora_r = check_int(lora_r, "lora_r", minimum=1, hint="LoRA's rank; the book's SmolLM2 runs use 16.")
@@ -112,6 +115,11 @@ class HFPolicy(Policy):
 
     Build one with :func:`hf_policy`. ``model`` is the transformers model with the adapters injected (what
     the sampler and the loss call); ``peft_model`` the ``peft`` wrapper around it.
+
+    ``tokenizer`` is the model's tokenizer (it needs a chat template; its pad id, or else its EOS id,
+    pads); ``system_prompt`` and ``verifier`` are as for :func:`hf_policy`; ``name`` is the model's name
+    in the run log (``None``: the model config's ``_name_or_path``, else its class name); ``lora`` holds
+    the adapter settings the log records (``None``: none).
     """
 
     #: Prompts evaluated in one sampling pass: a real model's KV cache is far larger than the testbed's.

@@ -36,7 +36,11 @@ __all__ = ["LossOutput", "policy_loss", "k3_kl", "clip_metrics"]
 
 @dataclass
 class LossOutput:
-    """The aggregated loss (a scalar tensor with grad) and detached metrics (TRL's names)."""
+    """The aggregated loss (a scalar tensor with grad) and detached metrics (TRL's names).
+
+    ``loss`` is that scalar; ``metrics`` maps each metric's name (``clip_ratio/low_mean``, ...) to a
+    float.
+    """
 
     loss: torch.Tensor
     metrics: dict[str, float]
@@ -47,6 +51,8 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 
     It overflows to ``inf`` where r exceeds about 88 (float32) or 709 (float64): the reference
     gives the token e^r times the policy's probability, and the estimate is that large.
+    ``logprobs`` and ``ref_logprobs`` are log π and log π_ref of the same tokens, float tensors of one
+    shape (e.g. (B, T)); the result has that shape.
     """
     check_tensor(logprobs, "logprobs", kind="float")
     check_tensor(ref_logprobs, "ref_logprobs", kind="float")
@@ -65,6 +71,9 @@ def clip_metrics(
     """Fractions of unmasked tokens whose clipped term was the active one (TRL's definitions).
 
     ``low``: ρ < 1 − ε_low with A < 0; ``high``: ρ > 1 + ε_high with A > 0; ``region``: either.
+    ``ratio`` (B, T) holds ρ per token; ``advantages`` A per token, of the same shape; ``mask`` (B, T)
+    is true on the tokens counted; ``clip_low`` and ``clip_high`` are ε_low and ε_high. Returns the
+    three fractions as ``clip_ratio/low_mean``, ``clip_ratio/high_mean`` and ``clip_ratio/region_mean``.
     """
     check_tensor(ratio, "ratio", kind="float")
     check_tensor(advantages, "advantages", kind="real")
@@ -102,18 +111,20 @@ def policy_loss(
 ) -> LossOutput:
     """The recipe's clipped-surrogate loss over a batch of completions.
 
-    Args:
-        logprobs: (B, T) log π(o_t) of the completion tokens under the current policy (with grad).
-        old_logprobs: (B, T) the same under the policy that sampled them (no grad needed).
-        advantages: (B,) one advantage per sample, broadcast to its tokens, or (B, T).
-        mask: (B, T) true for completion tokens (EOS included), false for prompt and padding.
-        recipe: the dial's settings (clip range, KL coefficient, aggregation, overlong filter).
-        max_new_tokens: L_max, the fixed generation cap; required by ``seq-mean-token-sum-norm``.
-        ref_logprobs: (B, T) log π_ref, required when ``recipe.kl_coef > 0``.
-        truncated: (B,) true for samples cut off at L_max; masked out if ``recipe.overlong_filter``.
-        entropy: (B, T) per-token entropies from the same forward pass, for the metric only.
-        step_num_tokens, step_num_sequences: counts of the whole optimizer step when the step is
-            split into micro-batches (default: this batch's own counts).
+    The arguments:
+
+    - ``logprobs``: (B, T) log π(o_t) of the completion tokens under the current policy (with grad).
+    - ``old_logprobs``: (B, T) the same under the policy that sampled them (no grad needed).
+    - ``advantages``: (B,) one advantage per sample, broadcast to its tokens, or (B, T).
+    - ``mask``: (B, T) true for completion tokens (EOS included), false for prompt and padding.
+    - ``recipe``: the dial's settings (clip range, KL coefficient, aggregation, overlong filter), a
+      :class:`Recipe` or a preset name.
+    - ``max_new_tokens``: L_max, the fixed generation cap; required by ``seq-mean-token-sum-norm``.
+    - ``ref_logprobs``: (B, T) log π_ref, required when ``recipe.kl_coef > 0``.
+    - ``truncated``: (B,) true for samples cut off at L_max; masked out if ``recipe.overlong_filter``.
+    - ``entropy``: (B, T) per-token entropies from the same forward pass, for the metric only.
+    - ``step_num_tokens``, ``step_num_sequences``: counts of the whole optimizer step when the step is
+      split into micro-batches (default: this batch's own counts).
 
     Returns:
         :class:`LossOutput` with the loss and the metrics ``clip_ratio/low_mean``,

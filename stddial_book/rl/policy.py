@@ -94,7 +94,9 @@ class Policy:
 class CharPolicy(Policy):
     """The testbed's model (:func:`~stddial_book.rl.model.tiny_model`) with its character codec, prompting
     addition problems (:class:`~stddial_book.rl.tasks.Problem`) and verifying them with the task's exact
-    verifier (the answer, then EOS). Every method is the call the trainer made before this interface."""
+    verifier (the answer, then EOS). Every method is the call the trainer made before this interface.
+    ``model`` is the testbed's torch module and ``codec`` its :class:`~stddial_book.rl.model.CharCodec`
+    (``None``: a fresh one)."""
 
     def __init__(self, model: torch.nn.Module, codec: CharCodec | None = None) -> None:
         self.model = model
@@ -149,7 +151,7 @@ def as_policy(model: Any, codec: Any = None) -> Policy:
     """The policy of what :func:`~stddial_book.rl.trainer.train` or :func:`~stddial_book.rl.evaluate.evaluate`
     was given: a :class:`Policy` as it is, or the testbed's torch module with ``codec`` (default
     :class:`~stddial_book.rl.model.CharCodec`) as a :class:`CharPolicy`. A policy given as ``codec``
-    (the trainer's internal calls) is returned as it is."""
+    (the trainer's internal calls) is returned as it is. ``model`` is that policy or torch module."""
     if isinstance(codec, Policy):
         return codec
     if isinstance(model, Policy):

@@ -112,7 +112,13 @@ class _Rect:
 
 @dataclass
 class FigureData:
-    """What the figure's two panels hold, in data units."""
+    """What the figure's two panels hold, in data units.
+
+    ``bar_counts`` holds the left panel's 64 bar heights, in problems (floats, as read);
+    ``decile_shares`` maps ``"dr_grpo"`` and ``"grpo"`` to the right panel's ten shares of the gradient
+    budget, one per tenth of p̂, in percent; ``calibration`` holds each panel's worst tick residual of the
+    axis calibration (empty by default).
+    """
 
     bar_counts: np.ndarray  # (64,) problems per bar of the left panel (floats)
     decile_shares: dict[str, np.ndarray]  # legend label -> (10,) percent of the gradient budget
@@ -298,7 +304,8 @@ def _axis(ticks: list[tuple[float, float, float, str]], left_edge: float) -> tup
 def read_figure(path: str | Path) -> FigureData:
     """Read both panels of ``fig_realdata.pdf`` into data units.
 
-    Raises ``ValueError`` naming the file for a missing, unreadable, truncated or other file."""
+    ``path`` is the PDF file (a str or Path). Raises ``ValueError`` naming the file for a missing,
+    unreadable, truncated or other file."""
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be the path of fig_realdata.pdf (str or Path); got {type(path).__name__}.")
     try:
@@ -365,7 +372,8 @@ def counts_from_figure(figure: FigureData) -> np.ndarray:
 
     Bars 0..62 are n_0..n_62. The last bar is n_63 + n_64; with n_64 weightless, the top decile's
     share s = (M_top + n_63 w_63)/(M + n_63 w_63) of each weight gives
-    n_63 = (s M − M_top)/(w_63 (1 − s)). Both weights must round to the same integer.
+    n_63 = (s M − M_top)/(w_63 (1 − s)). Both weights must round to the same integer. ``figure`` is
+    the :class:`FigureData` that :func:`read_figure` returns.
     """
     if not isinstance(figure, FigureData):
         raise TypeError(f"figure must be what read_figure returns (a FigureData); got {type(figure).__name__}.")
@@ -454,7 +462,9 @@ def check_against_paper(counts: Sequence[int]) -> list[dict[str, object]]:
 
 def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> Path:
     """Extract, check against every published number, and write ``big_math_k_histogram.csv`` and
-    its provenance. Raises ``ValueError`` naming each mismatch; writes nothing then."""
+    its provenance. Raises ``ValueError`` naming each mismatch; writes nothing then. ``pdf`` is the
+    paper's ``fig_realdata.pdf`` (its sha256 is checked); ``out_dir`` is the folder written to (None,
+    the default: the package's ``data/solve_rates``). Returns the CSV's path."""
     from stddial_book.core.resources import data_path, require_sha256, write_table
 
     pdf = Path(pdf)
@@ -486,7 +496,11 @@ def build_big_math_table(pdf: str | Path, out_dir: str | Path | None = None) -> 
 
 
 def load_big_math_histogram(data_dir: str | Path | None = None):
-    """The committed Big-Math k-of-64 histogram as a :class:`~stddial_book.corpora.histograms.KHistogram`."""
+    """The committed Big-Math k-of-64 histogram as a :class:`~stddial_book.corpora.histograms.KHistogram`.
+
+    ``data_dir`` is the folder holding ``big_math_k_histogram.csv`` (None, the default: the package's
+    ``data/solve_rates``).
+    """
     from stddial_book.core.resources import data_path
 
     if data_dir is not None and not isinstance(data_dir, (str, Path)):

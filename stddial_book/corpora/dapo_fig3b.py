@@ -105,7 +105,11 @@ def _read_points(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Copy the digitised points into ``data/dapo/`` as a plain two-column table, with provenance."""
+    """Copy the digitised points into ``data/dapo/`` as a plain two-column table, with provenance.
+
+    ``source_csv`` is the digitising repository's CSV of the points (its sha256 is checked); ``out_dir``
+    is the folder written to (None, the default: the package's ``data/dapo``). Returns the CSV's path.
+    """
     from stddial_book.core.resources import data_path, require_sha256, write_table
 
     if not isinstance(source_csv, (str, Path)):
@@ -130,7 +134,10 @@ def build_dapo_table(source_csv: str | Path, out_dir: str | Path | None = None) 
 
 
 def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(training step, all-correct fraction) of DAPO's Figure 3b, from the committed table."""
+    """(training step, all-correct fraction) of DAPO's Figure 3b, from the committed table.
+
+    ``path`` is the CSV to read instead (None, the default: the table shipped in ``data/dapo/``).
+    """
     from stddial_book.core.resources import data_path
 
     if path is not None and not isinstance(path, (str, Path)):
@@ -147,7 +154,12 @@ def load_dapo_fig3b(path: str | Path | None = None) -> tuple[np.ndarray, np.ndar
 def sharpened_moment(
     solve_rates: np.ndarray, weights: np.ndarray, inverse_temperature: np.ndarray, power: float
 ) -> np.ndarray:
-    """E[(p^(1/T))^power] over a pool (``weights`` sum to 1), for each 1/T given."""
+    """E[(p^(1/T))^power] over a pool (``weights`` sum to 1), for each 1/T given.
+
+    ``solve_rates`` holds the pool's p in [0, 1] and ``weights`` one weight each; ``inverse_temperature``
+    is one 1/T > 0 or a 1-D array of them (one result each); ``power`` is the moment, a positive number
+    (32 for DAPO's all-correct fraction).
+    """
     p, weights = check_pool(solve_rates, weights)
     p = p[None, :]
     inv_t = np.atleast_1d(to_numpy(inverse_temperature, "inverse_temperature"))
@@ -164,7 +176,19 @@ def sharpened_moment(
 
 @dataclass
 class ConsistencyFit:
-    """The outcome of :func:`fit_consistency` (all fractions in [0, 1])."""
+    """The outcome of :func:`fit_consistency` (all fractions in [0, 1]).
+
+    * ``steps`` and ``logged``: the training steps and DAPO's logged all-correct fractions fitted;
+    * ``predicted``: E[p^32] along the fitted competence curve, at the logged steps;
+    * ``tau``: the one free timescale τ, in training steps; ``r2``: the prediction's R²;
+    * ``plateau``: the mean of the last :data:`PLATEAU_POINTS` logged fractions;
+    * ``frozen``: E[p^32] of the unsharpened pool (T = 1); ``frozen_mean`` and ``end_mean``: the
+      pool's mean solve rate at T = 1 and at ``end_temperature``, the T_end whose E[p^32] is the plateau;
+    * ``generic_r2`` and ``generic_params``: R² and (a, b) of the generic curve a(1 − exp(−t/b));
+    * ``bootstrap_r2``: R² of the refitted model on each bootstrap resample;
+    * ``curve_means`` and ``curve_allcorrect``: a grid of mean solve rates (competence) and E[p^32]
+      along it, for the competence figure.
+    """
 
     steps: np.ndarray
     logged: np.ndarray
@@ -243,7 +267,10 @@ def fit_consistency(
     """The paper's consistency check of E_p[p^32] against DAPO's logged all-correct fraction.
 
     ``solve_rates`` and ``counts`` describe the prompt pool (Big-Math: k/64 and the 65 counts).
-    See the module docstring for the model; the fits minimise squared error.
+    ``steps`` (positive, increasing) and ``logged`` (fractions in [0, 1]) are the logged curve, one
+    fraction per step, at least :data:`PLATEAU_POINTS` + 2 points. ``bootstrap`` is the number of
+    bootstrap resamples of the points (0 to 10,000; 1000 by default, 0 for none) and ``seed`` (≥ 0)
+    seeds them. See the module docstring for the model; the fits minimise squared error.
     """
     p, w = check_pool(solve_rates, counts)
     if w.sum() <= 0:
@@ -425,7 +452,8 @@ def consistency_numbers(fit: ConsistencyFit, percentiles: tuple[float, float] = 
     ``generic_r2`` (the two-parameter curve's), ``boot_low`` and ``boot_high`` (the given
     percentiles of the bootstrap R²; NaN without bootstrap resamples, where they are undefined),
     ``tau``, ``plateau``, ``frozen`` (E[p^32] of Big-Math as it is), ``frozen_mean`` and
-    ``end_mean`` (the pool's mean solve rate at T = 1 and at the plateau)."""
+    ``end_mean`` (the pool's mean solve rate at T = 1 and at the plateau). ``fit`` is the
+    :class:`ConsistencyFit`; ``percentiles`` the pair (low, high) in [0, 100] (10 and 90 by default)."""
     if not isinstance(fit, ConsistencyFit):
         raise TypeError(f"fit must be what fit_consistency returns (a ConsistencyFit); got {type(fit).__name__}.")
     if (

@@ -102,7 +102,9 @@ def load_big_math(source: str | os.PathLike | None = None, config: str | None = 
     ``SynthLabsAI/Big-Math-RL-Verified`` (about 251k rows, some without a solve rate) works too.
     Hub datasets are read with ``datasets.load_dataset``, which fails at once offline with a
     message naming the alternatives. Rows whose solve rate is null are counted in
-    ``num_missing`` and excluded. (Bay and Yearick, 2026, §6; chapter 7.)
+    ``num_missing`` and excluded. ``config`` is the hub dataset's configuration (None, the default:
+    the one :data:`BIG_MATH_CONFIGS` gives for it); a local file ignores it. (Bay and Yearick, 2026,
+    §6; chapter 7.)
     """
     source = BIG_MATH_REPO if source is None else source
     _as_path(source, "source")
@@ -258,6 +260,7 @@ def _deepscaler_rows(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
 def union_of_deepscaler(paths: Sequence[str | os.PathLike]) -> tuple[SolveCounts, int]:
     """Unique problems (by text) across files, first occurrence kept in the given file order.
 
+    ``paths`` is a non-empty list of DeepScaleR difficulty files (``deepscaler_*_train.parquet``).
     Returns the table and the number of problem texts that appear with more than one k (the
     source dataset holds duplicate problems, measured separately).
     """
@@ -289,7 +292,9 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
 
     Output: ``<out_dir>/deepscaler_k_histograms.csv`` (columns table, k, count) and
     ``deepscaler_k_histograms.provenance.json`` (source repository, commit, each file's sha256,
-    the command that made them). The raw parquet files are not copied.
+    the command that made them). The raw parquet files are not copied. ``shared_dir`` is the folder
+    holding the ``deepscaler_*_train.parquet`` files; ``out_dir`` the folder written to (by default the
+    package's ``data/solve_rates``). Returns the CSV's path.
     """
     shared = _as_path(shared_dir, "shared_dir")
     if not shared.is_dir():
@@ -330,7 +335,11 @@ def build_deepscaler_tables(shared_dir: str | os.PathLike, out_dir: str | os.Pat
 
 
 def load_committed_histograms(data_dir: str | os.PathLike = DEFAULT_DATA_DIR) -> dict[str, KHistogram]:
-    """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128)."""
+    """The committed DeepScaleR k-histograms: table name → :class:`KHistogram` (n = 128).
+
+    ``data_dir`` is the folder holding ``deepscaler_k_histograms.csv`` (by default the package's
+    ``data/solve_rates``).
+    """
     path = _as_path(data_dir, "data_dir") / f"{DEEPSCALER_TABLE}.csv"
     fix = TABLES_FIX
     out: dict[str, list[int]] = {}

@@ -43,7 +43,11 @@ VOCAB: tuple[str, ...] = (PAD, EOS, *"0123456789+=")
 
 
 class CharCodec:
-    """Text ⇄ ids for the task's alphabet with a dict lookup (the hot-loop twin of the tokenizer)."""
+    """Text ⇄ ids for the task's alphabet with a dict lookup (the hot-loop twin of the tokenizer).
+
+    ``vocab`` is the token strings in id order (default :data:`VOCAB`): distinct, non-empty, and
+    holding ``<pad>`` and ``<eos>``.
+    """
 
     def __init__(self, vocab: Sequence[str] = VOCAB) -> None:
         self.vocab = _check_vocab(vocab)
@@ -107,7 +111,11 @@ class CharCodec:
 
 
 def make_tokenizer(vocab: Sequence[str] = VOCAB):
-    """The character vocabulary as a ``PreTrainedTokenizerFast`` (WordLevel, one token a char)."""
+    """The character vocabulary as a ``PreTrainedTokenizerFast`` (WordLevel, one token a char).
+
+    ``vocab`` is the token strings in id order, as for :class:`CharCodec` (default :data:`VOCAB`); a
+    character outside it encodes as ``<pad>``. The tokenizer pads on the left.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -132,6 +140,11 @@ def tiny_model(
     """A randomly initialised Llama-style causal LM with tied embeddings, reproducible by seed.
 
     ``dtype`` is None (float32) or a floating torch dtype such as ``torch.float64``.
+    ``vocab_size`` is the number of token ids (at least 2; default: :data:`VOCAB`'s 14);
+    ``hidden_size`` the residual width, ``num_layers`` the transformer blocks, ``num_heads`` the
+    attention heads (as many key/value heads; it must divide ``hidden_size``), ``intermediate_size``
+    the MLP's inner width and ``max_positions`` the longest sequence, in tokens. ``seed`` (a
+    non-negative integer) seeds torch's global generator just before the weights are drawn.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -175,7 +188,11 @@ def tiny_model(
 
 
 def model_for_profile(profile, seed: int = 0, dtype=None):
-    """The testbed model at the size a :class:`stddial_book.rl.profiles.Profile` names."""
+    """The testbed model at the size a :class:`stddial_book.rl.profiles.Profile` names.
+
+    ``profile`` is that profile (its ``model`` settings go to :func:`tiny_model`); ``seed`` and
+    ``dtype`` are :func:`tiny_model`'s (default seed 0, float32).
+    """
     if not isinstance(getattr(profile, "model", None), dict):
         raise TypeError(
             f"profile must be a stddial_book.rl.profiles.Profile (e.g. profiles.PROFILES['full'] or "
@@ -190,6 +207,7 @@ def rmsnorm_in_own_dtype(model) -> None:
     transformers' Llama RMSNorm computes in float32 whatever the input (a guard for float16);
     for a float64 model that is a downcast, and its rounding (about 1e-7) then shows up in
     gradients. Chapter 4 checks an identity to 1e-10, so a float64 model keeps float64 here.
+    ``model`` is changed in place: each module whose class name ends in ``RMSNorm`` gets this forward.
     """
     import types
 
@@ -205,7 +223,11 @@ def rmsnorm_in_own_dtype(model) -> None:
 
 
 def save(model, tokenizer, directory: str | os.PathLike) -> Path:
-    """Write the model (safetensors) and the tokenizer to ``directory``; returns the path."""
+    """Write the model (safetensors) and the tokenizer to ``directory``; returns the path.
+
+    ``model`` and ``tokenizer`` are transformers objects (anything with ``save_pretrained``);
+    ``directory`` is created if it does not exist.
+    """
     for name, value in (("model", model), ("tokenizer", tokenizer)):
         if not callable(getattr(value, "save_pretrained", None)):
             raise TypeError(
@@ -219,7 +241,8 @@ def save(model, tokenizer, directory: str | os.PathLike) -> Path:
 
 
 def load(directory: str | os.PathLike):
-    """Read back what :func:`save` wrote: ``(model, tokenizer)``."""
+    """Read back what :func:`save` wrote: ``(model, tokenizer)``. ``directory`` is the folder
+    :func:`save` wrote to; nothing is downloaded."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     path = Path(directory)
@@ -237,6 +260,8 @@ def load_hub_model(name: str, timeout_s: float = 3.0, **kwargs):
     A local directory, or a model already in the Hugging Face cache, loads without a network.
     Otherwise, with ``HF_HUB_OFFLINE=1`` or when huggingface.co cannot be reached within
     ``timeout_s`` seconds, this raises ``RuntimeError`` at once, saying how to proceed offline.
+    ``name`` is the hub id (such as ``"HuggingFaceTB/SmolLM2-135M-Instruct"``) or a local folder;
+    ``kwargs`` go to the model's ``from_pretrained`` (not the tokenizer's).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

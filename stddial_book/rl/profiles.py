@@ -24,6 +24,14 @@ class Profile:
     ``model`` holds the keyword arguments of :func:`stddial_book.rl.model.tiny_model`; the quick
     and reference model (about 1.05M parameters) learns 2- and 3-digit addition on one CPU
     core, the full one is four times wider in its feed-forward and twice as deep.
+
+    ``name`` is the profile's key in :data:`PROFILES`; ``device`` where its runs go (``"cpu"`` or
+    ``"cuda"``); ``description`` one line for readers. ``task``, ``sft`` and ``train`` hold the settings
+    of its :class:`~stddial_book.rl.configs.TaskConfig`, :class:`~stddial_book.rl.configs.SFTConfig` and
+    :class:`~stddial_book.rl.configs.TrainConfig` (:meth:`task_config`, :meth:`sft_config`,
+    :meth:`train_config` build them); ``seeds`` are the seeds a chapter runs each recipe with;
+    ``pool_block`` (``dict(size=N, digits=D, seed=S)``, empty by default: none) puts N problems of D
+    digits, drawn with seed S, in front of the RL pool (:meth:`rl_problems`).
     """
 
     name: str

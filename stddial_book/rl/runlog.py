@@ -115,7 +115,8 @@ def git_state(cwd: str | Path = _SOURCE) -> tuple[str, bool | None]:
 
 def refuse_dirty(commit: str, dirty: bool | None, allow_dirty: bool) -> None:
     """Refuse to record from a checkout with uncommitted changes to tracked files (``dirty`` from
-    :func:`git_state`) unless ``allow_dirty``: a recorded run must come from a commit."""
+    :func:`git_state`) unless ``allow_dirty``: a recorded run must come from a commit. ``commit`` is
+    the checkout's commit, named in the error."""
     if dirty and not allow_dirty:
         raise ValueError(
             f"the checkout at {commit[:10]} has uncommitted changes to tracked files; a recorded run must come "
@@ -164,7 +165,15 @@ class RunLog:
     Files go through :func:`stddial_book.core.outdir.replace_own` and ``append_own`` (never through a
     link; recorded in the manifest of the tool's directory). A resumed log writes nothing until its
     first record or :meth:`finish`, so a resume refused after it was opened leaves the run as it was
-    (no ``resumed_at``)."""
+    (no ``resumed_at``).
+
+    ``directory`` is the run directory (created if missing). A new log records in its provenance the
+    ``command`` that started the run, its ``seed``, the ``profile``'s name, ``config`` (the run's
+    settings as a dict; ``None``: empty), the ``device`` it computes on (a torch device name; ``None``:
+    the CPU) and ``run_id`` (``None``: none). With ``resume`` true an existing log is continued, its
+    provenance kept (those arguments are then not used) and a ``resumed_at`` time added; with
+    ``resume`` false (the default) a directory that already holds a metrics log is refused.
+    """
 
     def __init__(
         self,
@@ -253,7 +262,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
     A run killed while writing leaves a partial last line: it is skipped with a warning (the step
     it belonged to was not checkpointed, so a resumed run logs it again). A damaged line anywhere
-    else is an error that names the file and the line.
+    else is an error that names the file and the line. ``path`` is the file (``.gz`` is
+    decompressed).
     """
     path = Path(path)
     try:
@@ -292,7 +302,7 @@ def _read_text(path: Path) -> str:
 
 def metrics_path(directory: str | Path) -> Path | None:
     """A run directory's metrics log: ``metrics.jsonl``, or the compressed ``metrics.jsonl.gz`` of a
-    committed run; ``None`` when it has neither."""
+    committed run; ``None`` when it has neither. ``directory`` is the run directory's path."""
     for name in (METRICS, METRICS + ".gz"):
         if (Path(directory) / name).is_file():
             return Path(directory) / name
@@ -310,7 +320,8 @@ def write_gzip(src: str | Path, dst: str | Path) -> Path:
 
 def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(provenance, metric records) of a run directory (:func:`read_records` for the records), or of a
-    run stored in its study's tables (``<study>/<run>``, see the module's docstring)."""
+    run stored in its study's tables (``<study>/<run>``, see the module's docstring). ``directory`` is
+    that path (str or Path)."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"load_run takes a run directory path (str or Path); got {type(directory).__name__}.")
     path = Path(directory)
@@ -330,7 +341,8 @@ def load_run(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]
 
 def run_json(directory: str | Path, name: str) -> Any:
     """The JSON file ``name`` of a run (``provenance.json``, ``sft.json``): from its folder, or, for a run
-    stored in its study's tables, from the study's provenance table."""
+    stored in its study's tables, from the study's provenance table. ``directory`` is the run's path
+    (a folder, or ``<study>/<run>``)."""
     path = Path(directory)
     stored = None if (path / name).exists() else _stored_entry(path)
     if stored is None:
@@ -433,7 +445,9 @@ def _stored_records(path: Path) -> list[dict[str, Any]]:
 
 
 def metric_series(records: list[dict[str, Any]], name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN."""
+    """(steps, values) of one metric; steps where it was not logged are skipped, None is NaN.
+    ``records`` is the list of metric records :func:`load_run` returns; ``name`` the metric's name
+    (such as ``"eval/accuracy_sampled"``)."""
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
         raise TypeError(f"records must be the list of metric records load_run returns; got {type(records).__name__}.")
     if any(not isinstance(r, dict) or "step" not in r for r in records):
@@ -457,6 +471,8 @@ def recorded_runs(profile: str = "full", root: str | os.PathLike | None = None) 
     runs stored in the study's tables (:func:`run_folders`; read each with :func:`load_run`).
 
     An empty dict means no run of that profile has been recorded yet; chapters then say so.
+    ``profile`` is the profile's name (default ``"full"``), the folder under ``root`` searched;
+    ``root`` defaults to :data:`RECORDED_DIR`.
     """
     if not isinstance(profile, str):
         raise TypeError(f"profile must be a profile name such as 'full' or 'quick'; got {type(profile).__name__}.")

@@ -438,6 +438,9 @@ def _oom_advice(profile, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m stddial_book``: parse ``argv`` (the arguments after the program's name; ``None``, the
+    default, reads ``sys.argv[1:]``), run the subcommand and return its exit status: 0 when done, 2 for a
+    bad argument or a refusal (one line), 3 when the GPU ran out of memory, 130 when interrupted."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

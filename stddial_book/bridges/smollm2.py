@@ -63,7 +63,8 @@ _DTYPE = "float32"
 
 
 def file_sha256(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """The sha256 of a file, read in chunks."""
+    """The sha256 of a file, read in chunks: ``path`` is the file, ``chunk`` the bytes read at a time
+    (default 4 MiB)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
@@ -76,6 +77,7 @@ def smollm2_gguf(check_hash: bool = True) -> Path:
 
     Raises ``FileNotFoundError`` with one line saying how to install the wheel when it is missing, and
     ``ValueError`` when the file's sha256 is not the one this book was made with (a corrupted or other file).
+    ``check_hash`` (default True) computes that sha256; False skips it (a quick check that the file is there).
     """
     try:
         dist = metadata.distribution(SMOLLM2_DISTRIBUTION)
@@ -159,7 +161,8 @@ def convert_gguf(
     fresh model of the same configuration, which saves as safetensors beside the tokenizer (with its chat
     template). ``folder`` must not exist; it appears only once complete (written beside it, then renamed).
     With ``read_once`` (the default) the file is parsed once for all of that (:func:`_read_once`): the same
-    folder in less than half the time. Returns ``folder``.
+    folder in less than half the time. ``sha256`` is the GGUF file's hex sha256, recorded in the folder
+    (``None``, the default: computed here). Returns ``folder``.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -213,7 +216,8 @@ def smollm2_model_dir(cache: str | os.PathLike | None = None) -> Path:
 
     The folder lives in the run cache (``$STDDIAL_CACHE``, else ``~/.cache/stddial_book``) under
     ``smollm2/<sha256[:16]>-float32``; a later call finds it (checking its record) and returns at once.
-    Raises ``FileNotFoundError`` naming the install command when the wheel is missing.
+    Raises ``FileNotFoundError`` naming the install command when the wheel is missing. ``cache`` is another
+    cache folder to use (``None``, the default: the run cache).
     """
     if cache is None:
         from stddial_book.experiments.testbed.runs import cache_dir

@@ -67,17 +67,14 @@ __all__ = [
 class AllocationPlan:
     """The decision procedure's outcome for one pool and recipe (:func:`plan_allocation`).
 
-    Attributes:
-        recipe: the recipe's name.
-        solve_rates: each prompt's measured p = k/n (all prompts, pruned or not).
-        keep: True for the prompts kept (0 < k < n).
-        median_p: the median measured p of the prompts kept.
-        g_star: the group-size law's G* = 1/(8εp(1 − p)) at ``median_p``.
-        num_generations: G* rounded up (``round_group_size``): TRL's one group size.
-        silent_before, silent_after: the expected silent fraction at ``num_generations`` over the whole pool
-            and over the prompts kept (p^G + (1 − p)^G with p = k/n).
-        settings: the ``trl.GRPOConfig`` keywords (the recipe's dial, aggregation, clip, sampling, batch).
-        gaps: what TRL computes differently from the recipe (:func:`~stddial_book.bridges.trl_differences.trl_gaps`).
+    ``recipe`` is the recipe's name. ``solve_rates`` holds each prompt's measured p = k/n (all prompts, pruned
+    or not), and ``keep`` is True for the prompts kept (0 < k < n). ``median_p`` is the median measured p of the
+    prompts kept; ``g_star`` the group-size law's G* = 1/(8εp(1 − p)) at ``median_p``; ``num_generations`` G*
+    rounded up (:func:`round_group_size`): TRL's one group size. ``silent_before`` and ``silent_after`` are the
+    expected silent fraction at ``num_generations`` over the whole pool and over the prompts kept
+    (p^G + (1 − p)^G with p = k/n). ``settings`` are the ``trl.GRPOConfig`` keywords (the recipe's dial,
+    aggregation, clip, sampling, batch); ``gaps`` the knobs TRL computes differently from the recipe
+    (:func:`~stddial_book.bridges.trl_differences.trl_gaps`).
     """
 
     recipe: str
@@ -102,7 +99,8 @@ def learnable_prompts(correct: Sequence[int], samples: Sequence[int] | int) -> n
 
     A prompt at k = 0 or k = n of n samples has an estimated p of 0 or 1, silent at every G; with n samples
     its true p is below about 3/n (or above 1 − 3/n) with 95% confidence, so a group of G ≪ n would
-    almost always be silent too. ``samples`` is n per prompt, or one n for all.
+    almost always be silent too. ``correct`` is k per prompt (whole numbers); ``samples`` is n per prompt, or
+    one n for all.
     """
     k = np.asarray(correct)
     n = np.broadcast_to(np.asarray(samples), k.shape) if np.ndim(samples) == 0 else np.asarray(samples)
@@ -119,7 +117,8 @@ def learnable_prompts(correct: Sequence[int], samples: Sequence[int] | int) -> n
 
 def round_group_size(g_star: float, multiple: int = 4, max_group_size: int = 64) -> int:
     """G* rounded up to a multiple of ``multiple`` (batches that tile the hardware well), at least 2 and at most
-    ``max_group_size`` (the memory a generation batch of P·G completions may take)."""
+    ``max_group_size`` (the memory a generation batch of P·G completions may take). ``g_star`` is the
+    group-size law's G*, a finite number > 0; the defaults are multiples of 4 up to 64."""
     g = check_number(g_star, "g_star")
     multiple = check_int(multiple, "multiple", minimum=1)
     cap = check_int(max_group_size, "max_group_size", minimum=2)
@@ -147,9 +146,12 @@ def plan_allocation(
 ) -> AllocationPlan:
     """Steps 2-4 of chapter 16's procedure on a measured pool: prune, G from the law, the recipe's TRL settings.
 
-    ``correct``/``samples``: k of n per prompt from the starting model. ``epsilon``: the law's tolerance
-    (fidelity 1 − ε). One optimizer step per generation batch of ``prompts_per_step`` × G completions
-    (``micro_batch_size`` per forward pass; None: trl_settings' default, at most 8 a device), so TRL's shuffle across minibatches plays no part.
+    ``correct``/``samples``: k of n per prompt from the starting model. ``recipe``: a preset name (default
+    ``"grpo"``) or a ``Recipe``. ``epsilon``: the law's tolerance (fidelity 1 − ε). ``multiple`` and
+    ``max_group_size`` round G* as :func:`round_group_size` does. ``max_new_tokens`` is L_max, TRL's
+    ``max_completion_length`` (default 256). One optimizer step per generation batch of ``prompts_per_step``
+    × G completions (``micro_batch_size`` per forward pass; None: trl_settings' default, at most 8 a device),
+    so TRL's shuffle across minibatches plays no part.
     """
     recipe = as_recipe(recipe)
     keep = learnable_prompts(correct, samples)
@@ -175,7 +177,8 @@ def plan_allocation(
 
 
 def plan_text(plan: AllocationPlan) -> str:
-    """The plan in a few lines of plain text (what the script prints before it trains)."""
+    """The plan in a few lines of plain text (what the script prints before it trains); ``plan`` is an
+    :class:`AllocationPlan`."""
     s = plan.settings
     return "\n".join(
         [
@@ -226,7 +229,10 @@ class SkipSampler(Sampler):
     Prompts come in a shuffled order, reshuffled when it runs out; each is passed over with ``rule``'s skip
     probability from ``state`` at the moment its batch is drawn. The data loader asks for the next batch before
     the current one is scored, so a skip reads the history up to the batch before. ``skipped`` counts the prompts
-    passed over (each would have cost G samples)."""
+    passed over (each would have cost G samples).
+
+    ``num_prompts`` is the dataset's number of rows (prompts are their indices); ``seed`` seeds the sampler's
+    own generator, for the order and the skip draws (default 0)."""
 
     def __init__(
         self,
@@ -305,10 +311,13 @@ def allocated_trainer(
     """A ``trl.GRPOTrainer`` that applies ``plan``: the kept prompts only, ``num_generations`` and the recipe's
     settings (``overrides`` are further ``GRPOConfig`` settings and win); with ``skip``, GRESO's skip as well.
 
-    ``prompts``: a ``datasets.Dataset`` in TRL's format, one row per prompt of the measured pool, in its order.
-    ``reward_funcs[0]`` must be the correctness reward (its value ``correct`` for a right answer): with ``skip``
-    it is watched. Returns the trainer and the history the skip reads (None without ``skip``). The skip replaces
-    the trainer's private ``_get_train_sampler`` (TRL 1.16.0) and keeps its history in this process only.
+    ``model`` and ``processing_class`` (the tokenizer) go to ``GRPOTrainer`` as they are, as does
+    ``peft_config`` (e.g. a ``peft.LoraConfig``; None trains every weight). ``output_dir`` is
+    ``GRPOConfig``'s. ``prompts``: a ``datasets.Dataset`` in TRL's format, one row per prompt of the measured
+    pool, in its order. ``reward_funcs`` are TRL reward functions; ``reward_funcs[0]`` must be the correctness
+    reward (its value ``correct`` for a right answer): with ``skip`` it is watched. Returns the trainer and the
+    history the skip reads (None without ``skip``). The skip replaces the trainer's private
+    ``_get_train_sampler`` (TRL 1.16.0) and keeps its history in this process only.
     """
     trl = import_trl("allocated_trainer")
     if len(prompts) != plan.keep.size:
@@ -362,7 +371,11 @@ def train_with_plan(
     """The whole procedure on a JSON-lines pool file (GSM8K's schema plus ``correct`` and ``samples``): plan
     (``planning``: options of :func:`plan_allocation`), print the plan, train with TRL (LoRA of rank ``lora_r``
     on every linear layer; 0: every weight), write ``plan.json`` to ``out``. ``overrides``: ``GRPOConfig``
-    settings such as ``max_steps`` and ``learning_rate``. Returns what it wrote."""
+    settings such as ``max_steps`` and ``learning_rate``. Returns what it wrote.
+
+    ``pool_file`` is the pool (:func:`read_pool_file`); ``model_id`` a causal LM's local folder or hub id,
+    loaded in the machine's dtype; ``recipe`` a preset name (default ``"grpo"``); ``skip`` adds GRESO's skip
+    at the plan's G (default False: uniform groups)."""
     from stddial_book.bridges.lm_data import load_model_and_tokenizer, load_prompts
     from stddial_book.bridges.lm_setup import detect_precision
     from stddial_book.core.outdir import check_claimable, claim_dir
@@ -414,7 +427,7 @@ POOL_FIELDS = ("question", "answer", "correct", "samples")
 
 def read_pool_file(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a JSON-lines pool file (:data:`POOL_FIELDS` in each), or a one-line ``ValueError`` naming
-    the file, the line and the fix."""
+    the file, the line and the fix. ``path`` is the file (``~`` expanded); blank lines are skipped."""
     name = os.fspath(path)
     target = Path(os.path.expanduser(name))
     if not target.is_file():

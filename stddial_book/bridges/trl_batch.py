@@ -28,7 +28,13 @@ def check_batch(
     problems: Any, completions: Any, old_logprobs: Any, group_size: int, max_new_tokens: int, vocab_size: int
 ) -> tuple[list[Any], list[list[int]]]:
     """Problems (G in a row per prompt) and completions (token-id lists, EOS only last) for one_batch_check,
-    with their log π_old if given (checked by ``_check_old_logprobs``)."""
+    with their log π_old if given (checked by ``_check_old_logprobs``).
+
+    ``problems`` holds one :class:`~stddial_book.rl.tasks.Problem` per sample, each prompt ``group_size`` (G)
+    times in a row; ``completions`` each sample's token ids, unpadded, 1 to ``max_new_tokens`` (L_max) of them,
+    ending at the first EOS or cut off at exactly L_max, every id below ``vocab_size`` (the policy's vocabulary).
+    ``old_logprobs`` is ``None`` or a float tensor (batch, ≥ the longest completion). Returns both as lists.
+    """
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.tasks import Problem
 
@@ -95,7 +101,11 @@ def book_rewards(
     recipe: Recipe, problems: list[Any], completions: list[list[int]], max_new_tokens: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The verifier's correctness and the recipe's shaped reward per sample: ``reward_correct`` or
-    ``reward_wrong``, plus DAPO's overlong penalty where the recipe has it (chapter 14)."""
+    ``reward_wrong``, plus DAPO's overlong penalty where the recipe has it (chapter 14).
+
+    ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe`; ``problems`` one problem per sample and
+    ``completions`` its token ids (decoded with the book's character codec); ``max_new_tokens`` is L_max, the
+    length the overlong penalty is measured against."""
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.sampling import overlong_penalty
     from stddial_book.rl.tasks import rewards as verify
@@ -111,7 +121,11 @@ def book_rewards(
 
 
 class BookTokens(NamedTuple):
-    """The batch's tensors in the order :func:`~stddial_book.rl.rollout.completion_logprobs` takes them."""
+    """The batch's tensors in the order :func:`~stddial_book.rl.rollout.completion_logprobs` takes them.
+
+    ``prompt_ids`` and ``prompt_mask`` are the left-padded prompts and their mask, ``completion_ids`` the
+    right-padded completions and ``mask`` True on their real tokens; each has one row per sample.
+    """
 
     prompt_ids: Any
     prompt_mask: Any
@@ -121,7 +135,8 @@ class BookTokens(NamedTuple):
 
 def book_tokens(problems: list[Any], completions: list[list[int]], device: Any) -> BookTokens:
     """The batch as the book's trainer holds it: left-padded prompt ids and mask, right-padded completion ids
-    and mask (padding is the codec's pad id)."""
+    and mask (padding is the codec's pad id). ``problems`` has one problem per sample, ``completions`` each
+    sample's token ids; ``device`` is the torch device the tensors are made on."""
     import torch
 
     from stddial_book.rl.batches import encode_prompts
@@ -137,7 +152,8 @@ def book_tokens(problems: list[Any], completions: list[list[int]], device: Any) 
 
 
 def truncated(completions: list[list[int]], max_new_tokens: int, device: Any) -> Any:
-    """Per sample, whether it was cut off: L_max tokens without a final EOS."""
+    """Per sample, whether it was cut off: L_max tokens without a final EOS. ``completions`` are the samples'
+    token ids, ``max_new_tokens`` is L_max; a boolean tensor on ``device``."""
     import torch
 
     from stddial_book.rl.model import CharCodec
@@ -148,7 +164,7 @@ def truncated(completions: list[list[int]], max_new_tokens: int, device: Any) ->
 
 def reference_logprobs(reference: Any, tokens: BookTokens) -> Any:
     """log π_ref of the completions' tokens, from a copy of ``reference`` on the batch's device, without
-    gradient."""
+    gradient. ``tokens`` is the batch as :func:`book_tokens` makes it (its device is that of its prompt ids)."""
     import torch
 
     from stddial_book.rl.rollout import completion_logprobs
@@ -160,7 +176,8 @@ def reference_logprobs(reference: Any, tokens: BookTokens) -> Any:
 
 def gradient_difference(trl_model: Any, book_model: Any) -> tuple[float, float]:
     """The largest absolute difference g_TRL − g_book over all weights, and the largest absolute g_book (a
-    weight without gradient counts as 0)."""
+    weight without gradient counts as 0). ``trl_model`` and ``book_model`` are the two copies of the policy,
+    after each side's backward pass; parameters are matched by name."""
     import torch
 
     trl_grads = dict(trl_model.named_parameters())

@@ -71,7 +71,8 @@ def random_states_kept() -> Iterator[None]:
 
 
 def quiet_trainer(trainer: Any) -> None:
-    """No progress bars or printed logs from the Trainer (the chapters print their own numbers)."""
+    """No progress bars or printed logs from the Trainer (the chapters print their own numbers): removes the
+    ``PrinterCallback`` and ``ProgressCallback`` of ``trainer``, a ``transformers`` Trainer."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)
@@ -118,19 +119,16 @@ def one_batch_check(
     :func:`trl_equivalent_recipe` (Shao et al., 2024; Liu et al., 2025; Yu et al., 2025 without dynamic
     sampling). ``policy`` itself is not changed: both sides work on copies.
 
-    Args:
-        recipe: the book recipe (a preset name or a :class:`~stddial_book.theory.recipes.Recipe`).
-        policy: the model being updated (π_θ).
-        problems: one :class:`~stddial_book.rl.tasks.Problem` per sample, each prompt G times in a row.
-        completions: per sample, its completion's token ids (EOS included when it ended, unpadded).
-        group_size: G.
-        max_new_tokens: L_max the completions were sampled with.
-        workdir: a directory for TRL's output and the saved KL reference.
-        old_logprobs: (B, T ≥ longest completion) log π_old of the tokens, as the sampler recorded them
-            (``Rollout.logprobs``); None: π_old = π_θ (ratio 1, as TRL with one step per rollout).
-        ref_model: the KL reference (used when the recipe's β > 0); None: the policy itself.
-        trl_overrides: GRPOConfig settings that replace the mapping's on TRL's side only (to show a
-            trap, e.g. ``{"use_bias_correction_kl": True}``).
+    ``recipe`` is the book recipe (a preset name or a :class:`~stddial_book.theory.recipes.Recipe`); ``policy``
+    the model being updated (π_θ). ``problems`` holds one :class:`~stddial_book.rl.tasks.Problem` per sample,
+    each prompt G times in a row; ``completions`` per sample, its completion's token ids (EOS included when it
+    ended, unpadded). ``group_size`` is G (TRL's ``num_generations``); ``max_new_tokens`` the L_max the
+    completions were sampled with (``max_completion_length``). ``workdir`` is a directory for TRL's output
+    (``output_dir`` is its ``trl`` folder) and the saved KL reference. ``old_logprobs`` is the (B, T ≥ longest
+    completion) log π_old of the tokens, as the sampler recorded them (``Rollout.logprobs``); None: π_old = π_θ
+    (ratio 1, as TRL with one step per rollout). ``ref_model`` is the KL reference (used when the recipe's
+    β > 0); None: the policy itself. ``trl_overrides`` are GRPOConfig settings that replace the mapping's on
+    TRL's side only (to show a trap, e.g. ``{"use_bias_correction_kl": True}``).
 
     Returns:
         A dict: ``advantages`` (max |A_TRL − A_book|), ``loss_trl``, ``loss_book``, ``loss`` (their
@@ -392,6 +390,12 @@ def trl_testbed_run(
     prompts, with the book's verifier and the recipe's reward shaping as reward functions
     (:func:`trl_reward_funcs`) and the SFT model as the KL reference. What TRL cannot express
     (:func:`trl_gaps`; for DAPO, dynamic sampling) is left out: the run is what TRL can do.
+
+    ``profile`` is a :class:`~stddial_book.rl.profiles.Profile` (e.g. ``active_profile()``); ``recipe`` a
+    preset name or a ``Recipe``. ``sft_dir`` is the folder of the warm-started (SFT) model. ``workdir`` is
+    a directory for TRL's output (``output_dir`` is its ``trl`` folder) and, when β > 0, the saved reference.
+    ``seed`` is the run's seed (``GRPOConfig``'s ``seed`` and ``data_seed``; default 0); ``device`` a torch
+    device string such as ``"cpu"`` or ``"cuda"`` (None, the default: the profile's).
 
     Returns:
         A dict: ``logs``, one record per rollout with TRL's metrics for it (``reward``, ``reward_std``,

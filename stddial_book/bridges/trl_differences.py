@@ -24,11 +24,9 @@ TRL_STD_EPS = 1e-4
 class TRLGap:
     """One thing a recipe asks for that TRL computes differently (a row of chapter 14's table).
 
-    Attributes:
-        knob: the :class:`~stddial_book.theory.recipes.Recipe` field (or ``minibatches``, the schedule).
-        book: what the book's recipe does.
-        trl: what TRL does instead.
-        effect: what follows for the update, in numbers where there is one.
+    ``knob`` is the :class:`~stddial_book.theory.recipes.Recipe` field (or ``minibatches``, the schedule, or
+    ``sampler``, vLLM's); ``book`` says what the book's recipe does, ``trl`` what TRL does instead, and
+    ``effect`` what follows for the update, in numbers where there is one (all four are sentences of text).
     """
 
     knob: str
@@ -77,6 +75,11 @@ def trl_gaps(
     DAPO's reward shaping (±1 rewards, the soft overlong penalty) is not a gap: it goes into reward
     functions (:func:`~stddial_book.bridges.trl_rewards.reward_settings`). :func:`trl_equivalent_recipe`
     removes every gap but the schedule and the overlong filter's group statistics.
+
+    ``recipe`` is a preset name or a ``Recipe``; ``group_size`` is G, TRL's ``num_generations`` (at least 2,
+    default 8), which sets the numbers in the effects; ``num_minibatches`` the optimizer steps per generation
+    batch (TrainConfig's default 2); ``use_vllm`` whether TRL samples with vLLM (``GRPOConfig``'s setting of
+    that name, default False).
     """
     recipe = as_recipe(recipe)
     group_size = check_int(
@@ -251,7 +254,8 @@ def trl_equivalent_recipe(recipe: Recipe | str) -> Recipe:
     the book's trainer takes a group's mean and std over its samples that
     were not cut off, TRL over all of them (:func:`trl_gaps`); they agree on
     a batch without cut-off samples, and ``group_advantages`` without
-    ``valid`` computes TRL's.
+    ``valid`` computes TRL's. ``recipe`` is a preset name or a ``Recipe``;
+    the result is a copy named with " (TRL)" added.
     """
     recipe = as_recipe(recipe)
     changes: dict[str, Any] = {"dynamic_sampling": False}

@@ -48,7 +48,11 @@ __all__ = ["shared_batch", "policy_trl_check"]
 def shared_batch(policy: Any, problems: Sequence[Any], *, group_size: int, max_new_tokens: int, seed: int = 0):
     """``group_size`` completions of each problem from ``policy`` with the engine's sampler (temperature 1),
     seeded: ``(rows, rollout)``, the problem of every row (each G times in a row) and the
-    :class:`~stddial_book.rl.rollout.Rollout` (prompt rows repeated, sampler log-probs as π_old)."""
+    :class:`~stddial_book.rl.rollout.Rollout` (prompt rows repeated, sampler log-probs as π_old).
+
+    ``policy`` is an :class:`~stddial_book.rl.hf_policy.HFPolicy`; ``problems`` one problem per prompt;
+    ``group_size`` is G (at least 2); ``max_new_tokens`` L_max, the generation cap; ``seed`` seeds the
+    sampler's own ``torch.Generator`` on the policy's device (default 0)."""
     import torch
 
     from stddial_book.rl.policy import Policy
@@ -233,6 +237,12 @@ def policy_trl_check(
     """TRL's GRPOTrainer and the engine on one batch of ``policy``'s completions: how far advantages, loss and
     LoRA gradients differ (see the module). ``problems`` and ``rollout`` are what :func:`shared_batch` returns;
     the policy's gradients are overwritten (zeroed first), its weights unchanged.
+
+    ``recipe`` is ``"grpo"``, ``"dr_grpo"`` or a ``Recipe`` without DAPO's refill, length penalty or overlong
+    filter (others are refused); ``policy`` an :class:`~stddial_book.rl.hf_policy.HFPolicy`. ``group_size`` is
+    G (TRL's ``num_generations``) and ``max_new_tokens`` the L_max the batch was sampled with
+    (``max_completion_length``). ``workdir`` is a directory for TRL's output (``output_dir`` is its ``trl``
+    folder).
 
     Returns a dict: ``advantages`` (the largest absolute difference of the two sides' advantages),
     ``loss_trl``, ``loss_engine``, ``loss`` (their absolute difference), ``gradient`` (the largest absolute

@@ -95,7 +95,10 @@ _BOOL_SETTINGS = (
 
 def check_grpo_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Refuse a ``GRPOConfig`` keyword of the wrong type or outside its range, naming it (TRL itself would
-    take the string "1e-5" or NaN as a learning rate and fail, or train wrongly, much later)."""
+    take the string "1e-5" or NaN as a learning rate and fail, or train wrongly, much later).
+
+    ``settings`` maps ``GRPOConfig`` keyword names to values; names the bridge has no rule for pass unchecked.
+    Returns ``settings`` itself."""
     for name, value in settings.items():
         if name in _BOOL_SETTINGS and not isinstance(value, (bool, np.bool_)):
             raise TypeError(
@@ -157,7 +160,8 @@ def _example(name: str) -> str:
 
 
 def check_temperature(value: Any) -> float:
-    """The sampling temperature as a float: a finite number > 0 (1 samples the policy itself; chapter 14)."""
+    """The sampling temperature as a float: a finite number > 0 (1 samples the policy itself; chapter 14).
+    ``value`` is the temperature given; a ``TypeError`` for what is not a number, a ``ValueError`` otherwise."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(
             f"temperature must be a number; got {type(value).__name__} {' '.join(repr(value).split())[:40]}."
@@ -168,7 +172,10 @@ def check_temperature(value: Any) -> float:
 
 
 def import_trl(what: str, module: str = "trl") -> Any:
-    """Import ``module`` of TRL, or an ImportError that says how to install it."""
+    """Import ``module`` of TRL, or an ImportError that says how to install it.
+
+    ``what`` names what needs TRL, at the head of the message (e.g. ``"run_lm"``); ``module`` is the module
+    imported (default ``"trl"``; e.g. ``"trl.rewards"``)."""
     import importlib
 
     try:
@@ -181,7 +188,11 @@ def import_trl(what: str, module: str = "trl") -> Any:
 
 
 def grpo_config_from(settings: dict[str, Any], output_dir: str | os.PathLike, overrides: dict[str, Any]) -> Any:
-    """A ``GRPOConfig`` from settings, with ``overrides`` on top; refuses names this TRL does not have."""
+    """A ``GRPOConfig`` from settings, with ``overrides`` on top; refuses names this TRL does not have.
+
+    ``settings`` and ``overrides`` map ``GRPOConfig`` keyword names to values (checked by
+    :func:`check_grpo_settings`); ``output_dir`` is ``GRPOConfig``'s ``output_dir``, where TRL writes.
+    ``activation_checkpointing`` becomes ``gradient_checkpointing`` where this TRL's config lacks it."""
     kwargs = check_grpo_settings({**settings, **overrides})  # before TRL is imported: the error needs no TRL
     trl = import_trl("grpo_config")
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}

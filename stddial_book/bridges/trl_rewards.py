@@ -16,7 +16,8 @@ __all__ = ["reward_settings", "trl_reward_funcs", "overlong_cache_tokens"]
 
 def overlong_cache_tokens(recipe: Recipe, max_new_tokens: int) -> int:
     """DAPO's L_cache in tokens for ``max_new_tokens`` = L_max, rounded as the engine's
-    ``TrainConfig.overlong_cache`` rounds it."""
+    ``TrainConfig.overlong_cache`` rounds it: ``recipe``'s ``overlong_cache_fraction`` of L_max, a
+    ``Recipe`` (not a name)."""
     return int(round(recipe.overlong_cache_fraction * max_new_tokens))
 
 
@@ -28,7 +29,8 @@ def reward_settings(recipe: Recipe | str, *, max_new_tokens: int) -> dict[str, A
     ``trl.rewards.get_soft_overlong_punishment`` (``max_completion_len`` = L_max, ``soft_punish_cache`` =
     L_cache), whose penalty equals :func:`stddial_book.rl.sampling.overlong_penalty` for completions up to
     L_max (Yu et al., 2025, eq. 13). TRL sums the reward functions before taking advantages, as the
-    book's trainer adds the penalty to the shaped reward.
+    book's trainer adds the penalty to the shaped reward. ``recipe`` is a preset name or a ``Recipe``;
+    ``max_new_tokens`` is L_max, the generation cap (TRL's ``max_completion_length``).
 
     Raises:
         ValueError: the recipe has an overlong penalty whose band rounds to no token at this L_max.
@@ -114,6 +116,8 @@ def trl_reward_funcs(recipe: Recipe | str, *, max_new_tokens: int) -> list[Calla
 
     The verifier with the recipe's reward values, and for DAPO TRL's own soft overlong punishment.
     The dataset needs an ``answer`` column. Imports TRL only when the recipe has the length penalty.
+    ``recipe`` is a preset name or a ``Recipe``; ``max_new_tokens`` is L_max (TRL's ``max_completion_length``),
+    the length the overlong punishment is measured against.
     """
     settings = reward_settings(recipe, max_new_tokens=max_new_tokens)
     funcs: list[Callable[..., list[float]]] = [_AdditionReward(settings["reward_correct"], settings["reward_wrong"])]

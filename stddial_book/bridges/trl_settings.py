@@ -133,24 +133,22 @@ def trl_settings(
     is in :func:`~stddial_book.bridges.trl_differences.trl_gaps`; DAPO's reward values and length penalty go into
     reward functions (:func:`~stddial_book.bridges.trl_rewards.reward_settings`).
 
-    Args:
-        recipe: a :class:`~stddial_book.theory.recipes.Recipe` or a preset name
-            ("grpo", "dr_grpo", "dapo").
-        group_size: G, samples per prompt (``num_generations``), at least 2.
-        max_new_tokens: L_max, the generation cap
-            (``max_completion_length``).
-        prompts_per_step: P, groups per rollout batch (TrainConfig's
-            default 32).
-        num_minibatches: optimizer steps per rollout batch (TrainConfig's
-            default 2); must divide P.
-        micro_batch_size: samples per forward/backward pass inside an
-            optimizer step, over all processes. None: on each process the
-            largest divisor of its share of the step (P·G / num_minibatches
-            / num_processes) that is at most 8 (TRL's own default
-            per-device batch), the rest accumulated: at G = 12 and the
-            defaults, 8 a pass, 24 passes a step, not 192 at once.
-        num_processes: data-parallel processes TRL runs on.
-        temperature: the sampling temperature (1 = the policy itself).
+    ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset
+    name ("grpo", "dr_grpo", "dapo"). ``group_size`` is G, samples per
+    prompt (``num_generations``), at least 2; ``max_new_tokens`` L_max, the
+    generation cap (``max_completion_length``). ``prompts_per_step`` is P,
+    groups per rollout batch (TrainConfig's default 32; the generation batch
+    is P·G, ``generation_batch_size``); ``num_minibatches`` the optimizer
+    steps per rollout batch (TrainConfig's default 2), which must divide P.
+    ``micro_batch_size`` is the samples per forward/backward pass inside an
+    optimizer step, over all processes (``per_device_train_batch_size``
+    times ``num_processes``). None: on each process the largest divisor of
+    its share of the step (P·G / num_minibatches / num_processes) that is at
+    most 8 (TRL's own default per-device batch), the rest accumulated: at
+    G = 12 and the defaults, 8 a pass, 24 passes a step, not 192 at once.
+    ``num_processes`` is the data-parallel processes TRL runs on (default
+    1); ``temperature`` the sampling temperature (1, the default, samples
+    the policy itself).
 
     Raises:
         ValueError: an unknown preset, G < 2, or a batch that does not split
@@ -238,7 +236,8 @@ def trl_settings_for(config: Any, *, num_processes: int = 1) -> dict[str, Any]:
     seed, fp32 (GRPOConfig defaults to bf16) and no activation checkpointing (GRPOConfig turns it on by
     default): what the book's trainer does (chapters 9-13, 14). Its passes are the config's: the whole
     optimizer step in one pass where its ``micro_batch_size`` is None (the book's tiny model; for a large
-    one set ``micro_batch_size``, or call :func:`trl_settings`, whose default fits).
+    one set ``micro_batch_size``, or call :func:`trl_settings`, whose default fits). ``config`` is that
+    TrainConfig; ``num_processes`` the data-parallel processes TRL runs on (default 1).
     """
     from stddial_book.rl.configs import TrainConfig
 
@@ -289,6 +288,8 @@ def grpo_config(
     size and optimizer steps per rollout, and ``use_vllm`` if overridden) raises ``ValueError`` naming
     the gaps and the fix: :func:`~stddial_book.bridges.trl_differences.trl_equivalent_recipe`, without the overlong filter where the recipe
     has one (TRL keeps cut-off samples in their group's statistics), and one optimizer step per rollout.
+    ``config`` is the TrainConfig; ``output_dir`` is ``GRPOConfig``'s, where TRL writes; ``num_processes`` the
+    data-parallel processes TRL runs on (default 1).
 
     Raises:
         ImportError: TRL is not installed (the message says ``pip install trl``).

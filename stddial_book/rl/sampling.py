@@ -27,6 +27,9 @@ __all__ = ["nonsilent_groups", "overlong_penalty", "SamplingCost", "DynamicSampl
 def nonsilent_groups(correct, group_size: int | Sequence[int]) -> np.ndarray:
     """Boolean per group: true when 0 < k < G, with k the number of correct samples.
 
+    ``correct`` is the batch's flat 0/1 correctness, one flag per sample, each group's samples
+    contiguous.
+
     ``group_size`` is one G for every group, or one size per group (ragged groups, contiguous,
     summing to the batch)."""
     if isinstance(group_size, (list, tuple, np.ndarray)):
@@ -52,6 +55,10 @@ def overlong_penalty(lengths, max_new_tokens: int, overlong_cache: int) -> np.nd
 
     0 for length ≤ L_max − L_cache; (L_max − L_cache − length) / L_cache inside the band;
     −1 for length ≥ L_max (a sample cut off at the cap).
+
+    ``lengths`` are the completions' lengths in tokens (whole numbers ≥ 0, e.g.
+    :attr:`~stddial_book.rl.rollout.Rollout.lengths`); ``max_new_tokens`` is L_max and
+    ``overlong_cache`` L_cache, the band's width, in tokens (0 < L_cache ≤ L_max).
     """
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
     overlong_cache = check_int(overlong_cache, "overlong_cache")
@@ -74,6 +81,12 @@ class SamplingCost:
     Discarded groups are of two kinds: *silent* ones (all samples agree: what the filter is for)
     and *surplus* mixed ones (drawn when the batch was already full). Rounds sized to the groups
     still missing never draw a surplus; the split makes that checkable.
+
+    ``rounds`` counts the calls of ``draw``. ``groups_generated`` and ``samples_generated`` count
+    everything drawn; ``groups_kept`` and ``samples_kept`` what reached the batch; ``groups_silent``
+    and ``samples_silent`` the silent groups discarded; ``groups_surplus`` and ``samples_surplus``
+    the surplus mixed groups discarded. ``hit_cap`` is true when the batch came back short (the round
+    cap reached or no prompt left). All start at zero (false).
     """
 
     rounds: int = 0
@@ -140,6 +153,9 @@ class DynamicSampler:
     groups than asked, the surplus mixed ones are dropped and counted. If ``max_rounds`` pass
     first, or ``draw`` returns an empty round (no prompt left to draw), the batch is returned short
     and ``cost.hit_cap`` is set (verl's ``max_num_gen_batches``).
+
+    ``group_size`` is G, the samples per group when ``draw`` gives no sizes; ``cost`` is the
+    :class:`SamplingCost` of the last :meth:`fill` (empty until then; each fill replaces it).
     """
 
     num_groups: int
@@ -236,7 +252,8 @@ def _index(batch, rows: np.ndarray):
 def rows_by_prompt(prompt_index) -> np.ndarray:
     """An order of a step's rows that makes each prompt's rows one contiguous run, prompts in the
     order they were first drawn, rows in the order drawn: a prompt drawn in several rounds (a
-    screen, then its continuation) becomes one group, as the pool history records it."""
+    screen, then its continuation) becomes one group, as the pool history records it.
+    ``prompt_index`` holds each row's prompt (a pool index), in the order drawn."""
     prompt_index = np.asarray(prompt_index)
     _, first, where = np.unique(prompt_index, return_index=True, return_inverse=True)
     return np.argsort(first[where], kind="stable")
@@ -247,7 +264,10 @@ def kept_rows(prompt_index, correct, prompts, group_sizes, num_correct) -> np.nd
     samples, ``num_correct[j]`` of them correct), each group contiguous, in the rule's order.
 
     A group as large as everything drawn for its prompt is all of it; a smaller one (Reinforce-Ada's
-    balanced group) is the first ``num_correct`` correct and the first wrong samples drawn."""
+    balanced group) is the first ``num_correct`` correct and the first wrong samples drawn.
+    ``prompt_index`` and ``correct`` hold each drawn row's prompt and 0/1 correctness; ``prompts``,
+    ``group_sizes`` and ``num_correct`` are the kept groups' prompts, sizes G and k (as in an
+    :class:`~stddial_book.rl.allocation_base.Allocation`)."""
     prompt_index, correct = np.asarray(prompt_index), np.asarray(correct)
     out = []
     for prompt, size, k in zip(

@@ -26,6 +26,9 @@ class SFTResult:
     ``reached`` says whether the stopping rule fired (``stop_estimate``, the probe's estimate at
     that step, crossed the target) before ``max_steps``; ``pass_rate`` is the held-out pass rate
     measured afterwards with fresh samples, an unbiased estimate of where RL starts.
+    ``steps`` is the optimizer steps taken, ``wall_time_s`` the seconds SFT took (the final
+    measurement included), ``history`` one record per probe (``step`` and the logged metrics, such
+    as ``sft/loss`` and ``sft/pass_rate``).
     """
 
     steps: int
@@ -123,6 +126,14 @@ def sft(
     the prompt. Every ``eval_every`` steps the pass rate is measured on the first
     ``eval_prompts`` held-out problems with ``eval_samples`` samples each; training stops as
     soon as it reaches ``config.target_pass_rate``.
+
+    ``model`` is the testbed's causal LM, trained in place; ``train_problems`` and ``heldout`` are
+    non-empty lists of :class:`~stddial_book.rl.tasks.Problem` (the probe uses the first
+    ``eval_prompts`` held-out ones, the final measurement all of them); ``config`` is the
+    :class:`~stddial_book.rl.configs.SFTConfig` (default: its defaults); ``max_new_tokens`` caps the
+    evaluation samples, in tokens (default 8); ``log`` is a :class:`~stddial_book.rl.runlog.RunLog`
+    that receives each probe's record (``None``: no log); ``progress`` shows a progress bar; ``codec``
+    is the tokenizer (``None``: a fresh :class:`~stddial_book.rl.model.CharCodec`).
     """
     train_problems, heldout = _checked_problems(train_problems, heldout, config)
     codec = codec or CharCodec()

@@ -30,7 +30,12 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 @dataclass(frozen=True)
 class TextProblem:
-    """One question in words, its gold answer (a number as text), its tier and its id."""
+    """One question in words, its gold answer (a number as text), its tier and its id.
+
+    ``question`` is the text the model is asked (non-empty); ``answer`` the gold number as text (such
+    as ``"68"``); ``tier`` the difficulty bucket the metrics are split by (default ``"all"``);
+    ``prompt_id`` an identifier from the source file (default empty).
+    """
 
     question: str
     answer: str
@@ -61,7 +66,11 @@ def last_number(text: str) -> float | None:
 
 
 def verify_last_number(completions: Sequence[str], problems: Sequence[TextProblem]) -> np.ndarray:
-    """1.0 where a completion's last written number equals its problem's gold number, else 0.0 (float64)."""
+    """1.0 where a completion's last written number equals its problem's gold number, else 0.0 (float64).
+
+    ``completions`` are the decoded texts and ``problems`` their :class:`TextProblem` objects, one per
+    completion.
+    """
     if isinstance(completions, str) or len(completions) != len(problems):
         raise ValueError(
             f"verify_last_number takes one completion per problem; got {len(completions)} completions for "
@@ -76,7 +85,8 @@ def verify_last_number(completions: Sequence[str], problems: Sequence[TextProble
 
 def text_problems(rows: Sequence[dict[str, Any]]) -> list[TextProblem]:
     """Rows of GSM8K's schema (``question``; ``answer``, whose gold number follows ``####`` when it has
-    one; optional ``tier`` and ``prompt_id``) as :class:`TextProblem` objects, in order."""
+    one; optional ``tier`` and ``prompt_id``) as :class:`TextProblem` objects, in order. ``rows`` are
+    dicts, such as the JSON objects of a pool file."""
     out = []
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or not {"question", "answer"} <= set(row):
@@ -92,7 +102,8 @@ def text_problems(rows: Sequence[dict[str, Any]]) -> list[TextProblem]:
 
 
 def read_text_problems(path: str | os.PathLike) -> list[TextProblem]:
-    """The problems of a ``.jsonl`` file of GSM8K's schema (one JSON object a line), such as SmolLM2's pool."""
+    """The problems of a ``.jsonl`` file of GSM8K's schema (one JSON object a line), such as SmolLM2's pool.
+    ``path`` is that file (it must end in ``.jsonl``); see :func:`text_problems` for the rows."""
     path = Path(path)
     if path.suffix != ".jsonl" or not path.is_file():
         raise ValueError(f"{path} is not a .jsonl file; pass a file of GSM8K's schema (question, answer).")

@@ -44,7 +44,14 @@ __all__ = ["TrainResult", "train"]
 
 @dataclass
 class TrainResult:
-    """Where a run ended: steps, samples generated and kept, the final evaluation."""
+    """Where a run ended: steps, samples generated and kept, the final evaluation.
+
+    ``steps`` is the RL steps taken; ``samples_generated`` and ``samples_kept`` count the samples
+    drawn (discarded ones included) and those that reached an update; ``updates`` counts optimizer
+    steps; ``final_eval`` is the last held-out :class:`~stddial_book.rl.evaluate.EvalResult`
+    (``None`` when nothing was evaluated); ``directory`` is the run directory; ``stopped_early`` is
+    true when ``stop_after`` ended the run before its sample budget (default false).
+    """
 
     steps: int
     samples_generated: int
@@ -500,6 +507,13 @@ def train(
     the KL term, and what a resumed run rebuilds it from). ``resume=True`` continues from
     ``out/checkpoint`` after checking that the configuration is the same; ``stop_after`` ends the
     run early after that many steps (to test interruption). Returns a :class:`TrainResult`.
+
+    ``train_problems`` are the training problems (the pool is the first ``config.pool_size`` of them,
+    or all); ``heldout`` the held-out problems evaluated every ``config.eval_every`` steps; ``config``
+    the run's :class:`~stddial_book.rl.configs.TrainConfig`. ``resume`` defaults to false (a new run);
+    ``progress`` shows a progress bar; ``command`` (the command line, default empty) and ``profile``
+    (the profile's name, default ``"custom"``) are recorded in the run's provenance, and
+    ``extra_provenance`` (a dict; ``None``: nothing) is added to the settings recorded there.
     """
     train_problems, heldout, directory = _checked_arguments(model, train_problems, heldout, config, out)
     policy = as_policy(model, codec)

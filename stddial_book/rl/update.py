@@ -32,7 +32,8 @@ def build_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
     book's default, exactly what the trainer always built) or plain SGD, θ ← θ − lr · g (no
     momentum, no weight decay: its step is the gradient itself, so the dial's scale reaches the
     weights unnormalised). Plain SGD keeps no state, so a checkpoint's optimizer file holds only
-    its settings and a resumed run continues exactly."""
+    its settings and a resumed run continues exactly. ``model`` is the policy's torch module;
+    ``config`` the run's :class:`~stddial_book.rl.configs.TrainConfig`."""
     from stddial_book.rl.sft import _adamw
 
     params = _trainable(model)
@@ -43,7 +44,8 @@ def build_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
 
 def clip_gradient(model, max_grad_norm: float) -> float:
     """Clip the accumulated gradient to ``max_grad_norm`` in Euclidean norm and return its norm
-    before clipping; with ``max_grad_norm`` 0 the gradient is left as it is (only its norm is taken)."""
+    before clipping; with ``max_grad_norm`` 0 the gradient is left as it is (only its norm is taken).
+    ``model`` is the torch module whose parameters' ``.grad`` hold the gradient (changed in place)."""
     if max_grad_norm > 0:
         return float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
     grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
@@ -387,7 +389,8 @@ def _update(
 
 
 def peak_memory_mb(device) -> dict[str, float]:
-    """Peak resident memory of this process (MB) and, on CUDA, peak GPU memory allocated (MB)."""
+    """Peak resident memory of this process (MB) and, on CUDA, peak GPU memory allocated (MB).
+    ``device`` is the torch device the run computed on (such as ``"cpu"`` or ``"cuda:0"``)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {"peak_rss_mb": rss / 1024 if sys.platform != "darwin" else rss / 2**20}
     if torch.device(device).type == "cuda":

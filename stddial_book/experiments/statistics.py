@@ -283,9 +283,9 @@ def hard_quartile_screen(study: dict[str, Any], reference: str = "grpo", level: 
     and ``p_<key>`` of reference − key, the number of ``tests``, the family-wise ``level``,
     ``p_star`` = level/m, and ``not_testable``, the comparisons with a single seed on either side,
     whose t and p are NaN and which never pass) and ``passed``, the labels of the comparisons whose p
-    is below ``p_star``. ``study`` is :func:`pool_study`'s dict (recipe key -> its entry), whose
-    ``final`` holds per seed the last measurement's mean solve rate per band, band 0 the hardest
-    quartile; it must hold ``reference`` and at least one other recipe."""
+    is below ``p_star``. ``study`` is :func:`~stddial_book.experiments.testbed.predictions.pool_study`'s
+    dict (recipe key -> its entry), whose ``final`` holds per seed the last measurement's mean solve rate
+    per band, band 0 the hardest quartile; it must hold ``reference`` and at least one other recipe."""
     from stddial_book.theory.recipes import get_recipe
 
     level = check_number(level, "level")

@@ -116,8 +116,9 @@ def allocation_gradient(p: np.ndarray, allocation: Allocation, recipe: Recipe | 
     Prompt x gets (B/G)(1/N) Σ_{i in x's group} Aᵢ(yᵢ − p_x), N the kept samples, B = ``step_samples``;
     the advantages are the recipe's (:func:`group_advantages`, ragged groups), the answers of a group
     with k correct of G are k ones and G − k zeros (the gradient does not depend on their order).
-    ``p`` is the pool's current pass rates (1-D, one per prompt), ``recipe`` a :class:`Recipe` or its name,
-    and ``G`` the nominal group size of the B/G factor (default 8).
+    ``p`` is the pool's current pass rates (1-D, one per prompt), ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or its name, and ``G`` the nominal group size of the B/G
+    factor (default 8).
     """
     grad = np.zeros(p.size)
     sizes, correct, prompts = allocation.group_sizes, allocation.num_correct, allocation.prompts

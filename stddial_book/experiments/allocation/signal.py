@@ -110,7 +110,8 @@ def group_signal(group_sizes, num_correct, power: int) -> np.ndarray:
 def allocation_signal(allocation: Allocation) -> dict[str, float]:
     """One step's accounting: samples generated, kept, discarded; kept mixed groups and the samples
     in them; the signal in GRPO's (σ̂) and Dr. GRPO's (σ̂²) currency, summed over kept groups.
-    ``allocation`` is the :class:`Allocation` one call of :func:`stddial_book.rl.allocation.allocate` returned."""
+    ``allocation`` is the :class:`~stddial_book.rl.allocation_base.Allocation` one call of
+    :func:`stddial_book.rl.allocation.allocate` returned."""
     g, k = allocation.group_sizes, allocation.num_correct
     mixed = (k > 0) & (k < g)
     return {
@@ -128,8 +129,8 @@ def allocation_signal(allocation: Allocation) -> dict[str, float]:
 def histogram_pool(histogram: KHistogram, num_prompts: int, rng: np.random.Generator) -> np.ndarray:
     """``num_prompts`` pass rates p = k/n drawn from ``histogram``'s prompts (with their weights).
 
-    ``histogram`` is a :class:`KHistogram` (its counts are the weights); ``rng`` (a numpy Generator)
-    draws with replacement."""
+    ``histogram`` is a :class:`~stddial_book.corpora.histograms.KHistogram` (its counts are the weights);
+    ``rng`` (a numpy Generator) draws with replacement."""
     if not isinstance(histogram, KHistogram):
         raise TypeError(f"histogram must be a KHistogram; got {type(histogram).__name__}.")
     weights = np.asarray(histogram.counts, dtype=np.float64)
@@ -316,7 +317,7 @@ def summarize_run_study(study: dict, middle: int = 1) -> dict:
     ``comparisons`` (every rule against uniform and against DAPO, same pool, optimiser and recipe,
     at every target: :func:`paired_comparison`), their count and how many fall outside noise, and
     per pool/optimiser/recipe the best rule at target ``middle`` with DAPO's samples ÷ the best's.
-    ``study`` is the dict :func:`stddial_book.experiments.allocation.controlled_run.allocation_run_study`
+    ``study`` is the dict ``allocation_run_study`` of :mod:`stddial_book.experiments.allocation.controlled_run`
     returns; ``middle`` is an index into its targets (default 1, the middle one)."""
     runs = study["runs"]
     cells = {key: summarize_cell(value) for key, value in runs.items()}

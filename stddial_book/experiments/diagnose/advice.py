@@ -41,8 +41,9 @@ def recommendation(pool: ReaderPool, epsilon: float) -> dict[str, Any]:
     Clopper–Pearson bound 1 − 0.05^(1/n)), at the smallest n among the pruned prompts (``None`` when n is
     unknown). Keys: ``prune_never_solved``, ``prune_always_solved``, ``kept_prompts``, ``kept_share``,
     ``median_p``, ``G_star``, ``group_size``, ``silent_whole_pool``, ``silent_kept``, ``pruned_at_n``,
-    ``pruned_p_bound``, ``epsilon``, ``kept_ids_available``. ``pool`` is the reader's :class:`ReaderPool`;
-    ``epsilon`` in (0, 1) is the group-size law's tolerance (fidelity 1 − ε)."""
+    ``pruned_p_bound``, ``epsilon``, ``kept_ids_available``. ``pool`` is the reader's
+    :class:`~stddial_book.corpora.reader_pool.ReaderPool`; ``epsilon`` in (0, 1) is the group-size law's
+    tolerance (fidelity 1 − ε)."""
     from scipy.stats import beta
 
     p = pool.solve_rates
@@ -129,7 +130,8 @@ def recommendation_lines(rec: dict[str, Any], total: int) -> list[str]:
 def kept_ids(pool: ReaderPool) -> list:
     """The ids of the prompts :func:`recommendation` keeps (0 < p < 1), in the table's order.
 
-    ``pool`` is the reader's :class:`ReaderPool`; it must have a prompt column (else ``ValueError``)."""
+    ``pool`` is the reader's :class:`~stddial_book.corpora.reader_pool.ReaderPool`; it must have a prompt column
+    (else ``ValueError``)."""
     if pool.prompt_ids is None:
         raise ValueError(
             f"{printable(pool.name)} has no column naming its prompts, so there are no ids to write; name it with "
@@ -162,7 +164,8 @@ def write_kept_ids(pool: ReaderPool, path: str | os.PathLike) -> Path:
     """Write :func:`kept_ids` into the new file ``path`` (:func:`check_new_file`), one JSON value a line (a
     number, a string, or a conversational prompt's list of messages, as the table held it); read it back
     with ``[json.loads(line) for line in open(path)]``. Never replaces a file (``O_EXCL``) or follows a link.
-    ``pool`` is the reader's :class:`ReaderPool` (with a prompt column); returns the file's path."""
+    ``pool`` is the reader's :class:`~stddial_book.corpora.reader_pool.ReaderPool` (with a prompt column); returns the
+    file's path."""
     target = check_new_file(path)
     ids = kept_ids(pool)
     body = "".join(json.dumps(value, ensure_ascii=False) + "\n" for value in ids)

@@ -86,9 +86,10 @@ def kl_gradient_share(
     ``kl_norm`` (norms of the two gradients), ``ratio`` (kl_norm / surrogate_norm) and
     ``cosine`` (between the two; negative where the penalty pulls against the surrogate).
     ``model`` is the policy the gradients are taken of and ``ref_model`` the KL's reference policy (no
-    gradient); ``batch`` a :class:`GroupBatch` of groups of ``group_size`` samples stacked group after group
-    (:func:`rollout_groups`); ``recipe`` a :class:`Recipe` or its name, with a KL term (``kl_coef`` > 0);
-    ``max_new_tokens`` is L_max in tokens, the cap the loss's length normaliser may divide by.
+    gradient); ``batch`` a :class:`~stddial_book.rl.gradcheck.GroupBatch` of groups of ``group_size`` samples stacked
+    group after group (:func:`rollout_groups`); ``recipe`` a :class:`~stddial_book.theory.recipes.Recipe` or its name,
+    with a KL term (``kl_coef`` > 0); ``max_new_tokens`` is L_max in tokens, the cap the loss's length
+    normaliser may divide by.
     """
     recipe = as_recipe(recipe)
     if not recipe.kl_coef > 0:
@@ -121,8 +122,9 @@ def token_weights(
     ``max_new_tokens`` is the normaliser ``seq-mean-token-sum-norm`` divides by (Dr. GRPO's
     L_max; pass the padded width to get the variant that divides by it). Returns an array of
     shape (completions, padded width), zero on padding. ``advantages`` holds one advantage per
-    completion, in the order of ``lengths``; ``recipe`` is a :class:`Recipe` or its name with no KL term
-    (``kl_coef`` = 0, e.g. ``recipe.replace(kl_coef=0.0)``: there is no reference policy here).
+    completion, in the order of ``lengths``; ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or its name
+    with no KL term (``kl_coef`` = 0, e.g. ``recipe.replace(kl_coef=0.0)``: there is no reference policy
+    here).
     """
     lengths = [check_int(n, "lengths", minimum=1) for n in lengths]
     cpu = torch.device("cpu")  # a hand-built batch: no model, so no device to follow
@@ -160,10 +162,10 @@ def update_comparison(
     in a rollout batch; ``adam_rel_diff`` is ‖Δθ_b − Δθ_a‖ / ‖Δθ_a‖ and ``adam_norm_ratio``
     ‖Δθ_b‖ / ‖Δθ_a‖. Adam is blind to a constant factor on every gradient (up to its ε); the
     clip is not, where it binds on one side only. ``model`` is left unchanged. The KL term is
-    left out. ``recipe_a`` and ``recipe_b`` are :class:`Recipe` objects or names, ``batch`` a
-    :class:`GroupBatch` of groups of ``group_size`` samples (:func:`rollout_groups`), ``max_new_tokens`` the
-    L_max in tokens the loss's length normaliser may divide by, ``lr`` AdamW's learning rate (> 0, default
-    1e-4); ``max_grad_norm`` None turns the clip off.
+    left out. ``recipe_a`` and ``recipe_b`` are :class:`~stddial_book.theory.recipes.Recipe` objects or names,
+    ``batch`` a :class:`~stddial_book.rl.gradcheck.GroupBatch` of groups of ``group_size`` samples
+    (:func:`rollout_groups`), ``max_new_tokens`` the L_max in tokens the loss's length normaliser may
+    divide by, ``lr`` AdamW's learning rate (> 0, default 1e-4); ``max_grad_norm`` None turns the clip off.
     """
     recipe_a, recipe_b = as_recipe(recipe_a), as_recipe(recipe_b)
     steps = check_int(steps, "steps", minimum=1)

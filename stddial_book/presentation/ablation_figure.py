@@ -26,7 +26,9 @@ def ablation_figure(summary: dict) -> plt.Figure:
     (:func:`stddial_book.experiments.ablation.report.detected`) is filled, the others hollow. The
     bottom rows pool each contrast over the cells
     (:func:`~stddial_book.experiments.ablation.pooled.pooled_contrasts`, exploratory): within AdamW,
-    within SGD, and over all cells by random effects, each with its family-wise interval."""
+    within SGD, and over all cells by random effects, each with its family-wise interval. ``summary`` is the
+    ablation study's summary dict, as
+    :func:`~stddial_book.experiments.ablation.report.load_ablation_summary` returns it."""
     from stddial_book.experiments.ablation.pooled import GROUPS, pooled_contrasts
     from stddial_book.experiments.ablation.report import cell_order, cell_words, detected
 

@@ -22,7 +22,8 @@ DIAGNOSIS_FILES = ("diagnose.png", "diagnose.json", "diagnose.txt")
 @legible_figure
 def diagnose_figure(report: dict) -> plt.Figure:
     """Three panels from :func:`stddial_book.experiments.diagnose.report.diagnose`'s dict: silent fraction by G (closed form
-    and subsampled), DAPO's draws per kept group by G, and each recipe's gradient mass by tenth of p."""
+    and subsampled), DAPO's draws per kept group by G, and each recipe's gradient mass by tenth of p. ``report`` is
+    that dict."""
     if not isinstance(report, dict) or "silent_fraction" not in report:
         raise TypeError("report must be the dict stddial_book.experiments.diagnose.report.diagnose returns.")
     fig, axes = plt.subplots(3, 1, figsize=(5.0, 10.5), layout="constrained")
@@ -99,7 +100,9 @@ def _mass_panel(ax, mass: dict) -> None:
 def write_diagnosis(report: dict, out: str | os.PathLike, text: str | None = None) -> list[Path]:
     """Write the figure, the report as JSON and (if given) the text into ``out``, a directory the tool claims
     (:func:`stddial_book.core.outdir.claim_dir`: new, empty, or marked by the tool). Nothing is replaced: a
-    directory already holding one of :data:`DIAGNOSIS_FILES` is refused before anything is written."""
+    directory already holding one of :data:`DIAGNOSIS_FILES` is refused before anything is written. ``report`` is
+    the dict :func:`stddial_book.experiments.diagnose.report.diagnose` returns; ``text`` is the report as text,
+    written to ``diagnose.txt`` (None, the default: no text file). Returns the paths written."""
     directory = check_claimable(out, "--out")
     taken = [name for name in DIAGNOSIS_FILES if (directory / name).exists() or (directory / name).is_symlink()]
     if taken:

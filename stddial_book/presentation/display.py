@@ -68,6 +68,9 @@ def glue(name: str, value: Any, display: bool = False) -> None:
 def glue_all(values: Mapping[str, Any], prefix: str = "") -> None:
     """:func:`glue` every entry of ``values`` under ``prefix + key``, in the mapping's order.
 
+    ``values`` maps each name (a string) to its value; ``prefix`` is a string put before every name
+    (none by default).
+
     One line in a chapter instead of one ``glue`` call per number: the analysis that produces the
     numbers lives in the package and returns them as a dict, the chapter glues them.
     """
@@ -102,7 +105,11 @@ def glue_md(name: str, markdown: str) -> None:
 
 
 def words_list(items: Sequence[str], last: str = "and") -> str:
-    """``items`` as a person lists them: "a", "a and b", "a, b and c"; "" for none."""
+    """``items`` as a person lists them: "a", "a and b", "a, b and c"; "" for none.
+
+    ``items`` is a sequence of strings (not one bare string); ``last`` is the word before the last item
+    (``"and"`` by default, ``"or"`` for a choice).
+    """
     items = [str(item) for item in _names(items)]
     if len(items) <= 1:
         return "".join(items)
@@ -110,7 +117,11 @@ def words_list(items: Sequence[str], last: str = "and") -> str:
 
 
 def code_list(names: Sequence[str], last: str = "and") -> str:
-    """Names as inline code in a Markdown list: "`a`, `b` and `c`" (for :func:`glue_md`)."""
+    """Names as inline code in a Markdown list: "`a`, `b` and `c`" (for :func:`glue_md`).
+
+    ``names`` is a sequence of names (not one bare string); ``last`` is the word before the last one
+    (``"and"`` by default).
+    """
     return words_list([f"`{name}`" for name in _names(names)], last)
 
 
@@ -176,7 +187,8 @@ def prose_claim(holds: bool, says: str) -> None:
     (grows, flatter, most, faster) is computed in the cell that glues its numbers and passed here as
     ``holds``. When data and words part, raise ``AssertionError`` quoting the sentence's claim, so
     that the chapter, its test and the book's build fail instead of printing words the numbers no
-    longer support."""
+    longer support. ``says`` quotes that claim, a non-empty string (such as "the silent fraction
+    stays flat")."""
     if not isinstance(says, str) or not says.strip():
         raise ValueError("says must quote the claim the prose makes, e.g. 'the silent fraction stays flat'.")
     if not isinstance(holds, bool):
@@ -192,7 +204,8 @@ def prose_claim(holds: bool, says: str) -> None:
 
 
 def show_equation(latex: str) -> None:
-    """Render LaTeX as display math in the notebook (MathJax in the book, Colab and Jupyter)."""
+    """Render ``latex``, a LaTeX string, as display math in the notebook (MathJax in the book, Colab and
+    Jupyter)."""
     from IPython.display import Math, display
 
     display(Math(latex))
@@ -203,8 +216,9 @@ def show_claim(claim: Any, check: bool = True) -> None:
     left side as built from the definitions (before any simplification) = the closed form, and
     that SymPy simplifies their difference to 0.
 
-    With ``check=True`` (the default) a claim SymPy cannot prove raises ``AssertionError``, so
-    the chapter, and with it the book's build, fails. A claim whose two sides print the same
+    ``claim`` is the :class:`~stddial_book.theory.claim.Claim` to show. With ``check=True`` (the default)
+    a claim SymPy cannot prove raises ``AssertionError``, so the chapter, and with it the book's build,
+    fails; with ``check`` false SymPy is not asked and the claim is marked "not checked here". A claim whose two sides print the same
     (such as "2 = 2", a left side SymPy evaluated while building it) raises ``ValueError``: it
     would show a reader nothing of what was proved.
     """

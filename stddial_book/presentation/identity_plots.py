@@ -20,8 +20,9 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
 
     Top: the update weight w(p̂) of GRPO (σ), Dr. GRPO (σ²) and DAPO (σ on mixed groups; the
     silent groups at p̂ = 0 and 1 are discarded and replaced). Bottom: the same weights for the
-    G + 1 possible groups of size G. The panels are stacked, six inches wide, so that their labels
-    stay legible on a phone (at a 390 px screen the figure is shown at about 0.6 of its size).
+    G + 1 possible groups of size G, ``group_size`` (8 by default). The panels are stacked, six inches
+    wide, so that their labels stay legible on a phone (at a 390 px screen the figure is shown at about
+    0.6 of its size).
     """
     grid = np.linspace(0.0, 1.0, 401)
     ks = np.arange(group_size + 1)
@@ -62,7 +63,11 @@ def dial_figure(group_size: int = 8) -> plt.Figure:
 
 
 def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] = (GRPO, DR_GRPO)) -> plt.Figure:
-    """Chapter 3: mean |A| measured from :func:`group_advantages` (dots) against 2w (lines)."""
+    """Chapter 3: mean |A| measured from :func:`group_advantages` (dots) against 2w (lines).
+
+    ``group_size`` is the G of the measured groups (8 by default), one for each k = 0..G; ``recipes`` are
+    the :class:`~stddial_book.theory.recipes.Recipe` objects drawn (GRPO and Dr. GRPO by default).
+    """
     ks = np.arange(group_size + 1)
     grid = np.linspace(0.0, 1.0, 401)
     fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
@@ -87,7 +92,11 @@ def mean_abs_advantage_figure(group_size: int = 8, recipes: tuple[Recipe, ...] =
 
 
 def identity_errors_figure(errors: dict[str, list[float]], ks: list[int]) -> plt.Figure:
-    """Chapter 4: relative error of the identity on real gradients, per group, log scale."""
+    """Chapter 4: relative error of the identity on real gradients, per group, log scale.
+
+    ``errors`` maps each comparison's label to its relative errors, one per group, in the order of ``ks``,
+    the groups' numbers k of correct samples (one bar group per k).
+    """
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
     width = 0.8 / len(errors)
     x = np.arange(len(ks))
@@ -110,7 +119,8 @@ def drift_figure(study: dict[str, np.ndarray]) -> plt.Figure:
     Top: median over groups (band: the middle half) of the total deviation and of the part the
     ratio alone causes (clip switched off), with the share of tokens clipped on the x labels.
     Bottom: each group's deviation against the share of its own tokens clipped. The panels stack,
-    so that their labels stay legible on a phone.
+    so that their labels stay legible on a phone. ``study`` is the dict of columns
+    :func:`stddial_book.rl.gradcheck.drift_study` returns.
     """
     from stddial_book.rl.gradcheck import drift_summary
 

@@ -27,7 +27,7 @@ PHONE_TYPE_SCALE = 1.35
 def step_scales(group_size: int = 8) -> dict[str, np.ndarray]:
     """For k = 0..G correct samples: ``k``, the group's std ``sigma`` (from the rewards themselves),
     and the scale by which each recipe multiplies ḡ₊ − ḡ₋ (``GRPO``: σ, ``Dr. GRPO``: σ²), from
-    :func:`~stddial_book.theory.identity.update_weight`."""
+    :func:`~stddial_book.theory.identity.update_weight`. ``group_size`` is G (8 by default)."""
     ks = np.arange(group_size + 1)
     rewards = (np.arange(group_size)[None, :] < ks[:, None]).astype(float)  # k ones, then G − k zeros
     rates = ks / group_size
@@ -43,8 +43,8 @@ def step_scale_figure(group_size: int = 8) -> plt.Figure:
     """Bars of GRPO's step scale σ and Dr. GRPO's σ² for every k of G; the silent ends (k = 0 and
     k = G, where σ = 0 and no recipe moves) marked with a cross and labelled.
 
-    The bar containers carry the recipes' names as labels, so a test can read the plotted heights
-    back (``ax.containers``)."""
+    ``group_size`` is G (8 by default). The bar containers carry the recipes' names as labels, so a
+    test can read the plotted heights back (``ax.containers``)."""
     scales = step_scales(group_size)
     ks = scales["k"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2), constrained_layout=True)

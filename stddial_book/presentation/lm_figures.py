@@ -34,7 +34,8 @@ def _band(ax: Any, values: np.ndarray, color: str, label: str, style: str = "-")
 
 def lm_learning_figure(study: dict[str, Any]) -> plt.Figure:
     """Top: the batch pass rate per step (mean over seeds, band from lowest to highest seed). Bottom: the
-    mean completion length, with the 24-token cap dashed."""
+    mean completion length, with the 24-token cap dashed. ``study`` is the runs' summary,
+    as :func:`stddial_book.experiments.smollm2.study.load_study` returns it."""
     fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, constrained_layout=True)
     for recipe, values in _by_recipe(study, "pass_rate").items():
         _band(axes[0], values, RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
@@ -53,7 +54,9 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
     """Top and middle: the share of groups silent because all G completions failed, and because all passed,
     per step (mean and range over seeds), each with what the base model's measured pool predicts at the
     start (dotted; ``predicted["wrong"]``, ``predicted["right"]``). Bottom: each recipe's share of Σ|A| by
-    the group's pass-rate band, averaged over the steps that had any."""
+    the group's pass-rate band, averaged over the steps that had any. ``study`` is the runs' summary (as
+    :func:`stddial_book.experiments.smollm2.study.load_study` returns it); ``predicted`` maps ``"wrong"``
+    and ``"right"`` to the predicted shares, fractions in [0, 1]."""
     fig, axes = plt.subplots(3, 1, figsize=(STACKED_WIDTH, 8.6), constrained_layout=True)
     curves = {"wrong": _by_recipe(study, "silent_wrong"), "right": _by_recipe(study, "silent_right")}
     titles = {"wrong": "Groups silent because all G = 8 failed", "right": "Groups silent because all G = 8 passed"}
@@ -78,7 +81,10 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
 
 
 def lm_pilot_figure(study: dict[str, Any]) -> plt.Figure:
-    """The GRPO pilot's batch pass rate per step at each learning rate, the rule's window shaded."""
+    """The GRPO pilot's batch pass rate per step at each learning rate, the rule's window shaded.
+
+    ``study`` is the runs' summary, as :func:`stddial_book.experiments.smollm2.study.load_study` returns it.
+    """
     fig, ax = plt.subplots(figsize=(STACKED_WIDTH, 3.4), constrained_layout=True)
     curves = study["pilot"]["curves"]
     shades = plt.cm.viridis(np.linspace(0.1, 0.8, len(curves)))

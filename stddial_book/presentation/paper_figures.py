@@ -125,7 +125,8 @@ def _check_pool_study(study: object) -> dict:
 @stacked_figure
 def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), delta: float = 0.05) -> plt.Figure:
     """Chapter 5: P(silent | p, G) = p^G + (1 − p)^G for several G (top), and its inverse, the
-    smallest G with P(silent) ≤ δ (bottom, :func:`stddial_book.theory.silent.tries_needed`)."""
+    smallest G with P(silent) ≤ δ (bottom, :func:`stddial_book.theory.silent.tries_needed`). ``group_sizes``
+    are the G drawn on top, whole numbers ≥ 1; ``delta`` is δ, in (0, 1) (0.05 by default)."""
     from stddial_book.theory.silent import silent_probability, tries_needed
 
     group_sizes = _group_sizes(group_sizes)
@@ -160,7 +161,8 @@ def silent_probability_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), 
 @stacked_figure
 def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), group_size: int = 8) -> plt.Figure:
     """Chapter 5: the expected group std E[σ̂ | p, G] for several G against √(p(1 − p)) (top), and
-    each recipe's expected update weight per prompt at one G (bottom)."""
+    each recipe's expected update weight per prompt at one G (bottom). ``group_sizes`` are the G drawn
+    on top, whole numbers ≥ 2; ``group_size`` is the one G of the bottom panel (8 by default)."""
     from stddial_book.theory.silent import expected_group_std, expected_update_weight
 
     group_sizes = _group_sizes(group_sizes)
@@ -183,7 +185,10 @@ def expected_weight_figure(group_sizes: tuple[int, ...] = (2, 4, 8, 16, 64), gro
 @legible_figure
 @stacked_figure
 def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
-    """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%."""
+    """Chapter 5: φ(G, p) against G with the expansion dashed; the G needed for 95% and 99%.
+
+    ``max_group_size`` is the largest G drawn, from 2 to 4096 (128 by default).
+    """
     from stddial_book.theory.group_size import (
         attenuated_fidelity,
         gradient_fidelity,
@@ -226,7 +231,8 @@ def fidelity_figure(max_group_size: int = 128) -> plt.Figure:
 @stacked_figure
 def objective_figure(num_groups: int = 2000, seed: int = 0) -> plt.Figure:
     """Chapter 6: the two implicit objectives, and the expected gradient in θ with Monte-Carlo
-    markers at G = 64 (and the exact curves at G = 8)."""
+    markers at G = 64 (and the exact curves at G = 8). ``num_groups`` is the number of Monte-Carlo groups
+    per marker, 2 to 100,000 (2000 by default); ``seed`` (≥ 0) seeds their draws."""
     from stddial_book.experiments.controlled.bernoulli import monte_carlo_gradient
     from stddial_book.theory.group_size import arcsine_objective, large_group_gradient
     from stddial_book.theory.silent import expected_group_std, expected_group_variance
@@ -286,7 +292,11 @@ def difficulty_weight_figure() -> plt.Figure:
 
 @legible_figure
 def big_math_histogram_figure(hist) -> plt.Figure:
-    """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64."""
+    """Chapter 7: how many Big-Math problems Llama-3.1-8B solved k times of 64.
+
+    ``hist`` is the :class:`~stddial_book.corpora.histograms.KHistogram` to draw
+    (:func:`~stddial_book.corpora.solve_tables.big_math_histogram` gives Big-Math's).
+    """
     from stddial_book.corpora.histograms import KHistogram
 
     if not isinstance(hist, KHistogram):
@@ -310,7 +320,12 @@ def silent_by_group_size_figure(
     group_sizes: np.ndarray,
     markers: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> plt.Figure:
-    """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled)."""
+    """Chapter 7: silent fraction against G for several pools; optional markers (e.g. subsampled).
+
+    ``group_sizes`` are the G of the x axis (≥ 1); ``curves`` maps each pool's label to its silent
+    fractions, one per G; ``markers`` maps a label to a pair (group sizes, silent fractions) drawn as
+    triangles (None, the default: no markers).
+    """
     group_sizes = _values(group_sizes, "group_sizes")
     if np.any(group_sizes < 1):
         raise ValueError("group_sizes must hold group sizes G >= 1 (the x axis is logarithmic).")
@@ -341,7 +356,12 @@ def silent_by_group_size_figure(
 
 @legible_figure
 def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndarray, title: str) -> plt.Figure:
-    """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'."""
+    """Chapter 7: each recipe's share of the gradient budget per tenth of p̂, beside the prompts'.
+
+    ``shares`` maps each bar's label (a recipe's name, such as ``"GRPO"``, or ``"GRPO, G = 8"`` for a
+    finite G, drawn lighter) to its ten shares; ``prompt_share`` holds the prompts' ten shares;
+    ``title`` is the panel's title.
+    """
     shares = {
         name: _values(share, f"shares[{name!r}]", 10)
         for name, share in _check_named(shares, "shares", "ten shares, one per tenth of p̂").items()
@@ -374,7 +394,9 @@ def budget_by_decile_figure(shares: dict[str, np.ndarray], prompt_share: np.ndar
 @stacked_figure
 def dapo_allcorrect_figure(fit) -> plt.Figure:
     """Chapter 7: DAPO's logged all-correct fraction with E[p^32] and the generic curve (top); and
-    E[p^32] against the pool's mean solve rate, the competence (bottom); the panels stack for a phone."""
+    E[p^32] against the pool's mean solve rate, the competence (bottom); the panels stack for a phone.
+    ``fit`` is the :class:`~stddial_book.corpora.dapo_fig3b.ConsistencyFit` that
+    :func:`~stddial_book.corpora.dapo_fig3b.fit_consistency` returns."""
     from stddial_book.corpora.dapo_fig3b import ConsistencyFit
 
     if not isinstance(fit, ConsistencyFit):
@@ -405,7 +427,10 @@ def dapo_allcorrect_figure(fit) -> plt.Figure:
 
 @legible_figure
 def controlled_silent_figure(study: dict) -> plt.Figure:
-    """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO)."""
+    """Chapter 8 (a): the measured silent fraction per step against the closed form (GRPO).
+
+    ``study`` is the dict :func:`stddial_book.experiments.controlled.study.controlled_run_study` returns.
+    """
     _check_controlled(study)
     measured, expected = study["silent_measured/grpo"], study["silent_expected/grpo"]
     steps = np.arange(measured.shape[1])
@@ -422,7 +447,8 @@ def controlled_silent_figure(study: dict) -> plt.Figure:
 @legible_figure
 def controlled_mass_figure(study: dict) -> plt.Figure:
     """Chapter 8 (b): update mass per tenth of the initial p at the first step, measured (bars,
-    mean over seeds) against the finite-G closed form (markers)."""
+    mean over seeds) against the finite-G closed form (markers). ``study`` is the dict
+    :func:`stddial_book.experiments.controlled.study.controlled_run_study` returns."""
     _check_controlled(study)
     fig, ax = plt.subplots(figsize=(8, 3.5), constrained_layout=True)
     centers = np.arange(10)
@@ -454,7 +480,8 @@ def controlled_mass_figure(study: dict) -> plt.Figure:
 def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
     """Chapter 8 (c): the initially hardest quartile's mean solve rate, per step at the paper's
     learning rate (top), and per generated group with Dr. GRPO's step matched (bottom); the panels
-    stack for a phone."""
+    stack for a phone. ``study`` is the dict :func:`stddial_book.experiments.controlled.study.controlled_run_study` returns; ``num_prompts`` is
+    its config's number of prompts (it turns DAPO's groups drawn into groups per prompt)."""
     _check_controlled(study)
     num_prompts = check_int(num_prompts, "num_prompts", minimum=1)
     if np.any(np.asarray(study["num_prompts"]) != num_prompts):
@@ -490,7 +517,9 @@ def controlled_quartile_figure(study: dict, num_prompts: int) -> plt.Figure:
 @stacked_figure
 def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figure:
     """Chapter 13: mean solve rate of the initially hardest bands against samples generated,
-    per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples)."""
+    per recipe, mean ± 2 SD over seeds (each seed read on a common grid of generated samples).
+    ``study`` is the dict :func:`stddial_book.experiments.testbed.predictions.pool_study` returns; ``bands`` are the indices of the
+    quartiles drawn, one panel each, 0 the hardest (the two hardest by default)."""
     _check_pool_study(study)
     if isinstance(bands, (str, bytes)) or not isinstance(bands, (tuple, list)) or not bands:
         raise ValueError(f"bands must be a non-empty tuple of band indices, e.g. (0, 1); got {type(bands).__name__}.")
@@ -518,7 +547,8 @@ def pool_bands_figure(study: dict, bands: tuple[int, ...] = (0, 1)) -> plt.Figur
 @legible_figure
 def pool_silent_figure(study: dict) -> plt.Figure:
     """Chapter 13: measured silent fraction of the generated groups against its unbiased closed
-    form, one point per interval between pool measurements and per seed."""
+    form, one point per interval between pool measurements and per seed. ``study`` is the dict
+    :func:`stddial_book.experiments.testbed.predictions.pool_study` returns."""
     _check_pool_study(study)
     fig, ax = plt.subplots(figsize=(5.5, 4.2), constrained_layout=True)
     for key, entry in study.items():
@@ -536,7 +566,8 @@ def pool_silent_figure(study: dict) -> plt.Figure:
 @legible_figure
 def pool_mass_figure(study: dict) -> plt.Figure:
     """Chapter 13: each recipe's share of its update mass per quartile of initial solve rate,
-    realised (bars, mean over seeds) against the closed form (markers)."""
+    realised (bars, mean over seeds) against the closed form (markers). ``study`` is the dict
+    :func:`stddial_book.experiments.testbed.predictions.pool_study` returns."""
     _check_pool_study(study)
     fig, ax = plt.subplots(figsize=(8, 3.6), constrained_layout=True)
     keys = list(study)

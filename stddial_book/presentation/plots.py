@@ -55,7 +55,9 @@ _SAMPLES = "samples generated (thousands)"
 @stacked_figure
 def accuracy_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapters 10-12: one run's held-out accuracy against the samples generated so far: sampled
-    (T = 1) and greedy over all held-out prompts (top), sampled per digit count (bottom)."""
+    (T = 1) and greedy over all held-out prompts (top), sampled per digit count (bottom). ``records`` is
+    a run's metric records (the list of dicts :func:`~stddial_book.rl.runlog.load_run` returns); ``title``, if not empty (the default), is
+    written above the panels."""
     from stddial_book.experiments.testbed.logs import buckets
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True, sharey=True)
@@ -82,7 +84,8 @@ def run_dial_figure(runs: dict[str, list[dict]], group_size: int) -> plt.Figure:
     """Chapters 10-12: the dial in a run's log. Top: the silent fraction of each step's generated
     groups. Bottom: the share of the update mass at each level of the group std σ, i.e. each pair
     {k, G − k} of correct counts (:func:`stddial_book.experiments.testbed.logs.mass_by_sigma`), per run in
-    ``runs`` (label -> records), with the share of the mixed groups of the first run as outlines."""
+    ``runs`` (label -> records), with the share of the mixed groups of the first run as outlines.
+    ``group_size`` is the runs' G."""
     from stddial_book.experiments.testbed.logs import mass_by_sigma
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5), constrained_layout=True)
@@ -170,7 +173,8 @@ def run_metrics_figure(
     """Chapters 10-12: logged training metrics of one run against the samples generated, one
     panel each (at most three): ``kl``, ``entropy``, ``length`` (the mean completion length,
     with the cap ``max_new_tokens`` dotted when given) and ``clip`` (the fractions of tokens
-    clipped below, A < 0, and above, A > 0)."""
+    clipped below, A < 0, and above, A > 0). ``records`` is a run's metric records (the list of dicts :func:`~stddial_book.rl.runlog.load_run` returns);
+    ``panels`` names the panels in order (``kl`` and ``clip`` by default)."""
     panels = tuple(panels)
     unknown = [p for p in panels if p not in (*_METRICS, "clip")]
     if unknown or not 1 <= len(panels) <= 3:
@@ -202,7 +206,8 @@ def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     in ``studies`` (label -> :func:`~stddial_book.experiments.testbed.predictions.pool_study`): top, the measured silent
     fraction of each stretch between pool measurements against its closed form; bottom, the
     share of the update mass per quartile of initial solve rate, realised (bars) against the
-    closed form (diamonds)."""
+    closed form (diamonds). ``key`` is the recipe's key in each study (``"grpo"``, ``"dr_grpo"`` or
+    ``"dapo"``)."""
     from stddial_book.presentation.style import RECIPE_NAMES
 
     fig, (silent, mass) = plt.subplots(1, 2, figsize=(9, 3.8), constrained_layout=True)
@@ -251,7 +256,8 @@ def prediction_checks_figure(studies: dict[str, dict], key: str) -> plt.Figure:
 def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
     """Chapters 10-12: the third prediction, where learning happens: the mean solve rate of each
     quartile of initial solve rate against the samples generated, mean over seeds with ± 2 SD
-    shaded, one panel per set of runs in ``studies`` (their budgets differ, so each gets its axis)."""
+    shaded, one panel per set of runs in ``studies`` (their budgets differ, so each gets its axis);
+    ``studies`` and ``key`` (the recipe's key) are as for :func:`prediction_checks_figure`."""
     from stddial_book.presentation.style import BAND_COLORS
 
     fig, axes = plt.subplots(1, len(studies), figsize=(9, 3.6), constrained_layout=True, sharey=True)
@@ -289,7 +295,8 @@ def quartile_progress_figure(studies: dict[str, dict], key: str) -> plt.Figure:
 def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> plt.Figure:
     """Chapter 9: the warm start's held-out pass rate as the probe estimated it at each check
     (the stopping rule), the target, and the pass rate measured again with fresh samples at the
-    end (``numbers`` from :func:`stddial_book.experiments.testbed.numbers.warm_start_numbers`)."""
+    end (``numbers`` from :func:`stddial_book.experiments.testbed.numbers.warm_start_numbers`).
+    ``records`` are the warm start's metric records; ``batch_size`` its SFT batch size, for the axis label."""
     from stddial_book.rl.runlog import metric_series
 
     steps, rate = metric_series(records, "sft/pass_rate")
@@ -310,7 +317,9 @@ def warm_start_figure(records: list[dict], numbers: dict, batch_size: int) -> pl
 def start_difficulty_figure(evaluation, problems) -> plt.Figure:
     """Chapter 9: where RL starts, from an ``EvalResult`` of ``problems`` with G samples each.
     Top: how many of the G samples were right, per digit count. Bottom: the pass rate against
-    the number of carries in the sum, per digit count."""
+    the number of carries in the sum, per digit count. ``evaluation`` is that
+    :class:`~stddial_book.rl.evaluate.EvalResult`, ``problems`` the held-out problems it evaluated, in
+    its order."""
     from stddial_book.experiments.testbed.numbers import pass_rate_by_carries
 
     G = evaluation.num_samples
@@ -331,7 +340,8 @@ def start_difficulty_figure(evaluation, problems) -> plt.Figure:
 @legible_figure
 def pool_start_figure(records: list[dict], problems) -> plt.Figure:
     """Chapter 9: the RL pool's solve rates at the start of a run (its first measurement),
-    stacked by digit count; ``problems`` are the training problems the pool was taken from."""
+    stacked by digit count; ``problems`` are the training problems the pool was taken from.
+    ``records`` is a run's metric records (the list of dicts :func:`~stddial_book.rl.runlog.load_run` returns), with its pool measurements."""
     from stddial_book.experiments.testbed.predictions import pool_history
 
     _, n, K = pool_history(records)
@@ -351,7 +361,8 @@ def pool_start_figure(records: list[dict], problems) -> plt.Figure:
 def silent_sides_figure(sides: list[dict], group_size: int) -> plt.Figure:
     """Chapter 9: the silent fraction at G against the pool's mean solve rate, split into
     all-wrong and all-right groups, one point per pool measurement of each run (``sides``:
-    :func:`stddial_book.experiments.testbed.numbers.silent_sides` results)."""
+    :func:`stddial_book.experiments.testbed.numbers.silent_sides` results). ``group_size`` is the G the
+    sides were computed at, for the axis label."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6), constrained_layout=True)
     for key, color, label in (
         ("all_wrong", "C3", "all wrong (k = 0)"),
@@ -381,7 +392,8 @@ def sampling_cost_figure(records: list[dict], title: str = "") -> plt.Figure:
     """Chapter 12: DAPO's dynamic sampling. Top: samples generated and samples that reached an
     update, cumulative over steps (the gap is the silent groups thrown away). Bottom: how many
     rollout rounds each step took to fill its batch, the steps that hit the cap on rounds (a
-    short batch) shown apart."""
+    short batch) shown apart. ``records`` is a run's metric records (the list of dicts :func:`~stddial_book.rl.runlog.load_run` returns) of a
+    DAPO run; ``title``, if not empty (the default), is written above the panels."""
     from stddial_book.rl.runlog import metric_series
 
     steps, generated = metric_series(records, "samples/generated")
@@ -420,7 +432,7 @@ def _on_grid(runs: list[list[dict]], name: str, grid: np.ndarray) -> np.ndarray:
 @stacked_figure
 def comparison_figure(runs: dict[str, list[list[dict]]], group_size: int) -> plt.Figure:
     """Chapter 13: the recipes side by side over their seeds. ``runs`` maps a recipe name to the
-    records of each of its seeds.
+    records of each of its seeds; ``group_size`` is the runs' G.
 
     Top: the share of update mass per kind of mixed group, k or G − k correct
     (:func:`~stddial_book.experiments.testbed.logs.mass_by_sigma`), mean over seeds: the dial's direct effect.

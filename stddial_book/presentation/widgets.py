@@ -21,7 +21,11 @@ EXPLORER_GROUP_SIZES_DEFAULT = (2, 4, 8, 16, 32, 64)
 
 
 def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_name: str = "grpo"):
-    """One prompt with solve rate p, groups of G: the distribution of k and each outcome's weight."""
+    """One prompt with solve rate p, groups of G: the distribution of k and each outcome's weight.
+
+    ``group_size`` is G (8 by default), ``solve_rate`` is p in [0, 1] (0.3 by default) and ``recipe_name``
+    names a preset (``"grpo"`` by default, or ``"dr_grpo"``, ``"dapo"``).
+    """
     import matplotlib.pyplot as plt
     from scipy.stats import binom
 
@@ -86,6 +90,7 @@ def explorer_note(recipe_name: str, group_sizes=EXPLORER_GROUP_SIZES_DEFAULT) ->
     weights, which are another preset's wherever they coincide (DAPO divides by σ like GRPO, and GRPO's
     advantages do not depend on the reward values): the note says so, and where the recipe differs.
     Whether the weights coincide is computed here, for every group size of the grid, not assumed.
+    ``recipe_name`` names the preset; ``group_sizes`` are the grid's G, each at least 2.
     """
     from stddial_book.theory.identity import update_weight
     from stddial_book.theory.recipes import PRESETS, get_recipe
@@ -137,7 +142,8 @@ def silent_explorer_data(group_sizes=EXPLORER_GROUP_SIZES, solve_rates=EXPLORER_
 
     For each setting: the binomial distribution of k, each outcome's update weight w(k/G) (0 when
     silent), P(silent) and E[w]; per recipe its :func:`explorer_note`. Returned as plain lists,
-    ready for JSON.
+    ready for JSON. ``group_sizes`` are the grid's G (each at least 2) and ``solve_rates`` its p (each
+    in [0, 1]); by default G = 2, 4, 8, 16, 32 and 64 and p from 0 to 1 in steps of 0.025.
     """
     from scipy.stats import binom
 
@@ -228,7 +234,9 @@ def silent_explorer_html(
     (:func:`silent_explorer_data`), drawn as SVG by inline JavaScript when a slider moves; nothing
     is fetched from the network, so it works on the static website and offline. The two panels
     wrap onto two lines in a narrow column and scale down with it (never wider than the column), so
-    their 12- to 13-px labels stay readable on a phone.
+    their 12- to 13-px labels stay readable on a phone. ``group_sizes`` and ``solve_rates`` are the grid,
+    as for :func:`silent_explorer_data`; ``group_size``, ``solve_rate`` and ``recipe_name`` are the
+    setting shown first (the grid's nearest G and p; G = 8, p = 0.3 and GRPO by default).
     """
     import html
     import json

@@ -181,7 +181,7 @@ class ConsistencyFit:
     * ``steps`` and ``logged``: the training steps and DAPO's logged all-correct fractions fitted;
     * ``predicted``: E[p^32] along the fitted competence curve, at the logged steps;
     * ``tau``: the one free timescale τ, in training steps; ``r2``: the prediction's R²;
-    * ``plateau``: the mean of the last :data:`PLATEAU_POINTS` logged fractions;
+    * ``plateau``: the mean of the last ``PLATEAU_POINTS`` (8) logged fractions;
     * ``frozen``: E[p^32] of the unsharpened pool (T = 1); ``frozen_mean`` and ``end_mean``: the
       pool's mean solve rate at T = 1 and at ``end_temperature``, the T_end whose E[p^32] is the plateau;
     * ``generic_r2`` and ``generic_params``: R² and (a, b) of the generic curve a(1 − exp(−t/b));
@@ -268,7 +268,7 @@ def fit_consistency(
 
     ``solve_rates`` and ``counts`` describe the prompt pool (Big-Math: k/64 and the 65 counts).
     ``steps`` (positive, increasing) and ``logged`` (fractions in [0, 1]) are the logged curve, one
-    fraction per step, at least :data:`PLATEAU_POINTS` + 2 points. ``bootstrap`` is the number of
+    fraction per step, at least ``PLATEAU_POINTS`` + 2 = 10 points. ``bootstrap`` is the number of
     bootstrap resamples of the points (0 to 10,000; 1000 by default, 0 for none) and ``seed`` (≥ 0)
     seeds them. See the module docstring for the model; the fits minimise squared error.
     """

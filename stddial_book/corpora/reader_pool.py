@@ -98,7 +98,7 @@ def as_reader_pool(data: Any, name: str = "pool") -> ReaderPool:
     """A :class:`ReaderPool` from a ReaderPool, a :class:`SolveCounts` or a :class:`KHistogram`.
 
     ``data`` is one of those three (a ReaderPool is returned as it is); ``name`` names the pool made of a
-    :class:`KHistogram`, which has no name of its own (``"pool"`` by default).
+    :class:`~stddial_book.corpora.histograms.KHistogram`, which has no name of its own (``"pool"`` by default).
     """
     if isinstance(data, ReaderPool):
         return data

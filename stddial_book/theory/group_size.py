@@ -49,8 +49,7 @@ def gradient_fidelity(solve_rate: ArrayLike, group_size: ArrayLike) -> ArrayLike
     G realises, with E[g] the exact binomial sum :func:`expected_group_std`.
 
     Bay and Yearick (2026), eq. (fidelity); chapter 5. Defined for 0 < p < 1: ``solve_rate`` is p, strictly
-    between 0 and 1, and ``group_size`` is G ≥ 2 (at most :data:`~stddial_book.theory.silent.MAX_GROUP_SIZE`);
-    both may be arrays and broadcast.
+    between 0 and 1, and ``group_size`` is G ≥ 2 (at most 10¹²); both may be arrays and broadcast.
     """
     p = _interior(solve_rate, "the gradient fidelity")
     value = to_numpy(expected_group_std(p, group_size), "E[g]") / np.sqrt(p * (1.0 - p))

@@ -125,8 +125,8 @@ def expected_update_weight(solve_rate: ArrayLike, group_size: int, recipe: Recip
     The expectation is over the group's outcome j ~ Binomial(G, p); silent outcomes contribute 0.
     No refill factor is applied here (DAPO's depends on the whole prompt population; see
     :func:`stddial_book.corpora.histograms.expected_update_mass`). Chapter 5. ``solve_rate`` is p in [0, 1],
-    a number or an array (the result has its shape); ``group_size`` is one G ≥ 2 (at most
-    :data:`MAX_EXACT_GROUP_SIZE`); ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset name.
+    a number or an array (the result has its shape); ``group_size`` is one G ≥ 2 (at most 10⁷, the exact
+    sum's limit); ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset name.
     """
     size = _check_exact_size(check_group_size(group_size))
     recipe = as_recipe(recipe)

@@ -114,7 +114,7 @@ def update_weight(
 
     ``pass_rate`` is the group's p̂ = k/G in [0, 1] (a number or an array; the result has its shape);
     ``recipe`` is a :class:`~stddial_book.theory.recipes.Recipe` or a preset name; ``group_size`` is G,
-    needed only for a recipe with Bessel's correction (``None`` otherwise, checked if given). References:
+    needed only for a recipe that divides by Bessel's std (``None`` otherwise, checked if given). References:
     Shao et al. (2024), Liu et al. (2025), Yu et al. (2025); chapters 3 and 5.
     """
     recipe = as_recipe(recipe)

@@ -204,7 +204,7 @@ class KnapsackPaper:
     """Knapsack RL as its released trainer allocates (Li et al. 2025; liziniu/KnapsackRL,
     ``verl/trainer/ppo/exploration_utils.py``, ``sampling_budget_by_knapsack``, and its dataset's
     sample states; the rules carried over, not the code). Pass rates are plug-in: the share right
-    among a prompt's latest 16 rewards (:data:`~stddial_book.rl.pool_state.WINDOW`; the last visit
+    among a prompt's latest 16 rewards (``WINDOW`` of :mod:`~stddial_book.rl.pool_state`; the last visit
     alone when it drew more), valid once the prompt has drawn ``min_history`` (8) samples. A
     candidate without a valid rate gets ``group_size``; one whose rate is 0 or 1 gets ``min_size``;
     a mixed one gets ``min_size`` plus the knapsack's extra samples (at most ``max_size`` in all),

@@ -16,11 +16,12 @@ __all__ = ["Batch", "GroupLayout", "group_sizes_of", "bucket_of", "make_problems
 
 
 def bucket_of(problem: Problem) -> str:
-    """The difficulty bucket of ``problem`` (a :class:`Problem`): ``D{digits}``, its digit count.
+    """The difficulty bucket of a problem: ``D{digits}``, its digit count.
 
     Chapter 9 measures accuracy by carries too; with the answer's digits
     reversed, carries barely change how hard a problem is for the model,
-    while each extra digit does.
+    while each extra digit does. ``problem`` is a
+    :class:`~stddial_book.rl.tasks.Problem`.
     """
     if not isinstance(problem, Problem):
         name = type(problem).__name__
@@ -56,8 +57,8 @@ def make_problems(task: TaskConfig) -> tuple[list[Problem], list[Problem]]:
 def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.device | str = "cpu"):
     """Left-padded prompt ids and mask for a list of problems (one length per D needs no padding).
 
-    ``problems`` are the :class:`Problem` objects, one row each; ``codec`` is the
-    :class:`~stddial_book.rl.model.CharCodec` that encodes their prompts; ``device`` is where the two
+    ``problems`` are the :class:`~stddial_book.rl.tasks.Problem` objects, one row each; ``codec`` is
+    the :class:`~stddial_book.rl.model.CharCodec` that encodes their prompts; ``device`` is where the two
     tensors, ids (rows, width) and mask (rows, width, bool, false on padding), are put (default CPU).
     """
     problems = _require_problems(problems, "problems")

@@ -248,8 +248,8 @@ def sft_work(profile) -> RunWork:
 
 
 def parameter_count(profile) -> int:
-    """Parameters of the profile's model (built on the CPU from ``profile.model``); ``profile`` is a
-    :class:`~stddial_book.rl.profiles.Profile`."""
+    """Parameters of the profile's model (built on the CPU from ``profile.model``).
+    ``profile`` is a :class:`~stddial_book.rl.profiles.Profile`."""
     from stddial_book.rl.model import tiny_model
 
     profile = _check_profile(profile, "model")

@@ -151,9 +151,9 @@ def build_group(
 
 
 def group_of(prompt: torch.Tensor, rows: list[list[int]], pad_id: int, rewards) -> GroupBatch:
-    """A :class:`GroupBatch` of one ``prompt`` (token ids, shape (1, P), no padding) and its completions
-    ``rows`` (token ids, each its own length), right-padded with ``pad_id`` and masked, with their 0/1
-    ``rewards``."""
+    """A :class:`GroupBatch` of one prompt (shape (1, P)) and its completions ``rows`` (token ids, each its own
+    length), right-padded with ``pad_id`` and masked, with their 0/1 ``rewards``. ``prompt`` holds the
+    prompt's token ids, without padding (its mask is all true)."""
     device, size = prompt.device, len(rows)
     width = max(len(r) for r in rows)
     completion = torch.full((size, width), pad_id, device=device)
@@ -196,8 +196,9 @@ def per_sample_scores(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: 
     """(G, num_params): gᵢ = ∇ Σₜ log π(oᵢₜ) / nᵢ with nᵢ = ℓᵢ, L_max or ℓ̄ per the aggregation.
 
     ``model`` is the causal LM whose trainable parameters the scores are taken over; ``batch`` the
-    :class:`GroupBatch` of G samples; ``recipe`` (a :class:`Recipe` or a preset name) gives the
-    aggregation; ``max_new_tokens`` is L_max, in tokens. One backward pass per sample.
+    :class:`GroupBatch` of G samples; ``recipe`` (a :class:`~stddial_book.theory.recipes.Recipe` or a
+    preset name) gives the aggregation; ``max_new_tokens`` is L_max, in tokens. One backward pass per
+    sample.
     """
     recipe, max_new_tokens = _check_group_args(batch, recipe, max_new_tokens)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -341,7 +342,8 @@ def identity_drift(
     ‖w(ḡ₊ − ḡ₋)‖) and ``norm_ratio`` (‖−∇L‖ / ‖w(ḡ₊ − ḡ₋)‖). Chapter 4.
 
     ``model`` holds the current weights; ``group`` is a mixed
-    :class:`GroupBatch`; ``recipe`` a :class:`Recipe` or a preset name;
+    :class:`GroupBatch`; ``recipe`` a
+    :class:`~stddial_book.theory.recipes.Recipe` or a preset name;
     ``max_new_tokens`` is L_max in tokens; ``split`` defaults to false.
     """
     recipe, max_new_tokens = _check_group_args(group, recipe, max_new_tokens)
@@ -382,8 +384,8 @@ def drift_study(
     steps are taken on a copy). Returns one row per (step, group), as columns: ``step``,
     ``group``, ``group_std``, ``tokens``, ``clipped``, ``clipped_high``, ``rel_error``, ``ratio_error``,
     ``clip_error``, ``norm_ratio`` (chapter 4). ``groups`` is a non-empty list of mixed
-    :class:`GroupBatch`; ``recipe`` a :class:`Recipe`; ``max_new_tokens`` is L_max in tokens; ``lr``
-    is Adam's learning rate (> 0).
+    :class:`GroupBatch`; ``recipe`` a :class:`~stddial_book.theory.recipes.Recipe`; ``max_new_tokens``
+    is L_max in tokens; ``lr`` is Adam's learning rate (> 0).
     """
     import copy
 
@@ -458,8 +460,8 @@ def move_policy(
     that :func:`identity_drift` can measure the clipped update afterwards. This is what
     several minibatch steps per rollout batch do in training: the ratio leaves 1 and the clip
     starts to bind. ``model`` is moved in place; ``groups`` is a non-empty list of
-    :class:`GroupBatch`; ``recipe`` a :class:`Recipe`; ``max_new_tokens`` is L_max in tokens; ``lr``
-    is Adam's learning rate (> 0); ``steps`` may be 0 (nothing moves).
+    :class:`GroupBatch`; ``recipe`` a :class:`~stddial_book.theory.recipes.Recipe`; ``max_new_tokens``
+    is L_max in tokens; ``lr`` is Adam's learning rate (> 0); ``steps`` may be 0 (nothing moves).
     """
     steps, lr = check_int(steps, "steps", minimum=0), check_number(lr, "lr")
     if not lr > 0:

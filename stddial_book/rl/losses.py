@@ -118,7 +118,7 @@ def policy_loss(
     - ``advantages``: (B,) one advantage per sample, broadcast to its tokens, or (B, T).
     - ``mask``: (B, T) true for completion tokens (EOS included), false for prompt and padding.
     - ``recipe``: the dial's settings (clip range, KL coefficient, aggregation, overlong filter), a
-      :class:`Recipe` or a preset name.
+      :class:`~stddial_book.theory.recipes.Recipe` or a preset name.
     - ``max_new_tokens``: L_max, the fixed generation cap; required by ``seq-mean-token-sum-norm``.
     - ``ref_logprobs``: (B, T) log π_ref, required when ``recipe.kl_coef > 0``.
     - ``truncated``: (B,) true for samples cut off at L_max; masked out if ``recipe.overlong_filter``.

@@ -241,8 +241,8 @@ def save(model, tokenizer, directory: str | os.PathLike) -> Path:
 
 
 def load(directory: str | os.PathLike):
-    """Read back what :func:`save` wrote: ``(model, tokenizer)``. ``directory`` is the folder
-    :func:`save` wrote to; nothing is downloaded."""
+    """Read back what :func:`save` wrote: ``(model, tokenizer)``.
+    ``directory`` is the folder :func:`save` wrote to; nothing is downloaded."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     path = Path(directory)

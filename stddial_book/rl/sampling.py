@@ -56,8 +56,8 @@ def overlong_penalty(lengths, max_new_tokens: int, overlong_cache: int) -> np.nd
     0 for length ≤ L_max − L_cache; (L_max − L_cache − length) / L_cache inside the band;
     −1 for length ≥ L_max (a sample cut off at the cap).
 
-    ``lengths`` are the completions' lengths in tokens (whole numbers ≥ 0, e.g.
-    :attr:`~stddial_book.rl.rollout.Rollout.lengths`); ``max_new_tokens`` is L_max and
+    ``lengths`` are the completions' lengths in tokens (whole numbers ≥ 0, e.g. a
+    :class:`~stddial_book.rl.rollout.Rollout`'s ``lengths``); ``max_new_tokens`` is L_max and
     ``overlong_cache`` L_cache, the band's width, in tokens (0 < L_cache ≤ L_max).
     """
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)

@@ -146,8 +146,10 @@ def make_split(
 
 
 def reward(completion: str, problem: Problem, eos: str = EOS) -> float:
-    """1.0 when ``completion`` (text) is exactly the reversed sum of
-    ``problem`` followed by ``eos`` (default :data:`EOS`), else 0.0."""
+    """1.0 when ``completion`` is exactly the reversed sum followed by
+    ``eos``, else 0.0. ``completion`` is text, ``problem`` the
+    :class:`Problem` it answers, ``eos`` the end marker (default
+    :data:`EOS`)."""
     if not isinstance(completion, str) or not isinstance(eos, str):
         wrong, value = ("completion", completion) if not isinstance(completion, str) else ("eos", eos)
         raise TypeError(

@@ -146,3 +146,42 @@ def test_a_name_listed_by_two_modules_would_be_refused_not_guessed(monkeypatch) 
     monkeypatch.setattr(stddial_book, "_owners", lambda: {"twice": ("stddial_book.a", "stddial_book.b")})
     with pytest.raises(AttributeError, match=r"defined in several modules \(stddial_book.a, stddial_book.b\)"):
         stddial_book.twice  # noqa: B018
+
+
+def _undocumented_parameters() -> list[str]:
+    """Each public callable (a name in a module's ``__all__``) whose docstring does not name every parameter
+    in ``double backticks`` (a class: its class or ``__init__`` docstring; a dataclass: its fields)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import stddial_book
+
+    seen, missing = set(), []
+    for info in pkgutil.walk_packages(stddial_book.__path__, "stddial_book."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name)
+            public = inspect.isfunction(obj) or (inspect.isclass(obj) and obj.__module__ == module.__name__)
+            if not public or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            try:
+                params = [p for p in inspect.signature(obj).parameters if p not in ("self", "cls") and p[0] != "_"]
+            except (TypeError, ValueError):
+                continue
+            doc = inspect.getdoc(obj) or ""
+            if inspect.isclass(obj) and obj.__init__ is not object.__init__:
+                doc += "\n" + (obj.__init__.__doc__ or "")
+            lacking = [p for p in params if f"``{p}``" not in doc]
+            if lacking:
+                missing.append(f"{module.__name__}.{name}: {', '.join(lacking)}")
+    return missing
+
+
+def test_every_public_parameter_is_named_in_its_docstring() -> None:
+    """The API page shows each public name's docstring: every parameter must be named there (as ``name``)
+    with what it means; a new parameter without a word fails here."""
+    assert _undocumented_parameters() == []

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from stddial_book.rl.configs import TaskConfig, _require_problems
+from stddial_book.rl.configs import TaskConfig, require_problems
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.tasks import Problem, make_split
 
@@ -61,7 +61,7 @@ def encode_prompts(problems: Sequence[Problem], codec: CharCodec, device: torch.
     the :class:`~stddial_book.rl.model.CharCodec` that encodes their prompts; ``device`` is where the two
     tensors, ids (rows, width) and mask (rows, width, bool, false on padding), are put (default CPU).
     """
-    problems = _require_problems(problems, "problems")
+    problems = require_problems(problems, "problems")
     if not isinstance(codec, CharCodec):
         raise TypeError(f"codec must be a CharCodec (model.CharCodec()); got {type(codec).__name__}.")
     encoded = [codec.encode(p.prompt) for p in problems]

@@ -417,7 +417,7 @@ def _smallest_step(rule) -> int:
     return rule.round_size * (rule.max_rounds if rule.batch_prompts is None else 1)
 
 
-def _require_problems(problems, name: str, allow_empty: bool = False) -> list[Problem]:
+def require_problems(problems, name: str, allow_empty: bool = False) -> list[Problem]:
     """``problems`` as a list, after checking it holds :class:`~stddial_book.rl.tasks.Problem` objects."""
     if isinstance(problems, (str, bytes)) or not hasattr(problems, "__len__"):
         raise TypeError(
@@ -435,7 +435,7 @@ def _require_problems(problems, name: str, allow_empty: bool = False) -> list[Pr
     return problems
 
 
-def _require_model(model) -> torch.device:
+def require_model(model) -> torch.device:
     """The device of ``model``, after checking it is a torch module with parameters."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch module (e.g. model.tiny_model()); got {type(model).__name__}.")
@@ -445,7 +445,7 @@ def _require_model(model) -> torch.device:
         raise ValueError("model has no parameters; pass a language model such as model.tiny_model().") from None
 
 
-def _require_config(config, kind: type) -> None:
+def require_config(config, kind: type) -> None:
     if not isinstance(config, kind):
         raise TypeError(
             f"config must be a {kind.__name__} (e.g. {kind.__name__}(...) or "

@@ -12,7 +12,7 @@ from stddial_book.core.checks import (
     check_int,
 )
 from stddial_book.corpora.histograms import SolveCounts
-from stddial_book.rl.configs import _require_model, _require_problems
+from stddial_book.rl.configs import require_model, require_problems
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.policy import CharPolicy, Policy, as_policy
 from stddial_book.rl.rollout import sample
@@ -162,10 +162,10 @@ def _checked_eval_args(model, problems, max_new_tokens, num_samples, chunk) -> l
         )
     if isinstance(model, Policy):
         problems = model.check_problems(problems, "problems")
-        _require_model(model.model)
+        require_model(model.model)
     else:
-        problems = _require_problems(problems, "problems")
-        _require_model(model)
+        problems = require_problems(problems, "problems")
+        require_model(model)
     for name, value in (("num_samples", num_samples), ("chunk", chunk), ("max_new_tokens", max_new_tokens)):
         if name == "chunk" and value is None:  # the policy's own
             continue

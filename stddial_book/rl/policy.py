@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from stddial_book.rl.batches import bucket_of, encode_prompts
-from stddial_book.rl.configs import _require_model, _require_problems
+from stddial_book.rl.configs import require_model, require_problems
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.tasks import Problem
 from stddial_book.rl.tasks import rewards as task_rewards
@@ -111,7 +111,7 @@ class CharPolicy(Policy):
         return self.codec.eos_id
 
     def check_problems(self, problems: Any, name: str, allow_empty: bool = False) -> list[Problem]:
-        return _require_problems(problems, name, allow_empty=allow_empty)
+        return require_problems(problems, name, allow_empty=allow_empty)
 
     def encode(self, problems: Sequence[Problem], device: torch.device | str = "cpu"):
         return encode_prompts(problems, self.codec, device)
@@ -160,5 +160,5 @@ def as_policy(model: Any, codec: Any = None) -> Policy:
                 "a Policy brings its own tokenizer; pass codec only with the testbed's model (a torch module)."
             )
         return model
-    _require_model(model)
+    require_model(model)
     return CharPolicy(model, codec)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from stddial_book.rl.configs import SFTConfig, _require_config, _require_model, _require_problems
+from stddial_book.rl.configs import SFTConfig, require_config, require_model, require_problems
 from stddial_book.rl.evaluate import EvalResult, evaluate
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.rollout import _positions
@@ -69,8 +69,8 @@ def _sft_batch(problems: Sequence[Problem], codec: CharCodec, device) -> tuple[t
 def _checked_problems(train_problems, heldout, config) -> tuple[list[Problem], list[Problem]]:
     """Validate :func:`sft`'s problems and config; both problem lists must be non-empty, since
     the stopping rule is measured on the held-out one (chapter 9)."""
-    train_problems = _require_problems(train_problems, "train_problems", allow_empty=True)
-    heldout = _require_problems(heldout, "heldout", allow_empty=True)
+    train_problems = require_problems(train_problems, "train_problems", allow_empty=True)
+    heldout = require_problems(heldout, "heldout", allow_empty=True)
     if len(train_problems) == 0:
         raise ValueError("sft got no training problems; pass a non-empty list (TaskConfig.num_train > 0).")
     if len(heldout) == 0:
@@ -78,7 +78,7 @@ def _checked_problems(train_problems, heldout, config) -> tuple[list[Problem], l
             "sft got no held-out problems, so its stopping rule (the held-out pass rate) "
             "cannot be measured; pass a non-empty held-out set."
         )
-    _require_config(config, SFTConfig)
+    require_config(config, SFTConfig)
     return train_problems, heldout
 
 
@@ -137,7 +137,7 @@ def sft(
     """
     train_problems, heldout = _checked_problems(train_problems, heldout, config)
     codec = codec or CharCodec()
-    device = _require_model(model)
+    device = require_model(model)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator(device=device).manual_seed(config.seed)
     optimizer = _adamw(model, config.lr)

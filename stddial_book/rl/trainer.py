@@ -27,7 +27,7 @@ from stddial_book.rl.checkpoints import (
     _truncate_metrics,
     checkpoint_dir,
 )
-from stddial_book.rl.configs import TrainConfig, _require_config, _require_model, _require_problems
+from stddial_book.rl.configs import TrainConfig, require_config, require_model, require_problems
 from stddial_book.rl.evaluate import EvalResult, evaluate, policy_solve_counts
 from stddial_book.rl.model import CharCodec
 from stddial_book.rl.policy import Policy, as_policy
@@ -130,9 +130,9 @@ def _checked_arguments(model, train_problems, heldout, config: TrainConfig, out)
     ``model`` is the testbed's torch module or a :class:`Policy`, which checks its own problems. The
     pool must fill a step with ``prompts_per_step`` distinct prompts, and evaluation needs held-out
     problems (chapter 10)."""
-    _require_config(config, TrainConfig)
-    _require_model(model.model if isinstance(model, Policy) else model)
-    check = model.check_problems if isinstance(model, Policy) else _require_problems
+    require_config(config, TrainConfig)
+    require_model(model.model if isinstance(model, Policy) else model)
+    check = model.check_problems if isinstance(model, Policy) else require_problems
     train_problems = check(train_problems, "train_problems", allow_empty=True)
     heldout = check(heldout, "heldout", allow_empty=True)
     if not isinstance(out, (str, os.PathLike)):

@@ -109,7 +109,7 @@ def run_ours(
     # train() writes a checkpoint at the end of the run (its last step counts as "done"); time it
     # by wrapping the module's function, without changing what it does.
     checkpoint = {"s": 0.0, "n": 0}
-    original = checkpoints._save_checkpoint
+    original = checkpoints.save_checkpoint
 
     def timed_checkpoint(*args, **kwargs):
         t = time.perf_counter()
@@ -121,13 +121,13 @@ def run_ours(
 
     with tempfile.TemporaryDirectory(prefix="bench_ours_") as tmp:
         out = Path(tmp) / "run"
-        checkpoints._save_checkpoint = timed_checkpoint
+        checkpoints.save_checkpoint = timed_checkpoint
         try:
             t0 = time.perf_counter()
             result = book_train.train(model, problems, heldout, config, out)
             wall = time.perf_counter() - t0
         finally:
-            checkpoints._save_checkpoint = original
+            checkpoints.save_checkpoint = original
         records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     records = [r for r in records if r["step"] >= 1]
     gen = [r["time/generation_s"] for r in records]

@@ -191,16 +191,9 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("experiments.identity.report", "rl.gradcheck", "_policy_steps"),
     ("experiments.testbed.probes", "rl.batches", "_decode"),
     ("rl.sft", "rl.rollout", "_positions"),
-    ("rl.trainer", "rl.checkpoints", "_State"),
-    ("rl.trainer", "rl.checkpoints", "_check_log_matches"),
-    ("rl.trainer", "rl.checkpoints", "_config_fingerprint"),
-    ("rl.trainer", "rl.checkpoints", "_load_checkpoint"),
-    ("rl.trainer", "rl.checkpoints", "_save_checkpoint"),
-    ("rl.trainer", "rl.checkpoints", "_truncate_metrics"),
     ("rl.trainer", "rl.sft", "_progress"),
     ("rl.trainer", "rl.update", "_batch_metrics"),
     ("rl.trainer", "rl.update", "_update"),
-    ("rl.update", "rl.checkpoints", "_State"),
     ("rl.update", "rl.sft", "_adamw"),
 }
 

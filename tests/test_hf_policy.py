@@ -21,7 +21,7 @@ from test_trainer_allocation import OPTIONS as RULE_OPTIONS
 
 from stddial_book.bridges.lm_data import build_tiny_model
 from stddial_book.bridges.lm_pool import ANSWER_PROMPT
-from stddial_book.rl.checkpoints import _State, checkpoint_dir
+from stddial_book.rl.checkpoints import TrainState, checkpoint_dir
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.evaluate import evaluate, policy_solve_counts
 from stddial_book.rl.hf_policy import HFPolicy, hf_policy
@@ -235,7 +235,7 @@ def test_ragged_group_sizes_in_one_step(folder, pool) -> None:
     policy = policy_of(folder)
     sizes = np.array([[2, 3, 4, 6][i % 4] for i in range(len(pool))])
     cfg = config(GRPO.replace(kl_coef=0.0), identity_check_every=1, identity_check_groups=4)
-    state = _State(0, "cpu")
+    state = TrainState(0, "cpu")
     optimizer = build_optimizer(policy.model, cfg)
     metrics, generated = _train_step(policy.model, optimizer, pool, cfg, state, policy, None, sizes)
     drawn = metrics["groups_generated/prompt"]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from stddial_book.rl.batches import GroupLayout, group_sizes_of, make_problems
-from stddial_book.rl.checkpoints import _State
+from stddial_book.rl.checkpoints import TrainState
 from stddial_book.rl.configs import TaskConfig
 from stddial_book.rl.gradcheck import GroupBatch, build_group, flat_grad, per_sample_scores
 from stddial_book.rl.losses import policy_loss
@@ -235,7 +235,7 @@ def _step(recipe, pool, warm, group_sizes, **changes):
     model = model_for_profile(TINY, dtype=torch.float64)
     model.load_state_dict(warm)
     config = TINY.train_config(recipe, identity_check_every=1, identity_check_groups=8, **changes)
-    state = _State(config.seed, "cpu")
+    state = TrainState(config.seed, "cpu")
     optimizer = _adamw(model, config.lr)
     metrics, generated = _train_step(model, optimizer, pool, config, state, CharCodec(), None, group_sizes)
     return model, metrics, generated, state
@@ -276,7 +276,7 @@ def test_a_round_draws_each_prompts_own_g(pool) -> None:
 
     model = model_for_profile(TINY)
     config = TINY.train_config(GRPO)
-    state = _State(0, "cpu")
+    state = TrainState(0, "cpu")
     sizes = np.arange(len(pool)) % 3 + 2
     batch = _rollout_round(model, pool, config, state, CharCodec(), 5, None, sizes)
     groups = group_sizes_of(batch.prompt_index)

@@ -16,7 +16,7 @@ import torch
 
 from stddial_book.corpora.histograms import KHistogram, silent_fraction
 from stddial_book.rl.batches import Batch
-from stddial_book.rl.checkpoints import _State
+from stddial_book.rl.checkpoints import TrainState
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.gradcheck import build_group, flat_grad, identity_check, per_sample_scores
 from stddial_book.rl.losses import _aggregate, policy_loss
@@ -260,7 +260,7 @@ def engine_step(model, batch: Batch, config: TrainConfig, lr: float) -> None:
     ``check_identity=False``)."""
     advantages = group_advantages(batch.rewards, config.group_size, config.recipe)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    _update(model, optimizer, batch, advantages, config, _State(0, "cpu"), None, check_identity=False)
+    _update(model, optimizer, batch, advantages, config, TrainState(0, "cpu"), None, check_identity=False)
 
 
 def parameter_change(before, after) -> torch.Tensor:

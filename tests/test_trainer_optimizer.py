@@ -15,7 +15,7 @@ from conftest import TINY, fresh
 
 from stddial_book.rl import profiles
 from stddial_book.rl.batches import Batch
-from stddial_book.rl.checkpoints import _State
+from stddial_book.rl.checkpoints import TrainState
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.model import CharCodec, tiny_model
 from stddial_book.rl.rollout import completion_logprobs
@@ -146,7 +146,7 @@ def test_the_trainers_sgd_update_is_theta_minus_lr_g(clip) -> None:
     )
     before = [p.detach().clone() for p in model.parameters()]
     advantages = group_advantages(batch.rewards, 4, recipe)
-    metrics = _update(model, build_optimizer(model, config), batch, advantages, config, _State(0, "cpu"), None)
+    metrics = _update(model, build_optimizer(model, config), batch, advantages, config, TrainState(0, "cpu"), None)
     assert metrics["grad_norm"] == pytest.approx(norm, rel=1e-9)
     assert metrics["update_norm"] == pytest.approx(lr * scale * norm, rel=1e-9)
     for p, b, g in zip(model.parameters(), before, grad):

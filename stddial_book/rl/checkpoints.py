@@ -49,7 +49,7 @@ _POOL_ARRAYS = (
 )
 
 
-class _State:
+class TrainState:
     """The counters and random states a checkpoint must carry for an exact resume, and, under an
     allocation rule, the pool history the rule reads (``pool_state``; ``None`` otherwise)."""
 
@@ -162,7 +162,7 @@ def checkpoint_dir(directory: str | os.PathLike) -> Path | None:
     return max(found)[2] if found else None
 
 
-def _config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
+def config_fingerprint(config_dict: dict[str, Any], run_id: str) -> str:
     """What a checkpoint must belong to: this run directory (its marker's id) and this configuration."""
     text = json.dumps({"run_id": run_id, "train": config_dict}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -182,7 +182,7 @@ def _weights_io(model) -> tuple[Any, Any, Any]:
     )
 
 
-def _save_checkpoint(directory: Path, model, optimizer, state: _State, fingerprint: str = "") -> None:
+def save_checkpoint(directory: Path, model, optimizer, state: TrainState, fingerprint: str = "") -> None:
     """Write model, optimizer and random states into the slot not holding the last checkpoint (see
     :func:`checkpoint_dir`), each file by an atomic rename, and record them in the run's manifest.
     ``model`` is a torch module or a :class:`~stddial_book.rl.policy.Policy` (its trainable weights).
@@ -239,10 +239,10 @@ def _mismatch(path: Path) -> ValueError:
     )
 
 
-def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: str | None = None) -> None:
+def load_checkpoint(path: Path, model, optimizer, state: TrainState, fingerprint: str | None = None) -> None:
     """Restore model, optimizer, counters and random states from the checkpoint directory ``path``.
 
-    With ``fingerprint`` (see :func:`_config_fingerprint`), a checkpoint written for another run
+    With ``fingerprint`` (see :func:`config_fingerprint`), a checkpoint written for another run
     directory or configuration is refused before anything is restored."""
     _, load_weights, device = _weights_io(model)
     parts: dict[str, Any] = {}
@@ -282,7 +282,7 @@ def _load_checkpoint(path: Path, model, optimizer, state: _State, fingerprint: s
         raise _damaged(path / "state.json", err) from None
 
 
-def _check_log_matches(directory: Path, checkpoint: Path, state: _State) -> None:
+def check_log_matches(directory: Path, checkpoint: Path, state: TrainState) -> None:
     """A checkpoint is written right after its step is logged: its counters must be that record's."""
     if state.step == 0:
         return
@@ -299,7 +299,7 @@ def _check_log_matches(directory: Path, checkpoint: Path, state: _State) -> None
         )
 
 
-def _truncate_metrics(directory: Path, last_step: int) -> None:
+def truncate_metrics(directory: Path, last_step: int) -> None:
     """Drop records logged after the checkpoint (they will be logged again, identically) and a
     partial last line a crash may have left: the log is replaced by an atomic rename, never cut in place."""
     path = directory / "metrics.jsonl"

@@ -19,13 +19,13 @@ from stddial_book.rl.batches import Batch, GroupLayout, group_sizes_of
 from stddial_book.rl.checkpoints import (
     CHECKPOINT,
     INIT,
-    _check_log_matches,
-    _config_fingerprint,
-    _load_checkpoint,
-    _save_checkpoint,
-    _State,
-    _truncate_metrics,
+    TrainState,
+    check_log_matches,
     checkpoint_dir,
+    config_fingerprint,
+    load_checkpoint,
+    save_checkpoint,
+    truncate_metrics,
 )
 from stddial_book.rl.configs import TrainConfig, require_config, require_model, require_problems
 from stddial_book.rl.evaluate import EvalResult, evaluate, policy_solve_counts
@@ -66,7 +66,7 @@ def _rollout_round(
     model,
     problems: Sequence[Any],
     config: TrainConfig,
-    state: _State,
+    state: TrainState,
     codec: CharCodec | Policy,
     num_prompts: int | None = None,
     exclude: np.ndarray | None = None,
@@ -245,7 +245,7 @@ class _Measurements:
         return {"pool/k": counts.tolist(), "pool/n": config.pool_samples}
 
 
-def _generate(model, pool: list[Any], config: TrainConfig, state: _State, policy: Policy, group_sizes=None):
+def _generate(model, pool: list[Any], config: TrainConfig, state: TrainState, policy: Policy, group_sizes=None):
     """The rollouts of one step: a round of ``prompts_per_step`` groups, or with dynamic sampling
     refill rounds of new prompts until that many non-silent groups are kept (chapter 12).
     ``group_sizes`` (one G per pool prompt) gives each prompt its own G.
@@ -282,7 +282,7 @@ def _generate(model, pool: list[Any], config: TrainConfig, state: _State, policy
     return generated, kept, rounds, hit_cap, discarded
 
 
-def _allocated(model, pool: list[Any], config: TrainConfig, state: _State, policy: Policy):
+def _allocated(model, pool: list[Any], config: TrainConfig, state: TrainState, policy: Policy):
     """The rollouts of one step under an allocation rule (Part V): the rule reads the pool history
     ``state.pool_state`` and calls ``draw`` (groups sampled from the model, on the shared prompt
     cache) within ``config.step_budget`` samples; every draw is then recorded in the history.
@@ -327,7 +327,14 @@ def _allocated(model, pool: list[Any], config: TrainConfig, state: _State, polic
 
 
 def _learn(
-    model, optimizer, generated: list[Batch], kept: Batch | None, config: TrainConfig, state: _State, ref_model, ragged
+    model,
+    optimizer,
+    generated: list[Batch],
+    kept: Batch | None,
+    config: TrainConfig,
+    state: TrainState,
+    ref_model,
+    ragged,
 ):
     """The update on the kept batch: group advantages A_i = (r_i − mean)/σ as the recipe scales
     them (chapter 2), then :func:`_update`; returns the step's batch and loss metrics. With
@@ -351,7 +358,7 @@ def _learn(
 
 
 def _train_step(
-    model, optimizer, pool: list[Any], config: TrainConfig, state: _State, codec, ref_model, group_sizes=None
+    model, optimizer, pool: list[Any], config: TrainConfig, state: TrainState, codec, ref_model, group_sizes=None
 ):
     """One step of the loop: generate, count, update; returns its metrics and samples generated
     (chapter 10). ``codec`` is the policy (or the testbed's :class:`CharCodec`, :func:`as_policy`);
@@ -397,7 +404,7 @@ class _Run:
     policy: Policy
     optimizer: torch.optim.Optimizer
     ref_model: Any
-    state: _State
+    state: TrainState
     pool: list[Any]
     config: TrainConfig
     log: RunLog
@@ -431,7 +438,7 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
         bar.update(num_generated)
         bar.set_postfix(acc=f"{metrics['accuracy']:.2f}", silent=f"{metrics['frac_reward_zero_std']:.2f}")
         if state.step % config.checkpoint_every == 0 or done:
-            _save_checkpoint(run.directory, run.policy, run.optimizer, state, run.fingerprint)
+            save_checkpoint(run.directory, run.policy, run.optimizer, state, run.fingerprint)
             run.log.finish()  # the wall time so far, so that a resumed run's total counts this segment
     bar.close()
     return last_eval, stopped_early
@@ -467,17 +474,17 @@ def _start(
         device=str(device),
         run_id=run_id,
     )
-    fingerprint = _config_fingerprint(identity, run_id)
+    fingerprint = config_fingerprint(identity, run_id)
     ref_model = _reference_policy(policy, directory, config.recipe, resume)
     optimizer = build_optimizer(model, config)
-    state = _State(config.seed, device)
+    state = TrainState(config.seed, device)
     if config.allocation != "uniform":  # what the rule knows of each pool prompt (checkpointed)
         state.pool_state = new_pool_state(len(pool), **config.pool_estimator())
     torch.manual_seed(config.seed)
     if resume:
-        _load_checkpoint(saved_checkpoint, policy, optimizer, state, fingerprint)
-        _check_log_matches(directory, saved_checkpoint, state)
-        _truncate_metrics(directory, state.step)
+        load_checkpoint(saved_checkpoint, policy, optimizer, state, fingerprint)
+        check_log_matches(directory, saved_checkpoint, state)
+        truncate_metrics(directory, state.step)
     return _Run(policy, optimizer, ref_model, state, pool, config, log, directory, fingerprint)
 
 

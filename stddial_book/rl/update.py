@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from stddial_book.rl.batches import Batch, GroupLayout, group_sizes_of
-from stddial_book.rl.checkpoints import _State
+from stddial_book.rl.checkpoints import TrainState
 from stddial_book.rl.configs import TrainConfig
 from stddial_book.rl.losses import policy_loss
 from stddial_book.rl.rollout import shared_prompt_logprobs
@@ -334,7 +334,7 @@ def _update(
     batch: Batch,
     advantages: np.ndarray,
     config: TrainConfig,
-    state: _State,
+    state: TrainState,
     ref_model,
     check_identity: bool = False,
     group_sizes: list[int] | None = None,

@@ -229,14 +229,14 @@ def warm(pool) -> dict:
 
 def _step(recipe, pool, warm, group_sizes, **changes):
     from stddial_book.rl.model import model_for_profile
-    from stddial_book.rl.sft import _adamw
+    from stddial_book.rl.sft import adamw_optimizer
 
     torch.manual_seed(0)
     model = model_for_profile(TINY, dtype=torch.float64)
     model.load_state_dict(warm)
     config = TINY.train_config(recipe, identity_check_every=1, identity_check_groups=8, **changes)
     state = TrainState(config.seed, "cpu")
-    optimizer = _adamw(model, config.lr)
+    optimizer = adamw_optimizer(model, config.lr)
     metrics, generated = _train_step(model, optimizer, pool, config, state, CharCodec(), None, group_sizes)
     return model, metrics, generated, state
 

@@ -24,7 +24,7 @@ from stddial_book.rl.model import CharCodec, tiny_model
 from stddial_book.rl.rollout import completion_logprobs
 from stddial_book.rl.sampling import DynamicSampler, nonsilent_groups
 from stddial_book.rl.tasks import make_problem
-from stddial_book.rl.update import _update
+from stddial_book.rl.update import update_policy
 from stddial_book.teaching.advantages import dapo_advantages, dr_grpo_advantages, grpo_advantages
 from stddial_book.teaching.aggregation import aggregate_loss
 from stddial_book.teaching.dynamic_sampling import dynamic_sampling
@@ -256,11 +256,11 @@ def matched(recipe):
 
 
 def engine_step(model, batch: Batch, config: TrainConfig, lr: float) -> None:
-    """The engine's advantages and ``_update`` on ``batch`` with plain SGD (``ref_model=None``,
+    """The engine's advantages and ``update_policy`` on ``batch`` with plain SGD (``ref_model=None``,
     ``check_identity=False``)."""
     advantages = group_advantages(batch.rewards, config.group_size, config.recipe)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    _update(model, optimizer, batch, advantages, config, TrainState(0, "cpu"), None, check_identity=False)
+    update_policy(model, optimizer, batch, advantages, config, TrainState(0, "cpu"), None, check_identity=False)
 
 
 def parameter_change(before, after) -> torch.Tensor:
@@ -294,7 +294,7 @@ def test_sampler_records_the_policys_logprobs() -> None:
 @pytest.mark.parametrize("max_grad_norm", [1e6, 1e-3, 0.0], ids=["unclipped", "norm-clipped", "no-clip"])
 @pytest.mark.parametrize("recipe", [GRPO, DR_GRPO, DAPO], ids=lambda r: r.name)
 def test_policy_update_moves_the_weights_as_the_engines_update(recipe, max_grad_norm: float) -> None:
-    """``policy_update`` and the engine's ``_update`` on the same fixed batch (sampled from the model
+    """``policy_update`` and the engine's ``update_policy`` on the same fixed batch (sampled from the model
     itself, random correctness, the engine's advantages) change every parameter alike to 1e-6
     (float64: in fact to about 1e-15). The engine is set to match (``step_config``, ``matched``):
     β = 0 and no reference model, one minibatch, no identity check, DAPO's overlong filter and
@@ -318,7 +318,7 @@ def test_policy_update_moves_the_weights_as_the_engines_update(recipe, max_grad_
 def test_rl_step_is_the_engines_step(recipe) -> None:
     """The whole teaching step (sample, verify, advantages, DAPO's filter, update) against the engine
     on the batch the step sampled: the engine's ``group_advantages``, DAPO's kept groups by
-    ``nonsilent_groups``, and ``_update`` set as in ``step_config``. The first prompt's group is
+    ``nonsilent_groups``, and ``update_policy`` set as in ``step_config``. The first prompt's group is
     made silent, so DAPO's filter has something to drop."""
     model, codec, G, lr = small_model(seed=1), CharCodec(), 4, 0.5
 

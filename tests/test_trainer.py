@@ -209,7 +209,7 @@ def test_a_resumed_finished_run_returns_its_final_evaluation(problems, warm, tmp
 def test_frac_reward_zero_std_is_trls_metric_under_shaped_rewards() -> None:
     """TRL counts groups whose (shaped) reward std is zero; the dial's silent fraction counts groups
     unanimous in correctness. A length penalty inside an all-wrong group separates the two."""
-    from stddial_book.rl.update import _batch_metrics
+    from stddial_book.rl.update import batch_metrics
 
     G = 4
     n = 2 * G
@@ -229,7 +229,7 @@ def test_frac_reward_zero_std_is_trls_metric_under_shaped_rewards() -> None:
         np.repeat(np.arange(2), G),
     )
     config = TrainConfig(recipe="grpo", group_size=G, prompts_per_step=2, num_minibatches=1)
-    metrics = _batch_metrics([batch], batch[np.array([], dtype=int)], np.zeros(0), config)
+    metrics = batch_metrics([batch], batch[np.array([], dtype=int)], np.zeros(0), config)
     assert metrics["dial/silent_fraction"] == 1.0 and metrics["frac_reward_zero_std"] == 0.5
 
 

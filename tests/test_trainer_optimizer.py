@@ -22,7 +22,7 @@ from stddial_book.rl.rollout import completion_logprobs
 from stddial_book.rl.runlog import load_run, run_json
 from stddial_book.rl.tasks import make_problem
 from stddial_book.rl.trainer import train
-from stddial_book.rl.update import _update, build_optimizer, clip_gradient
+from stddial_book.rl.update import build_optimizer, clip_gradient, update_policy
 from stddial_book.teaching.rl_step import sample_groups
 from stddial_book.theory.recipes import GRPO, group_advantages
 
@@ -123,7 +123,7 @@ def _gradient(model, batch: Batch, config: TrainConfig) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("clip", ["off", "binding"])
 def test_the_trainers_sgd_update_is_theta_minus_lr_g(clip) -> None:
-    """The trainer's own update (``_update``, one minibatch) under plain SGD: θ' = θ − lr · g, with g
+    """The trainer's own update (``update_policy``, one minibatch) under plain SGD: θ' = θ − lr · g, with g
     the policy loss's gradient taken by hand; clipped at a tenth of ‖g‖, θ' = θ − lr · g / 10 (to
     torch's 1e-6 in the clip's denominator, c / (‖g‖ + 1e-6))."""
     model = tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, seed=0, dtype=torch.float64)
@@ -146,7 +146,9 @@ def test_the_trainers_sgd_update_is_theta_minus_lr_g(clip) -> None:
     )
     before = [p.detach().clone() for p in model.parameters()]
     advantages = group_advantages(batch.rewards, 4, recipe)
-    metrics = _update(model, build_optimizer(model, config), batch, advantages, config, TrainState(0, "cpu"), None)
+    metrics = update_policy(
+        model, build_optimizer(model, config), batch, advantages, config, TrainState(0, "cpu"), None
+    )
     assert metrics["grad_norm"] == pytest.approx(norm, rel=1e-9)
     assert metrics["update_norm"] == pytest.approx(lr * scale * norm, rel=1e-9)
     for p, b, g in zip(model.parameters(), before, grad):

@@ -115,7 +115,7 @@ def _check_scoring_temperature(temperature) -> None:
         raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}.")
 
 
-def _positions(mask: torch.Tensor) -> torch.Tensor:
+def position_ids_of(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(dim=1) - 1).clamp(min=0)
 
 
@@ -186,7 +186,7 @@ def _encode_prompts(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, 
     return model(
         input_ids=prompt_ids,
         attention_mask=prompt_mask.long() if padded else None,
-        position_ids=_positions(prompt_mask) if padded else None,
+        position_ids=position_ids_of(prompt_mask) if padded else None,
         use_cache=True,
         past_key_values=DynamicCache(),
         **_last_logit_only(model),
@@ -293,7 +293,7 @@ def sample(
     attention = prompt_mask.long() if padded else None
     out = _encode_prompts(model, prompt_ids, prompt_mask, padded)
     cache, logits = out.past_key_values, out.logits[:, -1, :]
-    position = _positions(prompt_mask)[:, -1]
+    position = position_ids_of(prompt_mask)[:, -1]
     if num_samples != 1:
         logits, position, attention, prompt_ids, prompt_mask = _repeat_rows(
             cache, logits, position, attention, prompt_ids, prompt_mask, num_samples
@@ -362,7 +362,7 @@ def completion_logprobs(
         logits = model(input_ids=ids).logits
     else:
         full_mask = torch.cat([prompt_mask, mask[:, :-1]], dim=1)
-        logits = model(input_ids=ids, attention_mask=full_mask.long(), position_ids=_positions(full_mask)).logits
+        logits = model(input_ids=ids, attention_mask=full_mask.long(), position_ids=position_ids_of(full_mask)).logits
     prompt_len = prompt_ids.shape[1]
     return _chosen(logits[:, prompt_len - 1 :, :], completion_ids, mask, with_entropy, temperature)
 
@@ -450,7 +450,7 @@ def shared_prompt_logprobs(
             rest = model(
                 input_ids=inputs,
                 attention_mask=full_mask.long(),
-                position_ids=_positions(full_mask)[:, prompt_ids.shape[1] :],
+                position_ids=position_ids_of(full_mask)[:, prompt_ids.shape[1] :],
                 past_key_values=cache,
                 use_cache=True,
             ).logits

@@ -12,7 +12,7 @@ import torch
 from stddial_book.rl.configs import SFTConfig, require_config, require_model, require_problems
 from stddial_book.rl.evaluate import EvalResult, evaluate
 from stddial_book.rl.model import CharCodec
-from stddial_book.rl.rollout import _positions
+from stddial_book.rl.rollout import position_ids_of
 from stddial_book.rl.runlog import RunLog
 from stddial_book.rl.tasks import Problem
 
@@ -39,7 +39,7 @@ class SFTResult:
     stop_estimate: float = float("nan")
 
 
-def _adamw(model, lr: float) -> torch.optim.AdamW:
+def adamw_optimizer(model, lr: float) -> torch.optim.AdamW:
     """AdamW at ``lr``, no weight decay, for the trainers here, over ``model``'s parameters (or the list
     of parameters given); its fused kernel (one pass over all parameters instead of a dozen per
     tensor) where this torch has one for the model's device (CPU since torch 2.4). The update is
@@ -88,7 +88,7 @@ def _sft_step(model, optimizer, problems: Sequence[Problem], codec: CharCodec, d
     ids, attn, target = _sft_batch(problems, codec, device)
     # the last column (EOS) is only a target, so it is not fed in
     inputs, seen = ids[:, :-1], attn[:, :-1]
-    logits = model(input_ids=inputs, attention_mask=seen.long(), position_ids=_positions(seen)).logits
+    logits = model(input_ids=inputs, attention_mask=seen.long(), position_ids=position_ids_of(seen)).logits
     logp = torch.log_softmax(logits.float(), dim=-1)
     nll = -logp.gather(2, ids[:, 1:, None]).squeeze(2)
     loss = (nll * target[:, 1:]).sum() / target[:, 1:].sum()
@@ -140,11 +140,11 @@ def sft(
     device = require_model(model)
     rng = np.random.default_rng(config.seed)
     gen = torch.Generator(device=device).manual_seed(config.seed)
-    optimizer = _adamw(model, config.lr)
+    optimizer = adamw_optimizer(model, config.lr)
     probe = list(heldout[: config.eval_prompts])
     start = time.perf_counter()
     history: list[dict[str, float]] = []
-    bar = _progress(config.max_steps, "SFT", progress)
+    bar = progress_bar(config.max_steps, "SFT", progress)
     pass_rate, step = 0.0, 0
     model.train()
     for step in range(1, config.max_steps + 1):
@@ -176,7 +176,7 @@ def sft(
     )
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def progress_bar(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)

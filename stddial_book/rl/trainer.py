@@ -35,8 +35,8 @@ from stddial_book.rl.pool_state import new_pool_state
 from stddial_book.rl.rollout import sample
 from stddial_book.rl.runlog import RunLog, load_run
 from stddial_book.rl.sampling import DynamicSampler, kept_rows, overlong_penalty, rows_by_prompt
-from stddial_book.rl.sft import _progress
-from stddial_book.rl.update import _batch_metrics, _update, build_optimizer, peak_memory_mb
+from stddial_book.rl.sft import progress_bar
+from stddial_book.rl.update import batch_metrics, build_optimizer, peak_memory_mb, update_policy
 from stddial_book.theory.recipes import Recipe, group_advantages
 
 __all__ = ["TrainResult", "train"]
@@ -337,7 +337,7 @@ def _learn(
     ragged,
 ):
     """The update on the kept batch: group advantages A_i = (r_i − mean)/σ as the recipe scales
-    them (chapter 2), then :func:`_update`; returns the step's batch and loss metrics. With
+    them (chapter 2), then :func:`update_policy`; returns the step's batch and loss metrics. With
     ``ragged`` each group's size is read from the rows of its prompt."""
     recipe = config.recipe
     sizes = group_sizes_of(kept.prompt_index) if ragged and kept is not None else None
@@ -346,13 +346,13 @@ def _learn(
         # the overlong filter masks truncated samples out of the loss: out of the group's statistics too
         valid = ~kept.truncated.cpu().numpy() if recipe.overlong_filter else None
         advantages = group_advantages(kept.rewards, layout.group_size, recipe, valid=valid)
-        metrics = _batch_metrics(generated, kept, advantages, config, layout)
+        metrics = batch_metrics(generated, kept, advantages, config, layout)
         check = bool(config.identity_check_every) and (state.step - 1) % config.identity_check_every == 0
-        metrics.update(_update(model, optimizer, kept, advantages, config, state, ref_model, check, sizes))
+        metrics.update(update_policy(model, optimizer, kept, advantages, config, state, ref_model, check, sizes))
         state.samples_kept += len(kept)
     else:
         empty = generated[0][np.array([], dtype=int)]
-        metrics = _batch_metrics(generated, empty, np.zeros(0), config, GroupLayout(sizes=()) if ragged else None)
+        metrics = batch_metrics(generated, empty, np.zeros(0), config, GroupLayout(sizes=()) if ragged else None)
         metrics["optimizer_steps"] = 0
     return metrics
 
@@ -419,7 +419,7 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
     (chapter 10)."""
     config, state = run.config, run.state
     last_eval: EvalResult | None = None
-    bar = _progress(config.sample_budget, f"RL {config.recipe.name}", progress)
+    bar = progress_bar(config.sample_budget, f"RL {config.recipe.name}", progress)
     bar.update(state.samples_generated)
     stopped_early = False
     while state.samples_generated < config.sample_budget:

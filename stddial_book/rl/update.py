@@ -34,12 +34,12 @@ def build_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
     weights unnormalised). Plain SGD keeps no state, so a checkpoint's optimizer file holds only
     its settings and a resumed run continues exactly. ``model`` is the policy's torch module;
     ``config`` the run's :class:`~stddial_book.rl.configs.TrainConfig`."""
-    from stddial_book.rl.sft import _adamw
+    from stddial_book.rl.sft import adamw_optimizer
 
     params = _trainable(model)
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=config.lr, momentum=0.0, weight_decay=0.0)
-    return _adamw(params, config.lr)
+    return adamw_optimizer(params, config.lr)
 
 
 def clip_gradient(model, max_grad_norm: float) -> float:
@@ -78,7 +78,7 @@ def _group_stats(batch: Batch, values: np.ndarray, layout: GroupLayout) -> dict[
     }
 
 
-def _batch_metrics(
+def batch_metrics(
     generated: list[Batch], kept: Batch, advantages: np.ndarray, config: TrainConfig, layout: GroupLayout | None = None
 ) -> dict[str, Any]:
     """Metrics of the samples generated this step and of the batch that reached the update
@@ -328,7 +328,7 @@ def _update_norm(model, before: list[torch.Tensor]) -> float:
         return float(torch.sqrt(sum(((p - q) ** 2).sum() for p, q in zip(_trainable(model), before))))
 
 
-def _update(
+def update_policy(
     model,
     optimizer,
     batch: Batch,

@@ -3,11 +3,11 @@ backward, optimizer step (chapter 10).
 
 The engine splits the same step between ``_rollout_round`` (a KV-cache
 sampler that shares each prompt's cache among its G samples),
-``group_advantages``, ``DynamicSampler`` and ``_update`` (minibatches, passes
+``group_advantages``, ``DynamicSampler`` and ``update_policy`` (minibatches, passes
 cut to their own padding, the KL term against a reference policy, overlong
 filtering, identity checks inside the update, metrics). tests/test_teaching.py
 checks that :func:`rl_step` and :func:`policy_update` move the weights as the
-engine's advantages and ``_update`` do on the same batch.
+engine's advantages and ``update_policy`` do on the same batch.
 
 A batch here is a dict of tensors, one row a sample, the G samples of a group
 contiguous: ``prompt_ids`` (B, P), ``completion_ids`` (B, T), ``mask`` (B, T)

@@ -186,10 +186,6 @@ def test_teaching_code_stands_alone() -> None:
 PRIVATE_IMPORTS_ALLOWED = {
     ("bridges.lm_record", "bridges.lm_run", "_build_trainer"),
     ("bridges.lm_record", "bridges.lm_run", "_import_lm_extras"),
-    ("experiments.identity.report", "rl.gradcheck", "_check_groups"),
-    ("experiments.identity.report", "rl.gradcheck", "_loss"),
-    ("experiments.identity.report", "rl.gradcheck", "_policy_steps"),
-    ("experiments.testbed.probes", "rl.batches", "_decode"),
 }
 
 

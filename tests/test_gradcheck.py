@@ -133,7 +133,7 @@ def test_one_forward_pass_gives_the_separate_passes_numbers_bit_for_bit(setup) -
     """identity_check and identity_drift take the prediction and the loss gradients (clipped and
     unclipped) from one forward pass with its graph kept; each from its own pass, as the public
     pieces compute them, gives the same numbers exactly, not just to rounding."""
-    from stddial_book.rl.gradcheck import _loss, flat_grad, identity_drift
+    from stddial_book.rl.gradcheck import flat_grad, identity_drift, recipe_loss
     from stddial_book.rl.rollout import completion_logprobs
     from stddial_book.theory.identity import update_weight
 
@@ -142,7 +142,7 @@ def test_one_forward_pass_gives_the_separate_passes_numbers_bit_for_bit(setup) -
     for recipe, reference in ((EXACT, EXACT), (DR_GRPO, DR_GRPO), (EXACT.replace(std_eps=0.05), EXACT)):
         weight = float(update_weight(float((group.rewards == 1).mean()), reference, len(group.rewards)))
         predicted = weight * score_contrast(model, group, reference, 6)
-        gradient = -flat_grad(_loss(model, group, recipe, 6).loss, params)
+        gradient = -flat_grad(recipe_loss(model, group, recipe, 6).loss, params)
         got = identity_check(model, group, recipe, 6, reference=reference)
         assert got["rel_error"] == float((gradient - predicted).norm() / predicted.norm())
         assert got["norm_ratio"] == float(gradient.norm() / predicted.norm())
@@ -154,8 +154,8 @@ def test_one_forward_pass_gives_the_separate_passes_numbers_bit_for_bit(setup) -
     params = list(moved.parameters())
     weight = float(update_weight(float((group.rewards == 1).mean()), EXACT, len(group.rewards)))
     predicted = weight * score_contrast(moved, group, EXACT, 6)
-    gradient = -flat_grad(_loss(moved, group, EXACT, 6, old).loss, params)
-    free = -flat_grad(_loss(moved, group, unclipped(EXACT), 6, old).loss, params)
+    gradient = -flat_grad(recipe_loss(moved, group, EXACT, 6, old).loss, params)
+    free = -flat_grad(recipe_loss(moved, group, unclipped(EXACT), 6, old).loss, params)
     got = identity_drift(moved, group, EXACT, 6, old, split=True)
     scale = predicted.norm()
     assert got["rel_error"] == float((gradient - predicted).norm() / scale)

@@ -233,5 +233,5 @@ def group_sizes_of(prompt_index: np.ndarray) -> list[int]:
     return np.diff(np.concatenate([[0], cuts, [len(prompt_index)]])).tolist()
 
 
-def _decode(codec: CharCodec, ids: torch.Tensor) -> list[str]:
+def decode_completions(codec: CharCodec, ids: torch.Tensor) -> list[str]:
     return [codec.decode(row) for row in ids.tolist()]

@@ -218,7 +218,9 @@ def _logprobs(model, batch: GroupBatch) -> torch.Tensor:
     return completion_logprobs(model, batch.prompt_ids, batch.prompt_mask, batch.completion_ids, batch.mask)
 
 
-def _loss(model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int, old_logprobs: torch.Tensor | None = None):
+def recipe_loss(
+    model, batch: GroupBatch, recipe: Recipe, max_new_tokens: int, old_logprobs: torch.Tensor | None = None
+):
     return _loss_of(_logprobs(model, batch), batch, recipe, max_new_tokens, old_logprobs)
 
 
@@ -392,10 +394,10 @@ def drift_study(
     steps, lr = check_int(steps, "steps"), check_number(lr, "lr")
     if steps < 1 or not lr > 0:
         raise ValueError(f"drift_study needs steps >= 1 and lr > 0; got steps={steps}, lr={lr}.")
-    _check_groups(groups)
+    check_groups(groups)
     model = copy.deepcopy(model)
     rows: list[dict[str, float]] = []
-    for step, old in _policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
+    for step, old in policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
         for index, (group, logp) in enumerate(zip(groups, old)):
             drift = identity_drift(model, group, recipe, max_new_tokens, logp, split=True)
             rows.append({"step": step, "group": index, "tokens": int(group.mask.sum()), **drift})
@@ -446,7 +448,7 @@ def _adam_step(
     model, optimizer, groups: list[GroupBatch], old: list[torch.Tensor], recipe: Recipe, max_new_tokens: int
 ) -> None:
     optimizer.zero_grad()
-    loss = sum(_loss(model, g, recipe, max_new_tokens, o).loss for g, o in zip(groups, old))
+    loss = sum(recipe_loss(model, g, recipe, max_new_tokens, o).loss for g, o in zip(groups, old))
     (loss / len(groups)).backward()
     optimizer.step()
 
@@ -466,12 +468,12 @@ def move_policy(
     steps, lr = check_int(steps, "steps", minimum=0), check_number(lr, "lr")
     if not lr > 0:
         raise ValueError(f"lr must be > 0; got {lr}.")
-    _check_groups(groups)
-    *_, (_, old) = _policy_steps(model, groups, recipe, max_new_tokens, steps, lr)
+    check_groups(groups)
+    *_, (_, old) = policy_steps(model, groups, recipe, max_new_tokens, steps, lr)
     return old
 
 
-def _policy_steps(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens: int, steps: int, lr: float):
+def policy_steps(model, groups: list[GroupBatch], recipe: Recipe, max_new_tokens: int, steps: int, lr: float):
     """Yield ``(step, old)`` before the first Adam step and after each of ``steps`` steps on the
     mean of the groups' losses, moving ``model`` in place; ``old`` is the sampling policy's
     log-probs of every group, taken before the first step (the ratios' denominator). Shared by
@@ -491,7 +493,7 @@ def _check_group_args(batch: GroupBatch, recipe: Recipe, max_new_tokens: int) ->
     return as_recipe(recipe), check_int(max_new_tokens, "max_new_tokens", minimum=1)
 
 
-def _check_groups(groups: list[GroupBatch]) -> None:
+def check_groups(groups: list[GroupBatch]) -> None:
     if not isinstance(groups, (list, tuple)) or not groups:
         raise ValueError(f"groups must be a non-empty list of GroupBatch; got {groups!r:.60}.")
     wrong = next((g for g in groups if not isinstance(g, GroupBatch)), None)

@@ -236,16 +236,16 @@ def clip_shares(model, groups, recipe, max_new_tokens: int, steps: int, lr: floa
     """
     import torch
 
-    from stddial_book.rl.gradcheck import _check_groups, _loss, _policy_steps
+    from stddial_book.rl.gradcheck import check_groups, policy_steps, recipe_loss
 
     steps, lr = _check_steps(steps, lr)
-    _check_groups(groups)
+    check_groups(groups)
     model = copy.deepcopy(model)
     tokens = np.array([float(g.mask.sum()) for g in groups])
     rows = []
-    for step, old in _policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
+    for step, old in policy_steps(model, groups, recipe, max_new_tokens, steps, lr):
         with torch.no_grad():
-            metrics = [_loss(model, g, recipe, max_new_tokens, o).metrics for g, o in zip(groups, old)]
+            metrics = [recipe_loss(model, g, recipe, max_new_tokens, o).metrics for g, o in zip(groups, old)]
         shares = {
             side: float(np.dot([m[f"clip_ratio/{side}_mean"] for m in metrics], tokens) / tokens.sum())
             for side in ("low", "high")
@@ -269,10 +269,10 @@ def drift_after(
     measured; ``max_new_tokens`` is L_max, the generation cap in tokens; ``steps`` is at least 1 and
     ``lr``, Adam's learning rate, positive.
     """
-    from stddial_book.rl.gradcheck import _check_groups, identity_drift, move_policy
+    from stddial_book.rl.gradcheck import check_groups, identity_drift, move_policy
 
     steps, lr = _check_steps(steps, lr)
-    _check_groups(groups)
+    check_groups(groups)
     indices = list(range(len(groups))) if measured is None else [check_int(i, "measured", minimum=0) for i in measured]
     if not indices or max(indices) >= len(groups):
         raise ValueError(f"measured must hold indices of the {len(groups)} groups; got {indices}.")

@@ -38,7 +38,7 @@ def rollout_groups(
     ``model`` is the testbed policy; ``problems`` a sequence of task problems; ``group_size`` is G (at least
     2); ``max_new_tokens`` the completion length cap in tokens; ``generator`` the torch.Generator the
     sampling draws from (fix its seed to repeat a batch)."""
-    from stddial_book.rl.batches import _decode, encode_prompts
+    from stddial_book.rl.batches import decode_completions, encode_prompts
     from stddial_book.rl.model import CharCodec
     from stddial_book.rl.rollout import sample
     from stddial_book.rl.tasks import rewards as verify
@@ -56,7 +56,7 @@ def rollout_groups(
         generator=generator,
         num_samples=group_size,
     )
-    texts = _decode(codec, out.completion_ids)
+    texts = decode_completions(codec, out.completion_ids)
     correct = verify(texts, [p for p in problems for _ in range(group_size)])
     return GroupBatch(out.prompt_ids, out.prompt_mask, out.completion_ids, out.mask, correct)
 

@@ -160,7 +160,7 @@ def convert_gguf(
     the loaded model is marked as quantized and refuses ``save_pretrained``, so its weights are copied into a
     fresh model of the same configuration, which saves as safetensors beside the tokenizer (with its chat
     template). ``folder`` must not exist; it appears only once complete (written beside it, then renamed).
-    With ``read_once`` (the default) the file is parsed once for all of that (:func:`_read_once`): the same
+    With ``read_once`` (the default) the file is parsed once for all of that (``_read_once``): the same
     folder in less than half the time. ``sha256`` is the GGUF file's hex sha256, recorded in the folder
     (``None``, the default: computed here). Returns ``folder``.
     """

@@ -122,7 +122,7 @@ class HFPolicy(Policy):
     the adapter settings the log records (``None``: none).
     """
 
-    #: Prompts evaluated in one sampling pass: a real model's KV cache is far larger than the testbed's.
+    #: Prompts evaluated in one sampling pass (a real model's KV cache is far larger than the testbed's).
     eval_chunk = 16
 
     def __init__(

@@ -25,7 +25,7 @@ class Profile:
     and reference model (about 1.05M parameters) learns 2- and 3-digit addition on one CPU
     core, the full one is four times wider in its feed-forward and twice as deep.
 
-    ``name`` is the profile's key in :data:`PROFILES`; ``device`` where its runs go (``"cpu"`` or
+    ``name`` is the profile's key in ``PROFILES``; ``device`` where its runs go (``"cpu"`` or
     ``"cuda"``); ``description`` one line for readers. ``task``, ``sft`` and ``train`` hold the settings
     of its :class:`~stddial_book.rl.configs.TaskConfig`, :class:`~stddial_book.rl.configs.SFTConfig` and
     :class:`~stddial_book.rl.configs.TrainConfig` (:meth:`task_config`, :meth:`sft_config`,

@@ -173,20 +173,8 @@ def test_teaching_code_stands_alone() -> None:
 
 # --- private names stay in their module ----------------------------------------------------------
 
-#: The imports of another module's private name that remain, (importer, module, name), each for a
-#: stated reason. The list only shrinks: a pair that is fixed must leave it (the test fails on a stale
-#: entry), and no new one may join.
-#:
-#: - inside ``rl``, and ``experiments`` reaching into ``rl``: the engine is being reshaped in parallel
-#:   (issue 33, item 5); its helpers become public names there (``_decode`` of batches, the configs'
-#:   ``_require_*`` checks, the checkpoints' state, the update's ``_update``, SFT's ``_adamw`` and
-#:   ``_progress``, gradcheck's ``_loss``, ``_policy_steps`` and ``_check_groups``);
-#: - ``bridges.lm_record`` -> ``bridges.lm_run``: lm_run is being rewritten in parallel; its trainer
-#:   builder and its import of the LM extras become public there.
-PRIVATE_IMPORTS_ALLOWED = {
-    ("bridges.lm_record", "bridges.lm_run", "_build_trainer"),
-    ("bridges.lm_record", "bridges.lm_run", "_import_lm_extras"),
-}
+#: Imports of another module's private name, (importer, module, name): none remain, and it must stay empty.
+PRIVATE_IMPORTS_ALLOWED: set = set()
 
 
 def _is_private(name: str) -> bool:
@@ -225,7 +213,7 @@ def private_imports(path: Path) -> set[tuple[str, str, int]]:
 
 def test_no_module_imports_another_modules_private_names() -> None:
     """A module's private names are its own: what another module needs is a public name (issue 33,
-    item 5). The remaining cases are listed, with their reason, in PRIVATE_IMPORTS_ALLOWED."""
+    item 5). None is allowed: PRIVATE_IMPORTS_ALLOWED is empty and stays so."""
     found = {}
     for name, path in modules().items():
         for module, private, line in private_imports(path):

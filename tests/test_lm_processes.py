@@ -248,14 +248,14 @@ def _stopped_after_checkpoint_2(argv: list[str]) -> int:
                 torch.distributed.barrier()  # every process has saved its part of the checkpoint
                 raise KeyboardInterrupt
 
-    build = lm_run._build_trainer
+    build = lm_run.build_trainer
 
     def build_and_stop(*args, **kwargs):
         trainer, dial, info = build(*args, **kwargs)
         trainer.add_callback(Stop())
         return trainer, dial, info
 
-    lm_run._build_trainer = build_and_stop
+    lm_run.build_trainer = build_and_stop
     return main(argv)
 
 

@@ -63,7 +63,7 @@ def _one_line_error(capsys) -> str:
 def _no_training(monkeypatch):
     import stddial_book.bridges.lm_run as lm_run
 
-    monkeypatch.setattr(lm_run, "_build_trainer", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(lm_run, "build_trainer", lambda *a, **k: pytest.fail("a run started"))
 
 
 def test_refuses_without_cuda_unless_allowed(tiny, tmp_path, monkeypatch, capsys, clean_tree) -> None:

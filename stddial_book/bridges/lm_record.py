@@ -223,11 +223,11 @@ def _dataset_refusal(dataset_id: str) -> str | None:
 
 def _check_extras() -> None:
     """TRL, peft and math-verify importable; else the ImportError that names the install."""
-    from stddial_book.bridges.lm_run import _import_lm_extras
+    from stddial_book.bridges.lm_run import import_lm_extras
     from stddial_book.bridges.trl_keywords import import_trl as _import_trl
 
     _import_trl("record-lm")
-    _import_lm_extras()
+    import_lm_extras()
 
 
 def _device(allow_cpu: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -465,7 +465,7 @@ def _finish_run(log: Any, run: Path) -> None:
 def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: str, print_every: int) -> Path:
     """Train one run in ``work/name`` (resumed from its last checkpoint, or from the start) unless done. Under
     several processes every one trains; the main process alone touches the folder (:func:`on_main`)."""
-    from stddial_book.bridges.lm_run import _build_trainer
+    from stddial_book.bridges.lm_run import build_trainer
     from stddial_book.bridges.trl_check import quiet_transformers as _quiet
     from stddial_book.bridges.trl_check import random_states_kept as _random_states_kept
     from stddial_book.rl.runlog import RunLog
@@ -482,7 +482,7 @@ def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: s
         log = RunLog(run, command, seed, "lm", settings, resume, plan.precision["device"], run_id)
     saving = {"save_strategy": "steps", "save_steps": plan.save_every, "save_total_limit": 1}
     with _random_states_kept():
-        trainer, dial, info = _build_trainer(recipe, config, run, plan.precision, print_every, saving)
+        trainer, dial, info = build_trainer(recipe, config, run, plan.precision, print_every, saving)
         on_main(_describe, log, plan, recipe, info, 0 if checkpoint is None else checkpoint[1])
         if main:
             trainer.add_callback(_log_writer(log, dial))

@@ -43,7 +43,7 @@ from stddial_book.theory.recipes import RECIPES, as_recipe
 __all__ = ["lm_reward_funcs", "lm_grpo_settings", "run_lm", "record_lm"]
 
 
-def _import_lm_extras() -> Any:
+def import_lm_extras() -> Any:
     """``peft``, or an ImportError naming the extra that brings it and ``math-verify``."""
     try:
         import math_verify  # noqa: F401
@@ -130,7 +130,7 @@ def lm_grpo_settings(
 
 def _lora_config(config: LMRunConfig) -> Any:
     """LoRA on every linear layer of the model (not the output head)."""
-    peft = _import_lm_extras()
+    peft = import_lm_extras()
     return peft.LoraConfig(
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
@@ -159,7 +159,7 @@ def _memory_check(config: LMRunConfig, model: Any, precision: dict[str, Any]) ->
     return estimate
 
 
-def _build_trainer(
+def build_trainer(
     recipe: Any,
     config: LMRunConfig,
     workdir: Path,
@@ -219,7 +219,7 @@ def run_lm(recipe: Any, config: LMRunConfig, workdir: str | os.PathLike, *, prin
     workdir = claim_dir(workdir, "lm", flag="workdir")
     precision = run_precision(detect_precision(), config.dtype)
     with _random_states_kept():
-        trainer, callback, info = _build_trainer(recipe, config, workdir, precision, print_every)
+        trainer, callback, info = build_trainer(recipe, config, workdir, precision, print_every)
         with _quiet():
             start = time.perf_counter()
             trainer.train()

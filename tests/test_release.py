@@ -164,3 +164,20 @@ def test_the_pin_patterns_find_what_they_look_for() -> None:
     )
     assert [m.group(1) for m in RELEASE_PIN.finditer(text)] == ["9.9.9", "1.0"]
     assert [next(g for g in m.groups() if g) for m in GIT_REF.finditer(text)] == ["v0.0.1", "v0.0.2", "v0.0.3"]
+
+
+def test_the_readmes_three_steps_name_options_the_commands_take() -> None:
+    """The README's quick start for one's own run: each ``stddial`` command it shows exists, and every option
+    it passes is one that command's --help lists (a renamed flag would leave the README wrong)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Your own run in three steps", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("#")[0].split() for line in section.splitlines() if line.startswith("stddial ")]
+    assert [c[1] for c in commands] == ["measure", "diagnose"]
+    for words in commands:
+        shown = subprocess.run(
+            [sys.executable, "-m", "stddial_book", words[1], "--help"], capture_output=True, text=True, timeout=120
+        )
+        assert shown.returncode == 0, shown.stderr
+        for option in (w for w in words[2:] if w.startswith("--")):
+            assert option in shown.stdout, f"README: stddial {words[1]} has no option {option}"
+    assert "callbacks=[DialDiagnostics(" in section

@@ -19,6 +19,7 @@ import numpy as np
 from stddial_book.core.checks import check_int
 from stddial_book.rl.allocation_base import Allocation, Draw, run_draw
 from stddial_book.rl.pool_state import PoolState
+from stddial_book.rl.sampling import MAX_ROUNDS, DynamicSampler
 
 __all__ = ["DynamicSampling", "SpeedScreening", "ReinforceAda"]
 
@@ -45,7 +46,9 @@ class DynamicSampling:
     run out. Each round draws fresh prompts: the number still missing (the book's trainer), or
     ``round_prompts`` if set (verl's fixed generation batch, whose extra mixed groups are surplus).
     Silent groups are discarded (counted in ``discarded_silent``), surplus ones too. ``group_size``
-    is G, the samples per group (at least 2)."""
+    is G, the samples per group (at least 2). The rounds are run by the engine's refill,
+    :meth:`~stddial_book.rl.sampling.DynamicSampler.fill`, which sees each group's k as G flags of
+    correctness; it keeps the first mixed groups drawn, as many as are missing."""
 
     group_size: int = 8
     batch_prompts: int = 16
@@ -57,23 +60,28 @@ class DynamicSampling:
 
     def allocate(self, state: PoolState, budget: int, draw: Draw, rng, candidates: np.ndarray) -> Allocation:
         order = rng.permutation(candidates)
-        record, kept, used = Allocation(), 0, 0
-        for _ in range(self.max_rounds):
-            missing = self.batch_prompts - kept
+        record, used, G = Allocation(), 0, self.group_size
+
+        def one_round(round_index: int, missing: int) -> tuple[np.ndarray, np.ndarray]:
+            """The next prompts of ``order`` (those ``missing``, or ``round_prompts``, as far as the
+            budget pays), drawn into ``record``; per sample, its group's place among ``record``'s
+            draws and a 0/1 flag, the group's first k samples correct. No prompt left: an empty round."""
+            nonlocal used
             wanted = missing if self.round_prompts is None else self.round_prompts
-            affordable = (budget - record.generated) // self.group_size
+            affordable = (budget - record.generated) // G
             ids = order[used : used + min(wanted, affordable)]
-            if missing <= 0 or ids.size == 0:
-                break
             used += ids.size
-            sizes = np.full(ids.size, self.group_size)
-            correct = run_draw(draw, ids, sizes, record)
-            mixed = np.flatnonzero(_split_silent(sizes, correct))
-            take = mixed[:missing]
-            record.keep(ids[take], sizes[take], correct[take])
-            kept += take.size
-            record.discarded_silent += int(sizes[~_split_silent(sizes, correct)].sum())
-            record.discarded_surplus += int(sizes[mixed[missing:]].sum())
+            k = run_draw(draw, ids, np.full(ids.size, G), record)  # no ids: no call, no round recorded
+            first = record.drawn_prompts.size - ids.size
+            return np.repeat(np.arange(first, first + ids.size), G), (np.arange(G) < k[:, None]).reshape(-1)
+
+        # each round that draws takes new prompts of the order, so rounds past order.size would draw
+        # nothing (and the sampler runs at most MAX_ROUNDS)
+        rounds = min(self.max_rounds, max(order.size, 1), MAX_ROUNDS)
+        parts, cost = DynamicSampler(self.batch_prompts, G, rounds).fill(one_round)
+        kept = np.concatenate(parts)[::G] if parts else np.zeros(0, dtype=np.int64)
+        record.keep(record.drawn_prompts[kept], record.drawn_sizes[kept], record.drawn_correct[kept])
+        record.discarded_silent, record.discarded_surplus = cost.samples_silent, cost.samples_surplus
         return record
 
 

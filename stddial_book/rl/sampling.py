@@ -4,7 +4,9 @@
   (not on a shaped reward: a length penalty can make a group of all-wrong samples look mixed).
 * :class:`DynamicSampler` keeps drawing rollout rounds until the batch holds ``num_groups``
   non-silent groups, with a cap on rounds, and counts every sample generated, kept and
-  discarded: DAPO's real cost (Yu et al., 2025, dynamic sampling).
+  discarded: DAPO's real cost (Yu et al., 2025, dynamic sampling). It is the refill's one
+  implementation: the trainer's, the allocation rule "dapo"'s
+  (:class:`~stddial_book.rl.allocation_adaptive.DynamicSampling`) and the controlled run's.
 * :func:`overlong_penalty` is DAPO's soft length penalty: 0 up to L_max − L_cache, falling
   linearly to −1 across the cache band, −1 beyond (overlong filtering, which drops truncated
   samples from the loss, is the ``truncated`` mask of :func:`stddial_book.rl.losses.policy_loss`).
@@ -206,7 +208,9 @@ class DynamicSampler:
             cost.groups_surplus += len(mixed_index) - len(take)
             cost.samples_surplus += int(sizes[mixed_index[missing:]].sum())
             if len(take):
-                rows = np.concatenate([np.arange(starts[g], starts[g] + sizes[g]) for g in take])
+                # the kept groups' rows, in order: 0, 1, ... along them, each group shifted to its start
+                lengths = sizes[take]
+                rows = np.arange(lengths.sum()) + np.repeat(starts[take] - (np.cumsum(lengths) - lengths), lengths)
                 kept.append(_index(batch, rows))
                 cost.groups_kept += len(take)
                 cost.samples_kept += len(rows)

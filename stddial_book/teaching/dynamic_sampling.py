@@ -4,7 +4,8 @@ the batch is full (chapter 12).
 The engine's :class:`stddial_book.rl.sampling.DynamicSampler` runs the same
 loop, checks what ``draw`` returns and counts silent and surplus groups
 separately (:class:`~stddial_book.rl.sampling.SamplingCost`);
-tests/test_teaching.py ties the two together.
+tests/test_teaching.py ties the two together. It is the engine's only refill:
+the trainer, the allocation rule "dapo" and the controlled run all call it.
 """
 
 from __future__ import annotations

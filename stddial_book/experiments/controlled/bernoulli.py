@@ -24,6 +24,7 @@ from stddial_book.core.checks import (
     check_unit_interval,
     to_numpy,
 )
+from stddial_book.rl.sampling import DynamicSampler
 from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 from stddial_book.theory.silent import expected_update_weight
 
@@ -286,19 +287,35 @@ def controlled_run(
         silent = gain == 0.0
         silent_measured[step] = float(silent.mean())
         drawn[step] = p.size
-        if recipe.dynamic_sampling:
-            for _ in range(config.redraw_tries - 1):
-                if not silent.any():
-                    break
-                retry = np.nonzero(silent)[0]
-                drawn[step] += retry.size
-                gain[retry] = sampled_gradients(p[retry], G, recipe, rng)
-                silent = gain == 0.0
+        if recipe.dynamic_sampling and silent.any() and config.redraw_tries > 1:  # DAPO: redraw silent groups
+            drawn[step] += _redraw_silent(gain, p, G, recipe, rng, config.redraw_tries - 1)
+            silent = gain == 0.0
         kept[step] = int((~silent).sum())
         gains[step] = gain
         theta = theta + rate * gain
     history[-1] = 1.0 / (1.0 + np.exp(-theta))
     return ControlledRunResult(p0, history, silent_measured, silent_expected, gains, expected, drawn, kept)
+
+
+def _redraw_silent(
+    gain: np.ndarray, solve_rate: np.ndarray, group_size: int, recipe: Recipe, rng: np.random.Generator, rounds: int
+) -> int:
+    """DAPO's refill for :func:`controlled_run`, run by the engine's
+    :class:`~stddial_book.rl.sampling.DynamicSampler`: each round redraws, from the same prompts,
+    every group whose ``gain`` is still 0, writing the new gains into ``gain``; at most ``rounds``
+    rounds. Returns the groups redrawn. ``solve_rate`` holds each prompt's p, ``group_size`` is G,
+    ``recipe`` and ``rng`` are as in :func:`sampled_gradients`. The sampler sees a group as mixed
+    when its gain is not 0 (one flag of G set), as the run counts silent groups."""
+
+    def redraw(round_index: int, missing: int) -> tuple[np.ndarray, np.ndarray]:
+        retry = np.flatnonzero(gain == 0.0)  # as many as missing: every silent group, none surplus
+        gain[retry] = sampled_gradients(solve_rate[retry], group_size, recipe, rng)
+        flags = np.zeros((retry.size, group_size), dtype=np.int64)
+        flags[:, 0] = gain[retry] != 0.0
+        return np.repeat(retry, group_size), flags.reshape(-1)
+
+    silent = int((gain == 0.0).sum())
+    return DynamicSampler(silent, group_size, rounds).fill(redraw)[1].groups_generated
 
 
 def check_controlled_run(config: ControlledRun) -> None:

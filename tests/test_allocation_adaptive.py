@@ -319,3 +319,23 @@ def test_controlled_redraw_is_unchanged(name: str) -> None:
     for key in ("groups_drawn", "groups_kept", "silent_measured", "gain_nonzero"):
         assert got[key] == expected[key], key
     np.testing.assert_allclose(got["p_final"], expected["p_final"], rtol=1e-12, atol=0)
+
+
+def test_the_rule_and_the_controlled_run_refill_through_the_sampler(monkeypatch) -> None:
+    """The refill loop exists once: the rule "dapo" (and GRESO through it) and the controlled run's
+    redraw run their rounds through ``DynamicSampler.fill``, as the trainer's uniform path does."""
+    calls = []
+    fill = DynamicSampler.fill
+
+    def counted(self, draw):
+        calls.append(self.num_groups)
+        return fill(self, draw)
+
+    monkeypatch.setattr(DynamicSampler, "fill", counted)
+    allocation_outcome(*allocation_scenarios()["round_prompts"])
+    allocation_outcome(*allocation_scenarios()["greso"])
+    assert calls == [3, 5]
+    controlled_outcome(*controlled_scenarios()["dapo_4_tries"])
+    assert len(calls) == 2 + 6  # one refill a step, each for the step's silent groups
+    controlled_outcome(*controlled_scenarios()["grpo"])
+    assert len(calls) == 8  # GRPO keeps its silent groups: no refill

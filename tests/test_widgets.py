@@ -83,3 +83,26 @@ def test_dapo_view_says_why_its_numbers_are_grpos() -> None:
             "dapo"
         ]["note"]
     )
+
+
+def test_the_colab_explorers_figure_stacks_its_panels_at_the_books_phone_width() -> None:
+    """silent_explorer's figure (Colab, chapter 5): two panels in one column, STACKED_WIDTH inches wide (labels
+    legible on a phone), their bars the binomial pmf of k and each k's update weight."""
+    import matplotlib.pyplot as plt
+    from scipy.stats import binom
+
+    from stddial_book.presentation.style import STACKED_WIDTH
+    from stddial_book.presentation.widgets import silent_explorer_figure
+
+    fig = silent_explorer_figure(12, 0.25, "dr_grpo")
+    try:
+        top, bottom = fig.axes
+        assert fig.get_size_inches()[0] == pytest.approx(STACKED_WIDTH)
+        assert top.get_position().y0 > bottom.get_position().y1  # one above the other
+        k = np.arange(13)
+        assert [b.get_height() for b in top.patches] == pytest.approx(binom.pmf(k, 12, 0.25))
+        weights = update_weight(k / 12, PRESETS["dr_grpo"], 12)
+        assert [b.get_height() for b in bottom.patches] == pytest.approx(weights)
+        assert top.get_title() == f"P(silent) = {silent_probability(0.25, 12):.3f} (grey bars)"
+    finally:
+        plt.close(fig)

@@ -29,7 +29,7 @@ def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_
     import matplotlib.pyplot as plt
     from scipy.stats import binom
 
-    from stddial_book.presentation.style import RECIPE_COLORS
+    from stddial_book.presentation.style import RECIPE_COLORS, STACKED_WIDTH
     from stddial_book.theory.identity import update_weight
     from stddial_book.theory.recipes import get_recipe
     from stddial_book.theory.silent import expected_update_weight, silent_probability
@@ -38,7 +38,8 @@ def silent_explorer_figure(group_size: int = 8, solve_rate: float = 0.3, recipe_
     k = np.arange(group_size + 1)
     pmf = binom.pmf(k, group_size, solve_rate)
     weights = update_weight(k / group_size, recipe, group_size)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
+    # stacked, the book's phone width: Colab on a phone keeps labels legible (chapter 5's explorer)
+    fig, (left, right) = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 5.6), constrained_layout=True)
     colors = ["0.6" if j in (0, group_size) else RECIPE_COLORS[recipe.name] for j in k]
     left.bar(k, pmf, color=colors)
     left.set(

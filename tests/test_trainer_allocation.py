@@ -225,3 +225,39 @@ def test_dapos_refill_composes_with_the_dapo_rule_and_the_plain_loop() -> None:
         assert config.recipe.dynamic_sampling and config.allocation == rule
     plain = TINY.train_config("dapo", sample_budget=192).recipe.replace(dynamic_sampling=False)
     assert TINY.train_config(plain, sample_budget=192, allocation="speed", allocation_options=OPTIONS["speed"])
+
+
+def test_evaluation_by_generated_samples_measures_every_rule_at_the_same_sample_counts(
+    problems, warm, tmp_path
+) -> None:
+    """With eval_every_samples the pool and held-out set are measured at the start, at the first step after
+    each multiple of that many generated samples and at the end, whatever a step generates (DAPO's refill
+    generates more than a uniform step); without it, every eval_every steps as before. Both schedules
+    train the same: only the measurements move."""
+    train_set, heldout = problems
+    by_samples = TINY.train_config("grpo", sample_budget=256, allocation="dapo", allocation_budget=128,
+                                   eval_every_samples=64)  # fmt: skip
+    train(fresh(warm), train_set, heldout, by_samples, tmp_path / "samples")
+    records = load_run(tmp_path / "samples")[1]
+    steps = [r for r in records if r["step"] > 0]
+    measured = [r["step"] for r in records if "pool/k" in r]
+    before, expected = 0, [0]
+    for r in steps:
+        after = r["samples/generated"]
+        if after // 64 > before // 64 or after >= 256:
+            expected.append(r["step"])
+        before = after
+    assert measured == expected and len(expected) >= 4
+    assert any(r["samples/step_generated"] > 32 for r in steps)  # steps of several sizes: the schedule matters
+    assert by_samples.to_dict()["eval_every_samples"] == 64
+    assert "eval_every_samples" not in TINY.train_config("grpo").to_dict()  # old runs' settings read as before
+    by_steps = dataclasses.replace(by_samples, eval_every_samples=0)
+    train(fresh(warm), train_set, heldout, by_steps, tmp_path / "steps")
+    other = load_run(tmp_path / "steps")[1]
+    assert [r["step"] for r in other if "pool/k" in r] == [
+        r["step"] for r in other if r["step"] % by_steps.eval_every == 0 or r is other[-1]
+    ]
+    same = [{k: v for k, v in r.items() if k.startswith(("samples/", "loss"))} for r in steps]
+    assert same == [{k: v for k, v in r.items() if k.startswith(("samples/", "loss"))} for r in other if r["step"] > 0]
+    with pytest.raises(ValueError, match="eval_every_samples must be >= 0"):
+        dataclasses.replace(by_samples, eval_every_samples=-1)

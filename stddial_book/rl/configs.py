@@ -129,6 +129,11 @@ class TrainConfig:
     - ``max_rounds``: cap on DAPO's refill rounds per step (verl's ``max_num_gen_batches``).
     - ``eval_every``: evaluate on the held-out set every this many steps (and at the start and end);
       0 never evaluates (benchmarks).
+    - ``eval_every_samples``: with evaluation on (``eval_every`` > 0), evaluate instead at the first
+      step after each multiple of this many generated samples (and at the start and end), so that
+      rules whose steps generate different numbers of samples (DAPO's refill, screening) are measured
+      at the same sample counts; 0 (the default) keeps the step schedule. Like ``optimizer``, it
+      appears in :meth:`to_dict` only when it is not the default.
     - ``eval_samples``: temperature-1 samples per held-out prompt for the sampled accuracy.
     - ``checkpoint_every``: write a checkpoint every this many steps (and at the end).
     - ``temperature``: sampling temperature of rollouts (1 = the policy itself).
@@ -178,6 +183,7 @@ class TrainConfig:
     eval_every: int = 8
     eval_samples: int = 8
     checkpoint_every: int = 16
+    eval_every_samples: int = 0
     temperature: float = 1.0
     seed: int = 0
     pool_size: int | None = None
@@ -279,6 +285,7 @@ class TrainConfig:
                 "eval_every",
                 "eval_samples",
                 "checkpoint_every",
+                "eval_every_samples",
                 "seed",
                 "pool_samples",
                 "identity_check_every",
@@ -298,6 +305,10 @@ class TrainConfig:
             )
         if self.eval_every < 0:
             raise ValueError(f"eval_every must be >= 0 (0: never evaluate); got {self.eval_every}.")
+        if self.eval_every_samples < 0:
+            raise ValueError(
+                f"eval_every_samples must be >= 0 (0: evaluate every eval_every steps); got {self.eval_every_samples}."
+            )
         _require_positive(
             self,
             (
@@ -372,12 +383,14 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as plain data. The allocation fields appear only for a rule other than
-        ``"uniform"``, and ``optimizer`` only when it is not ``"adamw"``: a uniform AdamW run's
-        settings, fingerprint and cache key read as they did before these fields existed, so its
-        checkpoints and cached runs stay valid."""
+        ``"uniform"``, ``optimizer`` only when it is not ``"adamw"`` and ``eval_every_samples`` only when
+        it is set: a uniform AdamW run's settings, fingerprint and cache key read as they did before these
+        fields existed, so its checkpoints and cached runs stay valid."""
         out = dataclasses.asdict(self)
         if self.optimizer == "adamw":
             del out["optimizer"]
+        if self.eval_every_samples == 0:
+            del out["eval_every_samples"]
         out["recipe"] = dataclasses.asdict(self.recipe)
         if self.allocation == "uniform":
             for name in ("allocation", "allocation_options", "allocation_budget", "allocation_candidates"):

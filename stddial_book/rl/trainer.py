@@ -430,7 +430,7 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
             run.policy.model, run.optimizer, run.pool, config, state, run.policy, run.ref_model
         )
         done = state.samples_generated >= config.sample_budget
-        if config.eval_every and (state.step % config.eval_every == 0 or done):
+        if config.eval_every and (_evaluation_due(config, state.step, state.samples_generated, num_generated) or done):
             last_eval = measure.held_out(state.step)
             metrics.update(last_eval.metrics())
             metrics.update(measure.solve_counts(state.step))
@@ -442,6 +442,15 @@ def _run_steps(run: _Run, measure: _Measurements, stop_after: int | None, progre
             run.log.finish()  # the wall time so far, so that a resumed run's total counts this segment
     bar.close()
     return last_eval, stopped_early
+
+
+def _evaluation_due(config: TrainConfig, step: int, generated: int, just_generated: int) -> bool:
+    """Whether the step that just ended is an evaluation step of the schedule: every ``eval_every`` steps, or
+    with ``eval_every_samples`` the first step after each multiple of that many generated samples (the samples
+    before the step were ``generated - just_generated``)."""
+    if config.eval_every_samples:
+        return generated // config.eval_every_samples > (generated - just_generated) // config.eval_every_samples
+    return step % config.eval_every == 0
 
 
 def _start(

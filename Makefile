@@ -83,15 +83,17 @@ lint: .venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The package's tests: everything but executing the chapters (about three minutes on two cores).
+# The package's tests: everything but executing the chapters (about 3 minutes on two cores; 4.5 minutes from a
+# fresh clone with the environment's installation).
 test: .venv lint
 	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup) \
 		-m "not chapters and not quick_runs"
 
 # Every chapter executed as the site build executes it and its headline numbers checked against the package,
 # closed forms and the committed logs (tests/test_chapters.py), with the quick profile's runs the training
-# chapters read (tests/test_quick_runs.py): the training makes this the long part (15 to 20 minutes on two
-# cores). Each checked page goes into the execution cache, which `make book` then renders.
+# chapters read (tests/test_quick_runs.py): the training makes this the long part (about 6 minutes on two
+# idle cores from a fresh clone, chapter 9's SFT warm start most of it). Each checked page goes into the
+# execution cache, which `make book` then renders.
 chapters: .venv
 	$(TEST_ENV) $(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadgroup) \
 		-m "chapters or quick_runs"

@@ -183,9 +183,13 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     ``{recipe}-{rule}-seed0``, ...; default ``"grpo"``); ``rules`` lists the rules to look for (default
     :data:`LM_RULES`; a rule without runs is left out, uniform must be there); only seeds every found
     rule has are used."""
+    return _study_of(_load_rule_runs(Path(directory), recipe, rules), recipe)
+
+
+def _study_of(runs: dict[str, list[tuple[dict, list]]], recipe: str) -> dict[str, Any]:
+    """:func:`lm_allocation_study` on runs already loaded (:func:`_load_rule_runs`)."""
     from stddial_book.experiments.allocation.signal import mean_ci, summarize_run_study
 
-    runs = _load_rule_runs(Path(directory), recipe, rules)
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
     curves = [pool_curve(records) for _, records in runs["uniform"]]
     grid = np.linspace(0.0, budget, 65)
@@ -295,7 +299,13 @@ def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict
     with the ceiling beside it (:func:`silent_ceiling` on the DAPO runs, also ``ceiling_vs_dapo``).
     ``directory`` holds the recorded runs; ``middle`` is the headline's target index (default 1: uniform
     GRPO's accuracy after 1/5 of its budget); ``rules`` the rules compared (default :data:`LM_RULES`)."""
-    study = lm_allocation_study(directory, rules=rules)
+    return _benchmark_of(_load_rule_runs(Path(directory), "grpo", rules), middle, rules)
+
+
+def _benchmark_of(runs: dict[str, list[tuple[dict, list]]], middle: int, rules) -> dict[str, Any]:
+    """:func:`lm_benchmark` on runs already loaded (:func:`_load_rule_runs`), so a caller that reads them
+    too loads them once."""
+    study = _study_of(runs, "grpo")
     head = study["headline"].get("lm/adamw/grpo", {})
     study["samples_to_target_vs_dapo"] = {
         "value": head.get("dapo_over_best"),
@@ -310,7 +320,6 @@ def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict
     study["middle_target"] = middle
     if "dapo" in rules:
         # the ceiling beside the headline: DAPO's samples to the middle target ÷ those it kept by then
-        runs = _load_rule_runs(Path(directory), "grpo", rules)
         logs = [records for _, records in runs["dapo"]]
         measured = [
             {"samples_to_target": [samples_to(g, a, t) for t in study["targets"]]}
@@ -409,8 +418,8 @@ def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, An
     :func:`block_accuracy` (mean over the seeds every rule has). ``directory`` holds the study's
     recorded runs; ``middle`` is the headline's target index (default 1: uniform GRPO's accuracy after
     1/5 of its budget)."""
-    study = lm_benchmark(directory, middle, PERSISTENT_RULES)
     runs = _load_rule_runs(Path(directory), "grpo", PERSISTENT_RULES)
+    study = _benchmark_of(runs, middle, PERSISTENT_RULES)
     size = int(runs["uniform"][0][0]["config"]["pool_block"]["size"])
     study["blocks"] = _mean_blocks(runs, size)
     study["block_size"] = size

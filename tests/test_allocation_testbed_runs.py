@@ -163,22 +163,22 @@ def test_the_shipped_summary_is_what_the_recorded_runs_give() -> None:
     assert shipped is not None, "data/allocation/allocation_lm.json.gz is missing: run bench/bench_allocation_lm.py"
     shipped.pop("analysed")
     fresh = json.loads(json.dumps(lm_benchmark(RECORDED)))
-    # the cells' descriptive intervals come from scipy's bootstrap, whose draws depend on its version
-    # (.ci/lowest runs an older scipy): everything else must agree, the comparisons' t intervals included
-    for study in (fresh, shipped):
-        study.pop("bootstrap")
-        for cell in study["cells"].values():
-            for entry in (
-                *cell["samples_to_target"],
-                cell["accuracy_at_sample_budget"],
-                cell["accuracy_at_step_budget"],
-            ):
-                entry.pop("ci")
-        for rows in study["quartiles"].values():
-            for entry in rows:
-                entry.pop("ci")
-    assert _same(fresh, shipped)
+    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
     assert set(shipped["seeds"]) == set(LM_RULES)
+
+
+def _without_bootstrap_intervals(study: dict) -> dict:
+    """``study`` without the cells' descriptive intervals, which come from scipy's bootstrap, whose draws
+    depend on its version (.ci/lowest runs an older scipy): everything else must agree, the comparisons'
+    t intervals included."""
+    study.pop("bootstrap")
+    for cell in study["cells"].values():
+        for entry in (*cell["samples_to_target"], cell["accuracy_at_sample_budget"], cell["accuracy_at_step_budget"]):
+            entry.pop("ci")
+    for rows in study["quartiles"].values():
+        for entry in rows:
+            entry.pop("ci")
+    return study
 
 
 def _same(a, b) -> bool:
@@ -250,19 +250,7 @@ def test_the_shipped_persistent_summary_is_what_its_recorded_runs_give() -> None
     assert shipped is not None, "data/allocation/allocation_persistent.json.gz is missing: run the bench"
     shipped.pop("analysed")
     fresh = json.loads(json.dumps(persistent_benchmark(PERSISTENT)))
-    for study in (fresh, shipped):  # scipy's bootstrap draws depend on its version (see above)
-        study.pop("bootstrap")
-        for cell in study["cells"].values():
-            for entry in (
-                *cell["samples_to_target"],
-                cell["accuracy_at_sample_budget"],
-                cell["accuracy_at_step_budget"],
-            ):
-                entry.pop("ci")
-        for rows in study["quartiles"].values():
-            for entry in rows:
-                entry.pop("ci")
-    assert _same(fresh, shipped)
+    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
     assert shipped["seeds"] == dict.fromkeys(PERSISTENT_RULES, 5)
     assert shipped["secondary_knapsack_paper"]["seeds"]["knapsack_paper"] == 5
     bench = json.loads((PERSISTENT.parents[2] / "bench" / "results" / "allocation.json").read_text())

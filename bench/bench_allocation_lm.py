@@ -35,34 +35,50 @@ from stddial_book.rl.runlog import write_gzip
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=str(ROOT / "data" / "runs" / RUNS_PROFILE))
+def ship_study(benchmark, runs: str, summary_file: tuple[str, str], key: str, script: str, description: str) -> None:
+    """Analyse a study of recorded LM-testbed runs and write its three results: ``benchmark(runs folder)``
+    into bench/results/<summary name>.json, its gzip copy into ``--data-dir`` (the summary the package
+    ships, ``summary_file``) and its headline under ``key`` of bench/results/allocation.json (with the shipped
+    copy of that file). ``runs`` names the study's folder under data/runs; ``script`` is the bench script
+    named as the key's source; ``description`` is the command line's help."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", default=str(ROOT / "data" / "runs" / runs))
     parser.add_argument("--results", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--data-dir", default=str(ROOT / "data" / LM_ALLOCATION_SUMMARY_FILE[0]))
+    parser.add_argument("--data-dir", default=str(ROOT / "data" / summary_file[0]))
     args = parser.parse_args()
     start = time.perf_counter()
-    study = lm_benchmark(args.runs)
+    study = benchmark(args.runs)
     study["analysed"] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
         "wall_s": time.perf_counter() - start,
-        "runs": f"data/runs/{RUNS_PROFILE}",
+        "runs": f"data/runs/{runs}",
     }
     results = Path(args.results)
-    out = results / "allocation_lm.json"
+    out = results / summary_file[1].removesuffix(".gz")
     out.write_text(json.dumps(study, indent=1) + "\n")
     shipped = claim_dir(Path(args.data_dir), "bench", flag="--data-dir")
-    write_gzip(out, shipped / LM_ALLOCATION_SUMMARY_FILE[1])
+    write_gzip(out, shipped / summary_file[1])
     controlled = results / "allocation.json"
     whole = json.loads(controlled.read_text())
-    whole["samples_to_target_vs_dapo"] = study["samples_to_target_vs_dapo"]
-    whole.pop("samples_to_target_vs_dapo_note", None)
-    whole["samples_to_target_vs_dapo_source"] = "bench/bench_allocation_lm.py (bench/results/allocation_lm.json)"
+    whole[key] = study["samples_to_target_vs_dapo"]
+    whole.pop(f"{key}_note", None)
+    whole[f"{key}_source"] = f"bench/{script} (bench/results/{out.name})"
     controlled.write_text(json.dumps(whole, indent=1) + "\n")
     write_gzip(controlled, shipped / "allocation.json.gz")
     print(
         json.dumps({"samples_to_target_vs_dapo": study["samples_to_target_vs_dapo"], "seeds": study["seeds"]}, indent=1)
+    )
+
+
+def main() -> None:
+    ship_study(
+        lm_benchmark,
+        RUNS_PROFILE,
+        LM_ALLOCATION_SUMMARY_FILE,
+        "samples_to_target_vs_dapo",
+        "bench_allocation_lm.py",
+        __doc__.splitlines()[0],
     )
 
 

@@ -22,54 +22,23 @@ writes into tracked files): copy its files into ``data/allocation`` and commit t
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from datetime import datetime, timezone
-from pathlib import Path
+from bench_allocation_lm import ship_study
 
-from bench_allocation import git_commit
-
-from stddial_book.core.outdir import claim_dir
 from stddial_book.experiments.allocation.testbed_runs import (
     PERSISTENT_RUNS,
     PERSISTENT_SUMMARY_FILE,
     persistent_benchmark,
 )
-from stddial_book.rl.runlog import write_gzip
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=str(ROOT / "data" / "runs" / PERSISTENT_RUNS))
-    parser.add_argument("--results", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--data-dir", default=str(ROOT / "data" / PERSISTENT_SUMMARY_FILE[0]))
-    args = parser.parse_args()
-    start = time.perf_counter()
-    study = persistent_benchmark(args.runs)
-    study["analysed"] = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
-        "wall_s": time.perf_counter() - start,
-        "runs": f"data/runs/{PERSISTENT_RUNS}",
-    }
-    results = Path(args.results)
-    out = results / "allocation_persistent.json"
-    out.write_text(json.dumps(study, indent=1) + "\n")
-    shipped = claim_dir(Path(args.data_dir), "bench", flag="--data-dir")
-    write_gzip(out, shipped / PERSISTENT_SUMMARY_FILE[1])
-    controlled = results / "allocation.json"
-    whole = json.loads(controlled.read_text())
-    whole["samples_to_target_vs_dapo_persistent"] = study["samples_to_target_vs_dapo"]
-    whole["samples_to_target_vs_dapo_persistent_source"] = (
-        "bench/bench_allocation_persistent.py (bench/results/allocation_persistent.json)"
-    )
-    controlled.write_text(json.dumps(whole, indent=1) + "\n")
-    write_gzip(controlled, shipped / "allocation.json.gz")
-    print(
-        json.dumps({"samples_to_target_vs_dapo": study["samples_to_target_vs_dapo"], "seeds": study["seeds"]}, indent=1)
+    ship_study(
+        persistent_benchmark,
+        PERSISTENT_RUNS,
+        PERSISTENT_SUMMARY_FILE,
+        "samples_to_target_vs_dapo_persistent",
+        "bench_allocation_persistent.py",
+        __doc__.splitlines()[0],
     )
 
 

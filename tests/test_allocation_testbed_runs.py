@@ -182,13 +182,14 @@ def _without_bootstrap_intervals(study: dict) -> dict:
 
 
 def _same(a, b) -> bool:
-    """Equal JSON values, floats to 1e-9 (another numpy or scipy may round the last bits differently)."""
+    """Equal JSON values, floats to a relative 1e-6: another numpy or scipy rounds the last bits differently
+    (scipy 1.11's Student-t quantile differs from 1.17's in the tenth digit: 1.2e-9 on one interval end)."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
-        return a == pytest.approx(b, rel=1e-9, nan_ok=True)
+        return a == pytest.approx(b, rel=1e-6, nan_ok=True)
     return a == b
 
 

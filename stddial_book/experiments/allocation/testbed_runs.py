@@ -42,8 +42,10 @@ __all__ = [
     "pool_curve",
     "samples_to",
     "lm_run_measures",
+    "load_rule_runs",
     "lm_allocation_study",
     "lm_benchmark",
+    "benchmark_of",
     "paired_t_comparison",
     "load_lm_summary",
     "RUNS_PROFILE",
@@ -152,9 +154,12 @@ def lm_run_measures(
     }
 
 
-def _load_rule_runs(directory: Path, recipe: str, rules=LM_RULES) -> dict[str, list[tuple[dict, list]]]:
-    """Each rule's runs, for the seeds that every rule found has (comparisons pair runs by seed, so a
-    seed some rule has not finished yet is left out of all of them)."""
+def load_rule_runs(directory: Path, recipe: str, rules=LM_RULES) -> dict[str, list[tuple[dict, list]]]:
+    """Each rule's recorded runs as (provenance, log) pairs, for the seeds that every rule found has
+    (comparisons pair runs by seed, so a seed some rule has not finished yet is left out of all of them).
+    ``directory`` holds the runs (folders, or a study's tables), ``recipe`` names them (``{recipe}-seed0``
+    for uniform groups, ``{recipe}-{rule}-seed0`` otherwise), ``rules`` lists the rules to look for; a rule
+    without runs is left out, uniform must be there."""
     from fnmatch import fnmatchcase
 
     from stddial_book.rl.runlog import load_run, run_folders
@@ -183,11 +188,11 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     ``{recipe}-{rule}-seed0``, ...; default ``"grpo"``); ``rules`` lists the rules to look for (default
     :data:`LM_RULES`; a rule without runs is left out, uniform must be there); only seeds every found
     rule has are used."""
-    return _study_of(_load_rule_runs(Path(directory), recipe, rules), recipe)
+    return _study_of(load_rule_runs(Path(directory), recipe, rules), recipe)
 
 
 def _study_of(runs: dict[str, list[tuple[dict, list]]], recipe: str) -> dict[str, Any]:
-    """:func:`lm_allocation_study` on runs already loaded (:func:`_load_rule_runs`)."""
+    """:func:`lm_allocation_study` on runs already loaded (:func:`load_rule_runs`)."""
     from stddial_book.experiments.allocation.signal import mean_ci, summarize_run_study
 
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
@@ -299,12 +304,13 @@ def lm_benchmark(directory: str | Path, middle: int = 1, rules=LM_RULES) -> dict
     with the ceiling beside it (:func:`silent_ceiling` on the DAPO runs, also ``ceiling_vs_dapo``).
     ``directory`` holds the recorded runs; ``middle`` is the headline's target index (default 1: uniform
     GRPO's accuracy after 1/5 of its budget); ``rules`` the rules compared (default :data:`LM_RULES`)."""
-    return _benchmark_of(_load_rule_runs(Path(directory), "grpo", rules), middle, rules)
+    return benchmark_of(load_rule_runs(Path(directory), "grpo", rules), middle, rules)
 
 
-def _benchmark_of(runs: dict[str, list[tuple[dict, list]]], middle: int, rules) -> dict[str, Any]:
-    """:func:`lm_benchmark` on runs already loaded (:func:`_load_rule_runs`), so a caller that reads them
-    too loads them once."""
+def benchmark_of(runs: dict[str, list[tuple[dict, list]]], middle: int, rules) -> dict[str, Any]:
+    """:func:`lm_benchmark` on runs already loaded by :func:`load_rule_runs` (``runs``), so a caller that
+    reads them too loads them once; ``middle`` is the headline's target index, ``rules`` the rules
+    compared (the ceiling is added when DAPO is among them)."""
     study = _study_of(runs, "grpo")
     head = study["headline"].get("lm/adamw/grpo", {})
     study["samples_to_target_vs_dapo"] = {
@@ -418,8 +424,8 @@ def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, An
     :func:`block_accuracy` (mean over the seeds every rule has). ``directory`` holds the study's
     recorded runs; ``middle`` is the headline's target index (default 1: uniform GRPO's accuracy after
     1/5 of its budget)."""
-    runs = _load_rule_runs(Path(directory), "grpo", PERSISTENT_RULES)
-    study = _benchmark_of(runs, middle, PERSISTENT_RULES)
+    runs = load_rule_runs(Path(directory), "grpo", PERSISTENT_RULES)
+    study = benchmark_of(runs, middle, PERSISTENT_RULES)
     size = int(runs["uniform"][0][0]["config"]["pool_block"]["size"])
     study["blocks"] = _mean_blocks(runs, size)
     study["block_size"] = size
@@ -448,7 +454,7 @@ def persistent_benchmark(directory: str | Path, middle: int = 1) -> dict[str, An
             key: value for key, value in both["comparisons"].items() if "knapsack_paper" in key
         } | {
             "seeds": both["seeds"],
-            "blocks": _mean_blocks(_load_rule_runs(Path(directory), "grpo", ("uniform", "knapsack_paper")), size),
+            "blocks": _mean_blocks(load_rule_runs(Path(directory), "grpo", ("uniform", "knapsack_paper")), size),
         }
     return study
 

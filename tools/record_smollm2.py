@@ -2,11 +2,17 @@
 learning-rate pilot, the rule, then the main runs, each run in its own `record-lm` process.
 
     python tools/record_smollm2.py --out NEW_FOLDER [--jobs N] [--allow-cpu] [--steps 40] [--seeds 0 1 2]
+    python tools/record_smollm2.py --out FOLDER --resume [the same options]
 
-Writes only into NEW_FOLDER, which it creates (refused when it exists): measure-train/, measure-heldout/
-(`measure`, 64 samples), pilot/<recipe>-<lr>/ and main/<recipe>-seed<k>/ (`record-lm`'s --out), work/ (checkpoints),
-logs/ (each process's output) and driver.json (the chosen rate, the commands, wall times). On a GPU the runs
-of one stage share it as parallel processes; on a CPU give --jobs 2 at most (one thread each).
+Writes only into NEW_FOLDER, which it creates and marks as its own (refused when it exists):
+measure-train/, measure-heldout/ (`measure`, 64 samples), pilot/<recipe>-<lr>/ and main/<recipe>-seed<k>/
+(`record-lm`'s --out), work/ (checkpoints), logs/ (each process's output, one file per attempt) and
+driver.json (the settings, the chosen rates, the commands, exit statuses and wall times of every attempt).
+On a GPU the runs of one stage share it as parallel processes; on a CPU give --jobs 2 at most (one thread
+each). A recording stopped part way (a process failed or timed out, the machine was taken back) continues
+with --resume on the same folder and the same settings: each command runs again, and `measure` and
+`record-lm` keep what they finished and resume what they did not from its last checkpoint. The main runs
+start only once every pilot has finished.
 """
 
 from __future__ import annotations
@@ -60,20 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         help="recipes that pilot their own learning rate (default: grpo, whose rate every recipe then uses)",
     )  # fmt: skip
     parser.add_argument("--plan", default="data/runs/smollm2/PLAN.md", help="the plan the runs follow")
+    parser.add_argument("--resume", action="store_true", help="continue the recording in --out (this tool's own)")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.steps < 10:
-        print(
-            "error: --jobs must be >= 1 and --steps >= 10 (the pilot's rule reads the last 10 steps).", file=sys.stderr
-        )
+    try:
+        out, record = _open_recording(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    out = args.out.expanduser()
-    if out.exists() or out.is_symlink():
-        print(
-            f"error: {out} exists; give a new folder (this tool writes only into a folder it creates).", file=sys.stderr
-        )
-        return 2
-    out.mkdir(parents=True)
-    (out / "logs").mkdir()
     py = [sys.executable, "-m", "stddial_book"]
     cpu = ["--allow-cpu"] if args.allow_cpu else []
     common = [
@@ -81,23 +80,30 @@ def main(argv: list[str] | None = None) -> int:
         "--micro-batch-size", str(args.micro_batch_size), "--eval", str(HELDOUT),
         "--eval-samples", str(args.eval_samples), "--measure-pool", "--save-every", "20", "--no-progress", *cpu,
     ]  # fmt: skip
-    record: dict = {"plan": args.plan, "stages": {}}
     start = time.perf_counter()
+    attempt = len(record["attempts"]) + 1
+    record["attempts"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": {}})
+    stages = record["attempts"][-1]["stages"]
 
     measures = [
         (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
-               "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], out / "logs" / f"measure-{name}.log")
+               "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], _log(out, f"measure-{name}", attempt))
         for name, src in (("train", TRAIN), ("heldout", HELDOUT))
     ]  # fmt: skip
     # one folder per recipe and rate: pilot/<recipe>-<rate>/<recipe>-seed100
     pilots = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(PILOT_SEED), "--learning-rate", rate,
                "--work", str(out / "work" / f"pilot-{recipe}-{rate}"), "--out", str(out / "pilot" / f"{recipe}-{rate}")],
-         out / "logs" / f"pilot-{recipe}-{rate}.log")
+         _log(out, f"pilot-{recipe}-{rate}", attempt))
         for rate in PILOT_RATES for recipe in args.pilot_recipes
     ]  # fmt: skip
-    record["stages"]["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
+    stages["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
     _write(out / "driver.json", record)
+    failed = [s for s in stages["measure+pilot"] if s["returncode"] != 0]
+    if failed:
+        print(f"{len(failed)} measure or pilot process(es) failed (logs/); the main runs need every pilot: "
+              f"rerun this command with --resume.", flush=True)  # fmt: skip
+        return 1
 
     from stddial_book.experiments.smollm2.study import choose_learning_rate, pass_rate_curve
 
@@ -119,15 +125,74 @@ def main(argv: list[str] | None = None) -> int:
     mains = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
                "--work", str(out / "work" / f"{recipe}-seed{seed}"), "--out", str(out / "main" / f"{recipe}-seed{seed}")],
-         out / "logs" / f"{recipe}-seed{seed}.log")
+         _log(out, f"{recipe}-seed{seed}", attempt))
         for seed in args.seeds for recipe in RECIPES
     ]  # fmt: skip
-    record["stages"]["main"] = _parallel(mains, args.jobs, args.timeout)
-    record["wall_s"] = round(time.perf_counter() - start, 1)
+    stages["main"] = _parallel(mains, args.jobs, args.timeout)
+    record["attempts"][-1]["wall_s"] = round(time.perf_counter() - start, 1)
+    record["stages"] = stages  # the attempt that finished every process (the first plan's study reads these)
     _write(out / "driver.json", record)
-    failed = [s for stage in record["stages"].values() for s in stage if s["returncode"] != 0]
-    print(f"done in {record['wall_s']} s; {len(failed)} process(es) failed", flush=True)
+    failed = [s for stage in stages.values() for s in stage if s["returncode"] != 0]
+    print(f"done in {record['attempts'][-1]['wall_s']} s; {len(failed)} process(es) failed"
+          + ("; rerun this command with --resume" if failed else ""), flush=True)  # fmt: skip
     return 1 if failed else 0
+
+
+#: The marker kind of this tool's folders (stddial_book.core.outdir).
+KIND = "smollm2-recording"
+#: The options a continued recording must share with its start (--jobs and --timeout may change).
+SETTINGS = (
+    "steps",
+    "seeds",
+    "measure_samples",
+    "eval_samples",
+    "micro_batch_size",
+    "allow_cpu",
+    "pilot_recipes",
+    "plan",
+)
+
+
+def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
+    """The recording's folder and its driver record: a new folder created and marked as this tool's, or
+    with --resume this tool's own folder, its files as it wrote them and its settings those given now;
+    else a ValueError, with nothing written."""
+    from stddial_book.core.outdir import claim_dir, read_marker, require_owned
+
+    if args.jobs < 1 or args.steps < 10 or args.timeout <= 0:
+        raise ValueError(
+            "--jobs must be >= 1, --steps >= 10 (the pilot's rule reads the last 10 steps), --timeout > 0."
+        )
+    if any(seed < 0 for seed in args.seeds):
+        raise ValueError("--seeds must be whole numbers >= 0.")
+    settings = {name: getattr(args, name) for name in SETTINGS}
+    if not args.resume:
+        out = args.out.expanduser()
+        if out.exists() or out.is_symlink():
+            raise ValueError(f"{out} exists; give a new folder, or --resume to continue this tool's recording there.")
+        out = claim_dir(out, KIND)
+        record = {"plan": args.plan, "settings": settings, "attempts": []}
+        (out / "logs").mkdir()
+        _write(out / "driver.json", record)
+        return out, record
+    out = require_owned(args.out, kind=KIND)
+    driver = out / "driver.json"
+    if read_marker(out) is None or driver.is_symlink() or not driver.is_file():
+        raise ValueError(f"cannot resume: {out} holds no driver.json of this tool; start a new --out without --resume.")
+    record = json.loads(driver.read_text(encoding="utf-8"))
+    was = record.get("settings", {})
+    changed = sorted(k for k in SETTINGS if was.get(k) != settings[k])
+    if changed:
+        raise ValueError(
+            f"cannot resume: {', '.join('--' + k.replace('_', '-') for k in changed)} differ from the recording's "
+            f"start ({', '.join(f'{k}={was.get(k)!r}' for k in changed)}); give the same values."
+        )
+    return out, record
+
+
+def _log(out: Path, name: str, attempt: int) -> Path:
+    """logs/<name>.log for the first attempt, logs/<name>.<attempt>.log after it (no log is overwritten)."""
+    return out / "logs" / (f"{name}.log" if attempt == 1 else f"{name}.{attempt}.log")
 
 
 def _write(path: Path, record: dict) -> None:

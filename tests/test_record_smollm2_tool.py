@@ -1,0 +1,111 @@
+"""tools/record_smollm2.py, the driver of chapter 15's recording: a new folder is made its own, bad input and
+a folder not its own are refused before anything is written, and a recording stopped part way continues with
+--resume under the same settings only (the record-lm processes are replaced by a stand-in here: each real
+one takes an hour on a CPU)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("record_smollm2", ROOT / "tools" / "record_smollm2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _StandIn:
+    """Replaces the driver's process pool: records each command, writes its log, and for a pilot that is to
+    succeed, the pass-rate curve record-lm would have logged (rate 3e-4 learns best)."""
+
+    def __init__(self, pilots_succeed: bool) -> None:
+        self.pilots_succeed, self.commands = pilots_succeed, []
+
+    def __call__(self, jobs, workers, timeout):
+        results = []
+        for cmd, log in jobs:
+            with open(log, "x", encoding="utf-8") as handle:  # the driver never reuses a log
+                handle.write("stand-in\n")
+            self.commands.append(cmd)
+            pilot = "record-lm" in cmd and "100" in cmd[cmd.index("--seeds") + 1 :][:1]
+            code = 0
+            if pilot and self.pilots_succeed:
+                out, rate = Path(cmd[cmd.index("--out") + 1]), cmd[cmd.index("--learning-rate") + 1]
+                recipe = cmd[cmd.index("--recipes") + 1]
+                run = out / f"{recipe}-seed100"
+                run.mkdir(parents=True)
+                level = {"1e-4": 0.2, "3e-4": 0.5, "1e-3": 0.3}[rate]
+                lines = [json.dumps({"step": s, "dial/pass_rate": level}) for s in range(1, 13)]
+                with gzip.open(run / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
+                    handle.write("\n".join(lines) + "\n")
+            elif pilot:
+                code = 1
+            results.append({"command": " ".join(cmd[2:]), "returncode": code, "wall_s": 0.0})
+        return results
+
+
+def _is_main(cmd: list[str]) -> bool:
+    return "--out" in cmd and Path(cmd[cmd.index("--out") + 1]).parent.name == "main"
+
+
+ARGS = ["--allow-cpu", "--jobs", "2", "--steps", "12", "--pilot-recipes", "grpo", "dr_grpo", "dapo"]
+
+
+def test_a_recording_stopped_part_way_continues_with_resume(tmp_path, monkeypatch, capsys) -> None:
+    tool = _tool()
+    out = tmp_path / "rec"
+    first = _StandIn(pilots_succeed=False)
+    monkeypatch.setattr(tool, "_parallel", first)
+    assert tool.main(["--out", str(out), *ARGS]) == 1  # every pilot failed: no main run is started
+    assert "--resume" in capsys.readouterr().out
+    assert not [cmd for cmd in first.commands if _is_main(cmd)]
+    driver = json.loads((out / "driver.json").read_text())
+    assert driver["settings"]["pilot_recipes"] == ["grpo", "dr_grpo", "dapo"] and len(driver["attempts"]) == 1
+
+    # the same folder without --resume, or with other settings, is refused and left as it was
+    before = (out / "driver.json").read_text()
+    assert tool.main(["--out", str(out), *ARGS]) == 2
+    assert tool.main(["--out", str(out), "--resume", *ARGS, "--steps", "20"]) == 2  # the last --steps counts
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "--resume" in err[0] and "--steps" in err[1] and "steps=12" in err[1]
+    assert (out / "driver.json").read_text() == before
+
+    second = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", second)
+    assert tool.main(["--out", str(out), "--resume", *ARGS]) == 0
+    driver = json.loads((out / "driver.json").read_text())
+    assert len(driver["attempts"]) == 2
+    # each recipe takes the rate its own pilot chose; nine main runs, logged under the second attempt's names
+    assert {r: p["chosen_learning_rate"] for r, p in driver["pilots"].items()} == dict.fromkeys(
+        ("grpo", "dr_grpo", "dapo"), 3e-4
+    )
+    mains = [cmd for cmd in second.commands if _is_main(cmd)]
+    assert len(mains) == 9 and all(cmd[cmd.index("--learning-rate") + 1] == "0.0003" for cmd in mains)
+    assert (out / "logs" / "grpo-seed0.2.log").is_file() and (out / "logs" / "pilot-grpo-1e-4.log").is_file()
+    assert driver["stages"] == driver["attempts"][1]["stages"]
+
+
+@pytest.mark.parametrize("args", [["--steps", "5"], ["--jobs", "0"], ["--seeds", "-1"], ["--timeout", "0"]])
+def test_bad_input_is_refused_in_one_line_before_anything_is_written(args, tmp_path, capsys) -> None:
+    out = tmp_path / "rec"
+    assert _tool().main(["--out", str(out), *args]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_a_folder_that_is_not_its_own_is_never_continued(tmp_path, capsys) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "driver.json").write_text('{"settings": {}}\n')  # a reader's file of the same name
+    assert _tool().main(["--out", str(out), "--resume"]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["driver.json"]
+    assert "cannot resume" in capsys.readouterr().err

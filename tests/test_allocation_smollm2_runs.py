@@ -114,6 +114,8 @@ def test_the_study_on_hand_made_runs(tmp_path) -> None:
     assert study["generated_silence"]["uniform"] == pytest.approx({"first": 0.35, "last": 0.35})
     assert study["pool_size"] == 4
     assert study["measured_at"] == [0.0, 100.0, 200.0, 300.0, 400.0]
+    generated, accuracy = study["pool_curves"]["greso"][2]
+    assert generated == study["measured_at"] and accuracy == pytest.approx([0.25, 0.75, 0.875, 1.0, 1.0])
 
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "runs" / "smollm2_allocation"

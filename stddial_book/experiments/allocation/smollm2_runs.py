@@ -1,10 +1,10 @@
 """Part V on a pretrained model: the allocation rules' recorded runs on SmolLM2-135M-Instruct's arithmetic pool
 (data/runs/smollm2_allocation/PLAN.md), analysed as the plan fixed before the runs.
 
-The primary comparison and its ceiling are the testbed studies' (:func:`~stddial_book.experiments.allocation.
-testbed_runs.benchmark_of`); what this module adds is what only a real model's runs have: held-out accuracy on
-questions never trained on, and the persistence of silence on the pool (the questions with no right answer
-at the start and at the end)."""
+The primary comparison and its ceiling are the testbed studies'
+(:func:`~stddial_book.experiments.allocation.testbed_runs.benchmark_of`); what this module adds is what only a
+real model's runs have: held-out accuracy on questions never trained on, and the persistence of silence on the
+pool (the questions with no right answer at the start and at the end)."""
 
 from __future__ import annotations
 

@@ -180,6 +180,24 @@ def test_compact_runs_portable_paths_reduce_init_work_and_out_to_folder_names(tm
     assert "/c/work" not in gzip.decompress((out / STUDY_INDEX).read_bytes()).decode()
 
 
+def test_compact_runs_portable_paths_reduce_an_hf_policys_model_folder(tmp_path: Path) -> None:
+    """A run of the engine on a Hugging Face model names the model's folder in the recording machine's cache
+    (config.policy.model): --portable-paths keeps its name only, and says so."""
+    recording = _recording(tmp_path / "recording")
+    run = recording / "grpo-seed1"
+    provenance = json.loads((run / "provenance.json").read_text())
+    provenance["config"] = {"policy": {"kind": "hf", "model": str(tmp_path / "cache" / "b179c95-float32")}}
+    (run / "provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    out = tmp_path / "study"
+    assert _tool().main([str(recording), "--out", str(out), "--portable-paths"]) == 0
+    assert load_run(out / "grpo-seed1")[0]["config"]["policy"]["model"] == "b179c95-float32"
+    index = gzip.decompress((out / STUDY_INDEX).read_bytes()).decode()
+    assert str(tmp_path) not in index
+    assert json.loads(index)["runs"]["grpo-seed1"]["rewritten"] == (
+        "provenance.json: the command's --init paths and config.policy.model's path reduced to their folders' names"
+    )
+
+
 def test_compact_runs_drops_keys_joins_a_stored_study_and_refuses_in_one_line(tmp_path: Path, capsys) -> None:
     tool = _tool()
     recording = _recording(tmp_path / "recording")
@@ -197,3 +215,23 @@ def test_compact_runs_drops_keys_joins_a_stored_study_and_refuses_in_one_line(tm
     assert tool.main([str(recording), "--out", str(tmp_path / "work")]) == 2
     err = capsys.readouterr().err
     assert "not a small text file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compact_runs_leaves_out_the_weights_train_writes_into_a_run(tmp_path: Path) -> None:
+    """A run folder written whole by ``train`` (tools/record_smollm2_allocation.py) holds its checkpoints and
+    starting model: the study keeps the logs, leaves those folders out and names them; any other folder in a
+    run is still refused."""
+    recording = _recording(tmp_path / "recording")
+    for name in ("checkpoint", "checkpoint.alt", "init"):
+        (recording / "grpo-seed0" / name).mkdir()
+        (recording / "grpo-seed0" / name / "model.safetensors").write_bytes(b"\0" * 8)
+    out = tmp_path / "study"
+    assert _tool().main([str(recording), "--out", str(out)]) == 0
+    entry = json.loads(gzip.decompress((out / STUDY_INDEX).read_bytes()))["runs"]["grpo-seed0"]
+    assert entry["left_out"].startswith("checkpoint/, checkpoint.alt/, init/: the run's weights")
+    assert (
+        "model.safetensors" not in entry["digests"]
+        and "left_out" not in json.loads(gzip.decompress((out / STUDY_INDEX).read_bytes()))["runs"]["grpo-seed1"]
+    )
+    (recording / "grpo-seed1" / "notes").mkdir()
+    assert _tool().main([str(recording), "--out", str(tmp_path / "again")]) == 2

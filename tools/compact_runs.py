@@ -4,8 +4,9 @@ provenance table holding each run's files, verbatim, with the digests of the fil
     python tools/compact_runs.py SOURCE [SOURCE ...] --out NEW [--drop KEY ...] [--portable-init | --portable-paths]
 
 A SOURCE is the ``--out`` folder of ``record`` or ``record-ablation`` (one folder a run, each with its
-``provenance.json`` and ``metrics.jsonl.gz`` or ``metrics.jsonl``), or a study already stored this way (so
-a new recording joins the shipped runs: give both). NEW must not exist; the tool creates it and writes
+``provenance.json`` and ``metrics.jsonl.gz`` or ``metrics.jsonl``), a folder of runs that ``train`` wrote
+whole (its weights, ``checkpoint/``, ``checkpoint.alt/`` and ``init/``, are left out and the run's entry
+names them), or a study already stored this way (so a new recording joins the shipped runs: give both). NEW must not exist; the tool creates it and writes
 only there, never deleting anything:
 
 - ``metrics.parquet`` (:data:`stddial_book.rl.runlog.STUDY_TABLE`): one row a logged record, the columns
@@ -44,6 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stddial_book.rl import runlog  # noqa: E402  (the checkout's package, beside this tool)
+from stddial_book.rl.checkpoints import INIT, SLOTS  # noqa: E402
+
+#: The folders of weights that ``train`` writes into a run's own folder (its two checkpoint slots and the
+#: starting model): a study stores logs, so these are left out, and the run's entry says so.
+WEIGHT_FOLDERS = (*SLOTS, INIT)
 
 #: Files that make a folder a tool's own (never shipped as files: their text is kept in the table).
 TOOL_FILES = (".stddial-run.json", ".stddial-manifest.json")
@@ -91,8 +97,11 @@ def _read_log(path: Path) -> tuple[str, list[dict[str, Any]]]:
 
 def _folder_run(run: Path, portable: tuple[str, ...]) -> dict[str, Any]:
     """One run folder of a recording: its entry for the provenance table, and where its log is."""
-    files, digests, log = {}, {}, None
+    files, digests, log, left_out = {}, {}, None, []
     for item in sorted(run.iterdir()):
+        if item.name in WEIGHT_FOLDERS and item.is_dir() and not item.is_symlink():
+            left_out.append(f"{item.name}/")
+            continue
         if item.is_symlink() or not item.is_file():
             raise Refusal(f"{item} is a link or a folder; a recorded run holds files only: give the --out of record.")
         data = item.read_bytes()
@@ -111,6 +120,8 @@ def _folder_run(run: Path, portable: tuple[str, ...]) -> dict[str, Any]:
     if log is None or runlog.PROVENANCE not in files:
         raise Refusal(f"{run} lacks its log or its provenance.json; a recorded run must carry both.")
     entry: dict[str, Any] = {"files": files, "digests": digests}
+    if left_out:
+        entry["left_out"] = f"{', '.join(left_out)}: the run's weights (train's checkpoints, its starting model)"
     if portable:
         provenance = json.loads(files[runlog.PROVENANCE])
         alternatives = "|".join(re.escape(flag) for flag in portable)
@@ -124,11 +135,17 @@ def _folder_run(run: Path, portable: tuple[str, ...]) -> dict[str, Any]:
             return f"{match.group(1)} {name}"
 
         command = flags.sub(reduce, provenance.get("command", ""))
+        notes = []
         if reduced:
             provenance["command"] = command
+            notes.append(f"the command's {', '.join(reduced)} paths")
+        policy = provenance.get("config", {}).get("policy")
+        if "--work" in portable and isinstance(policy, dict) and Path(str(policy.get("model", ""))).is_absolute():
+            policy["model"] = Path(policy["model"]).name  # a model folder of the recording machine's cache
+            notes.append("config.policy.model's path")
+        if notes:
             files[runlog.PROVENANCE] = json.dumps(provenance, indent=2) + "\n"
-            named = ", ".join(reduced)
-            entry["rewritten"] = f"provenance.json: the command's {named} paths reduced to their folders' names"
+            entry["rewritten"] = f"provenance.json: {' and '.join(notes)} reduced to their folders' names"
     return {"entry": entry, "log": log}
 
 

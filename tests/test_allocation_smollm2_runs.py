@@ -113,6 +113,9 @@ def test_the_study_on_hand_made_runs(tmp_path) -> None:
     assert study["persistence"]["greso"]["unsolved_end"] == 0.0
     assert study["generated_silence"]["uniform"] == pytest.approx({"first": 0.35, "last": 0.35})
     assert study["pool_size"] == 4
+    # greso is fastest; besides DAPO that is still greso, with the same comparison as the headline's
+    assert study["fastest_besides_dapo"]["rule"] == "greso"
+    assert study["fastest_besides_dapo"]["ratio_b_over_a"] == pytest.approx(study["samples_to_target_vs_dapo"]["value"])
     assert study["measured_at"] == [0.0, 100.0, 200.0, 300.0, 400.0]
     generated, accuracy = study["pool_curves"]["greso"][2]
     assert generated == study["measured_at"] and accuracy == pytest.approx([0.25, 0.75, 0.875, 1.0, 1.0])
@@ -139,3 +142,24 @@ def test_the_shipped_smollm2_summary_is_what_its_recorded_runs_give() -> None:
     assert shipped["seeds"] == dict.fromkeys(SMOLLM2_RULES, 3)
     bench = json.loads((RECORDED.parents[2] / "bench" / "results" / "allocation.json").read_text())
     assert _same(bench["samples_to_target_vs_dapo_real"], fresh["samples_to_target_vs_dapo"])
+
+
+def test_the_fastest_rule_besides_dapo_when_dapo_is_fastest() -> None:
+    """When DAPO itself is the fastest rule (the primary's ratio is then 1 by construction), the rule to read
+    beside it is the fastest of the others that reached the target on every seed."""
+    from stddial_book.experiments.allocation.smollm2_runs import fastest_besides_dapo
+
+    def cell(mean, reached):
+        return {"seeds": 3, "samples_to_target": [{}, {"mean": mean, "reached": reached}]}
+
+    study = {
+        "cells": {
+            "lm/adamw/grpo/dapo": cell(100.0, 3),
+            "lm/adamw/grpo/uniform": cell(200.0, 3),
+            "lm/adamw/grpo/greso": cell(150.0, 2),  # faster, but missed the target on one seed
+        },
+        "comparisons": {"lm/adamw/grpo/uniform_vs_dapo/target1": {"ratio_b_over_a": 0.5}},
+    }
+    assert fastest_besides_dapo(study) == {"rule": "uniform", "ratio_b_over_a": 0.5}
+    study["cells"]["lm/adamw/grpo/uniform"] = cell(None, 0)
+    assert fastest_besides_dapo(study) is None

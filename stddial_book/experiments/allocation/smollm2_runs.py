@@ -24,6 +24,7 @@ __all__ = [
     "silence_persistence",
     "generated_silence",
     "paired_change",
+    "fastest_besides_dapo",
     "smollm2_benchmark",
 ]
 
@@ -116,6 +117,7 @@ def smollm2_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
         silence[rule] = _mean_of([generated_silence(log) for _, log in pairs])
         persistence[rule] = _mean_of([silence_persistence(log) for _, log in pairs])
     study["heldout"], study["generated_silence"], study["persistence"] = heldout, silence, persistence
+    study["fastest_besides_dapo"] = fastest_besides_dapo(study, middle)
     study["pool_size"] = int(runs["uniform"][0][0]["config"]["train"]["pool_size"])
     study["measured_at"] = [float(g) for g in pool_curve(runs["uniform"][0][1])[0]]
     # each run's measured pool curve (generated samples, pool accuracy), seeds in the order of study["seeds"]
@@ -123,6 +125,23 @@ def smollm2_benchmark(directory: str | Path, middle: int = 1) -> dict[str, Any]:
         rule: [[[float(x) for x in v] for v in pool_curve(log)[:2]] for _, log in pairs] for rule, pairs in runs.items()
     }
     return study
+
+
+def fastest_besides_dapo(study: dict[str, Any], middle: int = 1) -> dict[str, Any] | None:
+    """The rule other than DAPO with the fewest mean generated samples to target ``middle`` among those that
+    reached it on every seed, and its paired comparison with DAPO there (DAPO's samples ÷ the rule's); None
+    when no such rule exists. The plan's primary takes the best rule of all, which may be DAPO itself (a ratio
+    of 1 by construction): this is the comparison to read beside it then. ``study`` is a
+    :func:`~stddial_book.experiments.allocation.testbed_runs.benchmark_of` result."""
+    means = {
+        key.rsplit("/", 1)[1]: cell["samples_to_target"][middle]["mean"]
+        for key, cell in study["cells"].items()
+        if not key.endswith("/dapo") and cell["samples_to_target"][middle]["reached"] == cell["seeds"]
+    }
+    if not means:
+        return None
+    rule = min(means, key=means.get)
+    return {"rule": rule, **study["comparisons"].get(f"lm/adamw/grpo/{rule}_vs_dapo/target{middle}", {})}
 
 
 def _mean_of(rows: list[dict[str, float]]) -> dict[str, float]:

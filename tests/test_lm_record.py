@@ -204,6 +204,14 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tiny, tmp_path, monkeypa
     assert provenance["dirty"] is True and provenance["dirty_allowed"] is True
     with gzip.open(run / "metrics.jsonl.gz", "rt") as handle:
         assert [json.loads(line)["step"] for line in handle] == [1, 2, 3]
+    # the same command once more (tools/record_smollm2.py --resume reruns every command): the finished run is
+    # kept as it is, not trained or written again
+    logged = (run / "metrics.jsonl.gz").read_bytes()
+    rerun = lm_record.check_record_lm(
+        ["grpo"], [1], config, tmp_path / "work", tmp_path / "out", allow_cpu=True, allow_dirty=True, save_every=2
+    )
+    assert lm_record.record_lm_runs(rerun, print_every=0) == [run]
+    assert (run / "metrics.jsonl.gz").read_bytes() == logged
     # TRL restores the adapters, the optimizer and the random states: the same run as never stopping
     again = lm_record.check_record_lm(
         ["grpo"], [1], config, tmp_path / "work2", tmp_path / "out2", allow_cpu=True, allow_dirty=True, save_every=2

@@ -161,3 +161,40 @@ def test_the_two_verifiers_part_on_a_restated_sum():
     assert strict(["23 + 45", "68"], answer=["68", "68"]) == [0.0, 1.0]
     with pytest.raises(ValueError, match="verifier"):
         CorrectnessReward(verifier="regex")
+
+
+def test_an_interrupted_measurement_resumes_to_the_same_table(tmp_path):
+    """`measure` saves each chunk of prompts as it goes; stopped after the first chunk and run again, it measures
+    only the rest and writes the table an uninterrupted run writes (each chunk's draws are seeded by its index);
+    run once more when finished, it changes nothing."""
+    pytest.importorskip("transformers")
+    from stddial_book.bridges import lm_measure
+    from stddial_book.bridges.lm_data import build_tiny_model, write_tiny_gsm8k
+
+    data = write_tiny_gsm8k(tmp_path / "tiny.jsonl", num_rows=6)
+    model = str(build_tiny_model(tmp_path / "model", data))
+    settings = {"max_new_tokens": 4, "batch_size": 8, "chunk": 4, "progress": None}
+    whole = lm_measure.measure_to_folder(model, data, 2, tmp_path / "whole", **settings).read_text()
+
+    real, calls = lm_measure.measure_rows, []
+
+    def stops_at_the_second_chunk(*args, **kwargs):
+        calls.append(len(args[2]))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    lm_measure.measure_rows = stops_at_the_second_chunk
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lm_measure.measure_to_folder(model, data, 2, tmp_path / "part", **settings)
+        assert not (tmp_path / "part" / "pool.csv").exists()
+        table = lm_measure.measure_to_folder(model, data, 2, tmp_path / "part", **settings)
+    finally:
+        lm_measure.measure_rows = real
+    assert calls == [4, 2, 2]  # the second chunk (2 prompts) once more, the first not again
+    assert table.read_text() == whole
+    again = lm_measure.measure_to_folder(model, data, 2, tmp_path / "part", **settings)
+    assert again.read_text() == whole
+    with pytest.raises(ValueError, match="other settings"):
+        lm_measure.measure_to_folder(model, data, 4, tmp_path / "part", **settings)

@@ -93,7 +93,11 @@ def test_a_recording_stopped_part_way_continues_with_resume(tmp_path, monkeypatc
     assert driver["stages"] == driver["attempts"][1]["stages"]
 
 
-@pytest.mark.parametrize("args", [["--steps", "5"], ["--jobs", "0"], ["--seeds", "-1"], ["--timeout", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--steps", "5"], ["--jobs", "0"], ["--seeds", "-1"], ["--timeout", "0"], ["--seeds", "0", "0"],
+     ["--pilot-recipes", "grpo", "grpo"]],
+)  # fmt: skip
 def test_bad_input_is_refused_in_one_line_before_anything_is_written(args, tmp_path, capsys) -> None:
     out = tmp_path / "rec"
     assert _tool().main(["--out", str(out), *args]) == 2
@@ -109,3 +113,44 @@ def test_a_folder_that_is_not_its_own_is_never_continued(tmp_path, capsys) -> No
     assert _tool().main(["--out", str(out), "--resume"]) == 2
     assert sorted(p.name for p in out.iterdir()) == ["driver.json"]
     assert "cannot resume" in capsys.readouterr().err
+
+
+def test_a_driver_killed_in_its_first_stage_is_on_record_and_continues(tmp_path, monkeypatch) -> None:
+    """The attempt is written before any process starts, so a driver killed mid-stage leaves it on record, and
+    the next attempt's logs take new names (they never collide with what the killed one left)."""
+    tool = _tool()
+    out = tmp_path / "rec"
+
+    def killed(jobs, workers, timeout):
+        for _, log in jobs[:2]:
+            log.write_text("started\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tool, "_parallel", killed)
+    with pytest.raises(KeyboardInterrupt):
+        tool.main(["--out", str(out), *ARGS])
+    driver = json.loads((out / "driver.json").read_text())
+    assert len(driver["attempts"]) == 1 and driver["attempts"][0]["stages"] == {}
+    assert driver["attempts"][0]["jobs"] == 2 and driver["attempts"][0]["timeout_s"] == 36000.0  # --allow-cpu
+    second = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", second)
+    assert tool.main(["--out", str(out), "--resume", *ARGS]) == 0
+    assert (out / "logs" / "measure-train.log").read_text() == "started\n"
+    assert (out / "logs" / "measure-train.2.log").read_text() == "stand-in\n"
+    assert len(json.loads((out / "driver.json").read_text())["attempts"]) == 2
+
+
+def test_two_drivers_never_run_one_recording(tmp_path, monkeypatch, capsys) -> None:
+    tool = _tool()
+    out = tmp_path / "rec"
+    monkeypatch.setattr(tool, "_parallel", _StandIn(pilots_succeed=False))
+    assert tool.main(["--out", str(out), *ARGS]) == 1
+    held = tool._hold(out)  # another driver, still running
+    try:
+        assert tool.main(["--out", str(out), "--resume", *ARGS]) == 2
+        assert "another driver" in capsys.readouterr().err
+    finally:
+        import os
+
+        os.close(held)
+    assert len(json.loads((out / "driver.json").read_text())["attempts"]) == 1

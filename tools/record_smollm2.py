@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure-samples", type=int, default=64)
     parser.add_argument("--eval-samples", type=int, default=16)
     parser.add_argument("--micro-batch-size", type=int, default=64)
-    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per process")
+    parser.add_argument(
+        "--timeout", type=float, default=None,
+        help="seconds per process (default 3600; with --allow-cpu 36000, a CPU run taking an hour or more)",
+    )  # fmt: skip
     parser.add_argument("--allow-cpu", action="store_true")
     parser.add_argument(
         "--pilot-recipes", nargs="+", default=["grpo"], choices=RECIPES,
@@ -70,9 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         out, record = _open_recording(args)
+        lock = _hold(out)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:
+        return _record(args, out, record)
+    finally:
+        os.close(lock)
+
+
+def _record(args: argparse.Namespace, out: Path, record: dict) -> int:
+    """The stages of a recording opened by :func:`_open_recording`; 0 when every process finished."""
     py = [sys.executable, "-m", "stddial_book"]
     cpu = ["--allow-cpu"] if args.allow_cpu else []
     common = [
@@ -81,9 +93,16 @@ def main(argv: list[str] | None = None) -> int:
         "--eval-samples", str(args.eval_samples), "--measure-pool", "--save-every", "20", "--no-progress", *cpu,
     ]  # fmt: skip
     start = time.perf_counter()
+    from stddial_book.rl.runlog import git_state
+
     attempt = len(record["attempts"]) + 1
-    record["attempts"].append({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stages": {}})
+    commit, dirty = git_state(ROOT)[:2]
+    record["attempts"].append(
+        {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": commit, "dirty": dirty,
+         "jobs": args.jobs, "timeout_s": args.timeout, "stages": {}}
+    )  # fmt: skip
     stages = record["attempts"][-1]["stages"]
+    _write(out / "driver.json", record)  # at once: a killed attempt is on record, and the next one numbered past it
 
     measures = [
         (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
@@ -130,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     stages["main"] = _parallel(mains, args.jobs, args.timeout)
     record["attempts"][-1]["wall_s"] = round(time.perf_counter() - start, 1)
-    record["stages"] = stages  # the attempt that finished every process (the first plan's study reads these)
-    _write(out / "driver.json", record)
     failed = [s for stage in stages.values() for s in stage if s["returncode"] != 0]
+    if not failed:
+        record["stages"] = stages  # the attempt that finished every process (the first plan's study reads these)
+    _write(out / "driver.json", record)
     print(f"done in {record['attempts'][-1]['wall_s']} s; {len(failed)} process(es) failed"
           + ("; rerun this command with --resume" if failed else ""), flush=True)  # fmt: skip
     return 1 if failed else 0
@@ -159,12 +179,16 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
     else a ValueError, with nothing written."""
     from stddial_book.core.outdir import claim_dir, read_marker, require_owned
 
+    if args.timeout is None:
+        args.timeout = 36000.0 if args.allow_cpu else 3600.0
     if args.jobs < 1 or args.steps < 10 or args.timeout <= 0:
         raise ValueError(
             "--jobs must be >= 1, --steps >= 10 (the pilot's rule reads the last 10 steps), --timeout > 0."
         )
-    if any(seed < 0 for seed in args.seeds):
-        raise ValueError("--seeds must be whole numbers >= 0.")
+    if any(seed < 0 for seed in args.seeds) or len(set(args.seeds)) < len(args.seeds):
+        raise ValueError("--seeds must be distinct whole numbers >= 0 (two processes must never share a run).")
+    if len(set(args.pilot_recipes)) < len(args.pilot_recipes):
+        raise ValueError("--pilot-recipes must name each recipe once (two processes must never share a run).")
     settings = {name: getattr(args, name) for name in SETTINGS}
     if not args.resume:
         out = args.out.expanduser()
@@ -176,10 +200,20 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
         _write(out / "driver.json", record)
         return out, record
     out = require_owned(args.out, kind=KIND)
-    driver = out / "driver.json"
-    if read_marker(out) is None or driver.is_symlink() or not driver.is_file():
-        raise ValueError(f"cannot resume: {out} holds no driver.json of this tool; start a new --out without --resume.")
-    record = json.loads(driver.read_text(encoding="utf-8"))
+    driver, logs = out / "driver.json", out / "logs"
+    damaged = [p.name for p in (driver, logs, _staging(driver)) if p.is_symlink()]
+    if read_marker(out) is None or damaged or not driver.is_file() or not logs.is_dir():
+        raise ValueError(
+            f"cannot resume: {out} holds no driver.json and logs/ of this tool"
+            + (f" ({', '.join(damaged)} a link)" if damaged else "")
+            + "; start a new --out without --resume."
+        )
+    try:
+        record = json.loads(driver.read_text(encoding="utf-8"))
+        if not isinstance(record.get("attempts"), list):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"cannot resume: {driver} is not this tool's record; start a new --out.") from None
     was = record.get("settings", {})
     changed = sorted(k for k in SETTINGS if was.get(k) != settings[k])
     if changed:
@@ -191,14 +225,42 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
 
 
 def _log(out: Path, name: str, attempt: int) -> Path:
-    """logs/<name>.log for the first attempt, logs/<name>.<attempt>.log after it (no log is overwritten)."""
-    return out / "logs" / (f"{name}.log" if attempt == 1 else f"{name}.{attempt}.log")
+    """logs/<name>.log for the first attempt, logs/<name>.<attempt>.log after it; past any log of that name a
+    killed attempt left (no log is overwritten)."""
+    logs = out / "logs"
+    path = logs / (f"{name}.log" if attempt == 1 else f"{name}.{attempt}.log")
+    extra = 1
+    while path.exists() or path.is_symlink():
+        path, extra = logs / f"{name}.{attempt}-{extra}.log", extra + 1
+    return path
+
+
+def _staging(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp")
 
 
 def _write(path: Path, record: dict) -> None:
-    staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    """``record`` as JSON into ``path``, atomically, never through a link (the staging file is opened without
+    following one)."""
+    staging = _staging(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(staging, flags, 0o644), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, indent=1) + "\n")
     os.replace(staging, path)
+
+
+def _hold(out: Path):
+    """An exclusive lock on the recording (released when this process ends, however it ends), or a
+    ValueError when another driver holds it: two drivers must never run the same commands."""
+    import fcntl
+
+    descriptor = os.open(out / ".driver.lock", os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)
+        raise ValueError(f"{out} is being recorded by another driver now; wait for it to end.") from None
+    return descriptor
 
 
 if __name__ == "__main__":

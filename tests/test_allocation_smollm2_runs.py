@@ -113,6 +113,7 @@ def test_the_study_on_hand_made_runs(tmp_path) -> None:
     assert study["persistence"]["greso"]["unsolved_end"] == 0.0
     assert study["generated_silence"]["uniform"] == pytest.approx({"first": 0.35, "last": 0.35})
     assert study["pool_size"] == 4
+    assert study["seed_ids"] == [0, 1, 2] and "quartiles" not in study
     # greso is fastest; besides DAPO that is still greso, with the same comparison as the headline's
     assert study["fastest_besides_dapo"]["rule"] == "greso"
     assert study["fastest_besides_dapo"]["ratio_b_over_a"] == pytest.approx(study["samples_to_target_vs_dapo"]["value"])

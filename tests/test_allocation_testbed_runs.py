@@ -14,6 +14,7 @@ from stddial_book.experiments.allocation.testbed_runs import (
     LM_RULES,
     lm_allocation_changes,
     lm_allocation_study,
+    lm_benchmark,
     samples_to,
 )
 from stddial_book.rl.profiles import PROFILES
@@ -284,3 +285,30 @@ def test_the_persistent_benchmark_reads_the_block_from_the_runs_config(tmp_path)
     # these runs keep every sample they generate: no rule could save anything over DAPO for silence
     assert study["samples_to_target_vs_dapo"]["ceiling"]["value"] == pytest.approx(1.0)
     assert study["samples_to_target_vs_dapo"]["ceiling"]["pairs"] == 2
+
+
+def test_each_pair_of_rules_is_counted_once_and_the_headline_follows_middle(tmp_path) -> None:
+    """Uniform against DAPO is DAPO against uniform inverted: kept for reading, counted once. The headline is at
+    the target index ``middle``, and a study without DAPO runs has no headline and no ceiling (no crash)."""
+    uniform, faster = [0.25, 0.5, 0.5, 0.75, 0.75], [0.25, 0.75, 0.75, 0.75, 0.75]
+    slower = [0.25, 0.25, 0.5, 0.5, 0.75]
+    for seed in range(3):
+        _write_run(tmp_path / f"grpo-seed{seed}", "uniform", seed, uniform, 1.0 + 0.1 * seed)
+        _write_run(tmp_path / f"grpo-knapsack-seed{seed}", "knapsack", seed, faster, 1.0)
+        _write_run(tmp_path / f"grpo-dapo-seed{seed}", "dapo", seed, slower, 1.0)
+    study = lm_benchmark(tmp_path, rules=("uniform", "dapo", "knapsack"))
+    inverse = study["comparisons"]["lm/adamw/grpo/uniform_vs_dapo/target1"]
+    assert inverse["inverse_of"] == "lm/adamw/grpo/dapo_vs_uniform/target1"
+    made = [c for c in study["comparisons"].values() if c["within_noise"] is not None]
+    assert study["comparisons_counted"] == len(made) - 3  # one inverse a target
+    assert study["expected_false_alarms"] == pytest.approx(0.05 * study["comparisons_counted"])
+    assert study["samples_to_target_vs_dapo"]["best_rule"] == "knapsack"
+    at_last = lm_benchmark(tmp_path, middle=2, rules=("uniform", "dapo", "knapsack"))
+    last = at_last["comparisons"]["lm/adamw/grpo/knapsack_vs_dapo/target2"]["ratio_b_over_a"]
+    assert at_last["samples_to_target_vs_dapo"]["value"] == pytest.approx(last)
+    assert at_last["samples_to_target_vs_dapo"]["ceiling"]["value"] == pytest.approx(1.0)
+    for seed in range(3):  # DAPO among the rules asked for, but not recorded
+        _write_run(tmp_path / "no_dapo" / f"grpo-seed{seed}", "uniform", seed, uniform, 1.0)
+        _write_run(tmp_path / "no_dapo" / f"grpo-knapsack-seed{seed}", "knapsack", seed, faster, 1.0)
+    no_dapo = lm_benchmark(tmp_path / "no_dapo", rules=("uniform", "dapo", "knapsack"))
+    assert no_dapo["samples_to_target_vs_dapo"]["value"] is None and "ceiling_vs_dapo" not in no_dapo

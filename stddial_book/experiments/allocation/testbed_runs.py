@@ -191,15 +191,15 @@ def lm_allocation_study(directory: str | Path, recipe: str = "grpo", rules=LM_RU
     return _study_of(load_rule_runs(Path(directory), recipe, rules), recipe)
 
 
-def _study_of(runs: dict[str, list[tuple[dict, list]]], recipe: str) -> dict[str, Any]:
-    """:func:`lm_allocation_study` on runs already loaded (:func:`load_rule_runs`)."""
+def _study_of(runs: dict[str, list[tuple[dict, list]]], recipe: str, middle: int = 1) -> dict[str, Any]:
+    """:func:`lm_allocation_study` on runs already loaded (:func:`load_rule_runs`), its headline at target
+    index ``middle``."""
     from stddial_book.experiments.allocation.signal import mean_ci, summarize_run_study
 
     budget = float(runs["uniform"][0][0]["config"]["train"]["sample_budget"])
     curves = [pool_curve(records) for _, records in runs["uniform"]]
-    grid = np.linspace(0.0, budget, 65)
-    mean_curve = np.mean([np.interp(grid, g, a) for g, a, _ in curves], axis=0)
-    targets = [float(np.interp(f * budget, grid, mean_curve)) for f in TARGET_FRACTIONS]
+    # uniform GRPO's mean pool curve (each seed's linear between its measurements) at each fraction of the budget
+    targets = [float(np.mean([np.interp(f * budget, g, a) for g, a, _ in curves])) for f in TARGET_FRACTIONS]
     start = np.mean([rates[0] for _, _, rates in curves], axis=0)  # each prompt's starting k/n, over seeds
     order = np.argsort(start, kind="stable")
     quartile_of = np.empty(start.size, dtype=np.int64)
@@ -212,7 +212,7 @@ def _study_of(runs: dict[str, list[tuple[dict, list]]], recipe: str) -> dict[str
         for rule, pairs in runs.items()
     }
     summary = summarize_run_study({"runs": measured, "targets": targets, "reference_norm": {"lm": reference_norm}})
-    summary.update(_t_comparisons(measured, len(targets)))
+    summary.update(_t_comparisons(measured, len(targets), middle))
     summary["quartiles"] = {
         key.rsplit("/", 1)[1]: [mean_ci([r["quartile_accuracy"][q] for r in value]) for q in range(4)]
         for key, value in measured.items()
@@ -270,7 +270,11 @@ def _t_comparisons(measured: dict[str, list[dict]], num_targets: int, middle: in
                     comparisons[f"{prefix}{rule}_vs_{base}/target{j}"] = paired_t_comparison(
                         measured[prefix + rule], measured[prefix + base], j
                     )
-    made = [c for c in comparisons.values() if c["within_noise"] is not None]
+    for j in range(num_targets):  # uniform against DAPO is DAPO against uniform inverted: one comparison, counted once
+        inverse = comparisons.get(f"{prefix}uniform_vs_dapo/target{j}")
+        if inverse is not None and f"{prefix}dapo_vs_uniform/target{j}" in comparisons:
+            inverse["inverse_of"] = f"{prefix}dapo_vs_uniform/target{j}"
+    made = [c for c in comparisons.values() if c["within_noise"] is not None and "inverse_of" not in c]
     means = {
         rule: np.mean([r["samples_to_target"][middle] for r in measured[prefix + rule]])
         for rule in rules
@@ -311,7 +315,7 @@ def benchmark_of(runs: dict[str, list[tuple[dict, list]]], middle: int, rules) -
     """:func:`lm_benchmark` on runs already loaded by :func:`load_rule_runs` (``runs``), so a caller that
     reads them too loads them once; ``middle`` is the headline's target index, ``rules`` the rules
     compared (the ceiling is added when DAPO is among them)."""
-    study = _study_of(runs, "grpo")
+    study = _study_of(runs, "grpo", middle)
     head = study["headline"].get("lm/adamw/grpo", {})
     study["samples_to_target_vs_dapo"] = {
         "value": head.get("dapo_over_best"),
@@ -319,12 +323,13 @@ def benchmark_of(runs: dict[str, list[tuple[dict, list]]], middle: int, rules) -
         "ratio_ci": head.get("ratio_ci"),
         "within_noise": head.get("within_noise"),
         "pairs": head.get("pairs"),
+        "detectable_ratio": head.get("detectable_ratio"),
         "meaning": "DAPO's mean generated samples to the middle target (uniform GRPO's pool accuracy after 1/5 "
         "of its sample budget) / the best rule's, paired by seed; LM testbed, GRPO, AdamW at one learning rate "
         "(the realised update norms are in cells[*].norm_ratio)",
     }
     study["middle_target"] = middle
-    if "dapo" in rules:
+    if "dapo" in rules and "dapo" in runs:
         # the ceiling beside the headline: DAPO's samples to the middle target ÷ those it kept by then
         logs = [records for _, records in runs["dapo"]]
         measured = [

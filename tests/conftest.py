@@ -139,15 +139,20 @@ def tiny_profile(monkeypatch):
     return TINY
 
 
-def load_colab():
-    """tools/colab.py, the Colab notebook generator: build tooling outside the package, loaded from its file."""
+def load_tool(name: str):
+    """tools/<name>.py, a tool outside the package (tools are scripts, not a package), loaded from its file."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "colab.py"
-    spec = importlib.util.spec_from_file_location("colab", path)
+    path = Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_colab():
+    """tools/colab.py, the Colab notebook generator: build tooling outside the package."""
+    return load_tool("colab")
 
 
 #: Fixtures that train a model (a warm start, the CLI's tiny profile): a test asking for one is

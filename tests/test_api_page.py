@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import load_tool
 
 import stddial_book
 
@@ -21,10 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _api_page():
-    spec = importlib.util.spec_from_file_location("api_page", ROOT / "tools" / "api_page.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("api_page")
 
 
 def test_the_committed_page_is_what_the_generator_writes() -> None:

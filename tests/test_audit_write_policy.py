@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TINY, fresh
+from conftest import TINY, fresh, load_tool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -270,13 +270,7 @@ def test_rewards_and_diagnostics_refuse_what_they_would_misread() -> None:
 
 
 def test_make_publish_refuses_a_build_of_another_commit(tmp_path) -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "colab_publish", Path(__file__).resolve().parents[1] / "tools" / "colab_publish.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_tool("colab_publish")
     out = claim_dir(tmp_path / "_colab", module.OUT_KIND)
     replace_own(out, module.BUILD_RECORD, json.dumps({"commit": "a" * 40, "dirty": False, "notebooks": {}}))
     assert module.check_published(out, head="a" * 40)["commit"] == "a" * 40

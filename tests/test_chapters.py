@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import math
 import os
 import re
@@ -28,7 +27,7 @@ import nbformat
 import numpy as np
 import pytest
 import yaml
-from conftest import load_colab
+from conftest import load_colab, load_tool
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,10 +159,7 @@ def _load_exec_cache():
         import myst_nb  # noqa: F401
     except ImportError:
         return None
-    spec = importlib.util.spec_from_file_location("exec_cache", ROOT / "tools" / "exec_cache.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("exec_cache")
 
 
 _EXEC_CACHE = _load_exec_cache()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import load_colab
+from conftest import load_colab, load_tool
 
 colab = load_colab()
 MYST_RESIDUE = colab.MYST_RESIDUE
@@ -191,12 +191,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def load_publish():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("colab_publish", ROOT / "tools" / "colab_publish.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("colab_publish")
 
 
 @pytest.fixture

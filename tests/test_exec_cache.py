@@ -3,22 +3,19 @@ same in every process that computes it, and change with anything that can change
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest.importorskip("jupyter_cache", reason="the execution cache is build tooling (the book's environment)")
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("exec_cache", ROOT / "tools" / "exec_cache.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("exec_cache")
 
 
 def test_the_key_is_the_same_from_any_working_directory() -> None:

@@ -6,20 +6,17 @@ one takes an hour on a CPU)."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("record_smollm2", ROOT / "tools" / "record_smollm2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("record_smollm2")
 
 
 class _StandIn:

@@ -3,21 +3,16 @@ written (the runs themselves need SmolLM2's file and about 30 CPU-minutes each: 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "record_smollm2_allocation", ROOT / "tools" / "record_smollm2_allocation.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("record_smollm2_allocation")
 
 
 def test_the_settings_are_the_plans() -> None:

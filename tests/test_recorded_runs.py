@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import json
 import math
 import re
 from pathlib import Path
 
 import pytest
+from conftest import load_tool
 
 from stddial_book.rl.runlog import RECORDED_DIR, STUDY_INDEX, STUDY_TABLE, load_run, run_folders, study_index
 
@@ -34,10 +34,7 @@ HEX40 = re.compile(r"[0-9a-f]{40}")
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("compact_runs", ROOT / "tools" / "compact_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("compact_runs")
 
 
 def _jsonl(records: list[dict]) -> str:

@@ -130,16 +130,11 @@ def test_the_shipped_smollm2_summary_is_what_its_recorded_runs_give() -> None:
     """Chapter 16's SmolLM2 section reads the summary the package ships: it must be what
     bench/bench_allocation_smollm2.py computes from the committed logs now, and the key in
     bench/results/allocation.json its headline."""
-    from test_allocation_testbed_runs import _same, _without_bootstrap_intervals
+    from test_allocation_testbed_runs import _same, shipped_and_recomputed
 
     from stddial_book.experiments.allocation.smollm2_runs import SMOLLM2_SUMMARY_FILE
-    from stddial_book.experiments.allocation.testbed_runs import load_lm_summary
 
-    shipped = load_lm_summary(SMOLLM2_SUMMARY_FILE)
-    assert shipped is not None, "data/allocation/allocation_smollm2.json.gz is missing: run the bench"
-    shipped.pop("analysed")
-    fresh = json.loads(json.dumps(smollm2_benchmark(RECORDED)))
-    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
+    shipped, fresh = shipped_and_recomputed(SMOLLM2_SUMMARY_FILE, smollm2_benchmark(RECORDED))
     assert shipped["seeds"] == dict.fromkeys(SMOLLM2_RULES, 3)
     bench = json.loads((RECORDED.parents[2] / "bench" / "results" / "allocation.json").read_text())
     assert _same(bench["samples_to_target_vs_dapo_real"], fresh["samples_to_target_vs_dapo"])

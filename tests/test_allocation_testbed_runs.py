@@ -158,14 +158,24 @@ RECORDED = Path(__file__).resolve().parents[1] / "data" / "runs" / "allocation"
 def test_the_shipped_summary_is_what_the_recorded_runs_give() -> None:
     """Chapter 16 reads the summary the package ships (the forty logs stay out of the wheel): it must
     be exactly what bench/bench_allocation_lm.py computes from the committed logs now."""
-    from stddial_book.experiments.allocation.testbed_runs import lm_benchmark, load_lm_summary
+    from stddial_book.experiments.allocation.testbed_runs import LM_ALLOCATION_SUMMARY_FILE, lm_benchmark
 
-    shipped = load_lm_summary()
-    assert shipped is not None, "data/allocation/allocation_lm.json.gz is missing: run bench/bench_allocation_lm.py"
-    shipped.pop("analysed")
-    fresh = json.loads(json.dumps(lm_benchmark(RECORDED)))
-    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
+    shipped, fresh = shipped_and_recomputed(LM_ALLOCATION_SUMMARY_FILE, lm_benchmark(RECORDED))
     assert set(shipped["seeds"]) == set(LM_RULES)
+
+
+def shipped_and_recomputed(summary_file: tuple[str, str], study: dict) -> tuple[dict, dict]:
+    """The summary the package ships (``summary_file`` under its data) and ``study``, the benchmark computed
+    from the committed logs now, as JSON reads them back; fails unless the two agree (the bootstrap's
+    version-dependent intervals and the shipped copy's ``analysed`` stamp aside)."""
+    from stddial_book.experiments.allocation.testbed_runs import load_lm_summary
+
+    shipped = load_lm_summary(summary_file)
+    assert shipped is not None, f"data/{'/'.join(summary_file)} is missing: run its bench script"
+    shipped.pop("analysed")
+    fresh = json.loads(json.dumps(study))
+    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
+    return shipped, fresh
 
 
 def _without_bootstrap_intervals(study: dict) -> dict:
@@ -244,15 +254,10 @@ def test_the_shipped_persistent_summary_is_what_its_recorded_runs_give() -> None
     from stddial_book.experiments.allocation.testbed_runs import (
         PERSISTENT_RULES,
         PERSISTENT_SUMMARY_FILE,
-        load_lm_summary,
         persistent_benchmark,
     )
 
-    shipped = load_lm_summary(PERSISTENT_SUMMARY_FILE)
-    assert shipped is not None, "data/allocation/allocation_persistent.json.gz is missing: run the bench"
-    shipped.pop("analysed")
-    fresh = json.loads(json.dumps(persistent_benchmark(PERSISTENT)))
-    assert _same(_without_bootstrap_intervals(fresh), _without_bootstrap_intervals(shipped))
+    shipped, fresh = shipped_and_recomputed(PERSISTENT_SUMMARY_FILE, persistent_benchmark(PERSISTENT))
     assert shipped["seeds"] == dict.fromkeys(PERSISTENT_RULES, 5)
     assert shipped["secondary_knapsack_paper"]["seeds"]["knapsack_paper"] == 5
     bench = json.loads((PERSISTENT.parents[2] / "bench" / "results" / "allocation.json").read_text())

@@ -177,7 +177,7 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
     """The recording's folder and its driver record: a new folder created and marked as this tool's, or
     with --resume this tool's own folder, its files as it wrote them and its settings those given now;
     else a ValueError, with nothing written."""
-    from stddial_book.core.outdir import claim_dir, read_marker, require_owned
+    from stddial_book.core.outdir import claim_dir, require_owned
 
     if args.timeout is None:
         args.timeout = 36000.0 if args.allow_cpu else 3600.0
@@ -202,7 +202,7 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
     out = require_owned(args.out, kind=KIND)
     driver, logs = out / "driver.json", out / "logs"
     damaged = [p.name for p in (driver, logs, _staging(driver)) if p.is_symlink()]
-    if read_marker(out) is None or damaged or not driver.is_file() or not logs.is_dir():
+    if damaged or not driver.is_file() or not logs.is_dir():  # require_owned checked the marker
         raise ValueError(
             f"cannot resume: {out} holds no driver.json and logs/ of this tool"
             + (f" ({', '.join(damaged)} a link)" if damaged else "")

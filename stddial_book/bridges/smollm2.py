@@ -215,29 +215,35 @@ def smollm2_model_dir(cache: str | os.PathLike | None = None) -> Path:
     """A local model folder of SmolLM2-135M-Instruct (Q4_1, dequantized to float32), converted once.
 
     The folder lives in the run cache (``$STDDIAL_CACHE``, else ``~/.cache/stddial_book``) under
-    ``smollm2/<sha256[:16]>-float32``; a later call finds it (checking its record) and returns at once.
+    ``smollm2/<sha256[:16]>-float32``; a later call finds it (checking its record) and returns at once, and a
+    process that finds another converting waits for it (a lock file beside the folder) and returns its folder.
     Raises ``FileNotFoundError`` naming the install command when the wheel is missing. ``cache`` is another
     cache folder to use (``None``, the default: the run cache).
     """
-    if cache is None:
-        from stddial_book.experiments.testbed.runs import cache_dir
+    from stddial_book.experiments.testbed.runs import cache_dir, cache_lock
 
+    if cache is None:
         cache = cache_dir()
     folder = Path(cache) / "smollm2" / f"{SMOLLM2_SHA256[:16]}-{_DTYPE}"
     if is_model_dir(folder, SMOLLM2_SHA256):
         return folder
-    if folder.exists() or folder.is_symlink():
-        raise FileExistsError(
-            f"{folder} exists but is not a finished conversion of SmolLM2's GGUF file; move it aside "
-            "(nothing here deletes it) and call again."
-        )
-    gguf_path = smollm2_gguf(check_hash=True)
-    try:
-        return convert_gguf(gguf_path, folder, sha256=SMOLLM2_SHA256)
-    except FileExistsError:  # another process converted it meanwhile
+    # processes sharing the cache (the test runner's workers, a build beside them) wait for the one converting,
+    # instead of each converting its own 0.5 GB copy and leaving the losers' copies beside the folder
+    with cache_lock(folder):
         if is_model_dir(folder, SMOLLM2_SHA256):
             return folder
-        raise
+        if folder.exists() or folder.is_symlink():
+            raise FileExistsError(
+                f"{folder} exists but is not a finished conversion of SmolLM2's GGUF file; move it aside "
+                "(nothing here deletes it) and call again."
+            )
+        gguf_path = smollm2_gguf(check_hash=True)
+        try:
+            return convert_gguf(gguf_path, folder, sha256=SMOLLM2_SHA256)
+        except FileExistsError:  # another process converted it meanwhile (where there is no lock: Windows)
+            if is_model_dir(folder, SMOLLM2_SHA256):
+                return folder
+            raise
 
 
 def describe_model(folder: str | os.PathLike) -> dict[str, Any]:

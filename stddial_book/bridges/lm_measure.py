@@ -28,6 +28,7 @@ from typing import Any
 
 from stddial_book.bridges.smollm2 import file_sha256
 from stddial_book.core.outdir import replace_own
+from stddial_book.core.transformers_compat import dtype_argument
 
 __all__ = [
     "MEASURE_COLUMNS",
@@ -339,7 +340,7 @@ def _load(model: str) -> tuple[Any, Any]:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     # SmolLM2 as its recorded runs train it (float32 everywhere); another model in bf16 on a GPU
     dtype = torch.bfloat16 if device == "cuda" and model != "smollm2" else torch.float32
-    net = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    net = AutoModelForCausalLM.from_pretrained(folder, **dtype_argument(dtype)).to(device).eval()
     return net, AutoTokenizer.from_pretrained(folder)
 
 

@@ -33,6 +33,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from stddial_book.core.transformers_compat import dtype_argument
+
 __all__ = [
     "SMOLLM2_DISTRIBUTION",
     "SMOLLM2_VERSION",
@@ -175,13 +177,13 @@ def convert_gguf(
     where, name = str(gguf_path.parent), gguf_path.name
     with _read_once() if read_once else contextlib.nullcontext():
         tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=name, **dtype_argument(torch.float32))
         config = AutoConfig.from_pretrained(where, gguf_file=name)
     for key in ("quantization_config", "_name_or_path"):
         if hasattr(config, key):
             delattr(config, key)
     config.dtype = _DTYPE
-    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh = AutoModelForCausalLM.from_config(config, **dtype_argument(torch.float32))
     missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False)
     tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
     if set(missing) - tied or unexpected:

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from stddial_book.core.checks import check_int
+from stddial_book.core.transformers_compat import dtype_argument
 from stddial_book.rl.policy import Policy
 from stddial_book.rl.text_tasks import TextProblem, verify_last_number
 
@@ -60,7 +61,7 @@ def _load(folder: str | os.PathLike, dtype: torch.dtype) -> tuple[Any, Any]:
             "stddial_book.bridges.smollm2.smollm2_model_dir()."
         )
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **dtype_argument(dtype))
     return model, tokenizer
 
 

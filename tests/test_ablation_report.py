@@ -132,7 +132,8 @@ def test_a_summary_that_is_not_a_study_is_refused() -> None:
 
 
 def _close(shipped, fresh, path="") -> None:
-    """Equal to 1e-9, leaving out the bootstrap intervals (their draws depend on scipy's and numpy's
+    """Equal to a relative 1e-6 (another scipy rounds a Student-t interval end differently: 3e-9 relative between
+    scipy 1.11 and 1.17), leaving out the bootstrap intervals (their draws depend on scipy's and numpy's
     versions); the Student-t intervals, which decide, are compared."""
     if isinstance(shipped, dict):
         keys = {k for k in shipped if k not in ("boot95", "boot_family")}
@@ -146,7 +147,7 @@ def _close(shipped, fresh, path="") -> None:
     elif isinstance(shipped, float) and math.isnan(shipped):
         assert isinstance(fresh, float) and math.isnan(fresh), path
     elif isinstance(shipped, (int, float)) and not isinstance(shipped, bool):
-        assert fresh == pytest.approx(shipped, rel=1e-9, abs=1e-12), path
+        assert fresh == pytest.approx(shipped, rel=1e-6, abs=1e-12), path
     else:
         assert shipped == fresh, path
 

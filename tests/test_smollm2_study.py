@@ -31,7 +31,8 @@ logs_only = pytest.mark.skipif(not HAVE_LOGS, reason="the recorded logs are in t
 
 
 def _same(a, b, path="study"):
-    """Equal up to float rounding, NaN equal to NaN (JSON round trip)."""
+    """Equal up to float rounding, NaN equal to NaN (JSON round trip); floats to a relative 1e-6, because another
+    scipy rounds the last digits of a t interval differently (scipy 1.11 against 1.17: 1e-11 relative)."""
     if isinstance(a, dict):
         assert set(a) == set(b), path
         for key in a:
@@ -41,7 +42,7 @@ def _same(a, b, path="study"):
         for i, (x, y) in enumerate(zip(a, b)):
             _same(x, y, f"{path}[{i}]")
     elif isinstance(a, float) or isinstance(b, float):
-        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-12), path
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-6, abs=1e-12), path
     else:
         assert a == b, path
 

@@ -150,6 +150,26 @@ def load_tool(name: str):
     return module
 
 
+def plan_precedes(plan: str, commit: str) -> bool:
+    """Whether the commit that added ``plan`` (a path in the repository) is ``commit`` or an ancestor of it: a plan
+    committed before the runs it governs. Needs git and the repository's history; without them the test is
+    skipped, or fails under ``CI_STRICT`` (CI's clone has both)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        added = subprocess.run(
+            ["git", "log", "--format=%H", "--diff-filter=A", "--", plan],
+            cwd=root, capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.split()  # fmt: skip
+        ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", added[-1], commit], cwd=root, timeout=20)
+    except (OSError, subprocess.SubprocessError, IndexError):
+        if os.environ.get(STRICT_ENV) == "1":
+            raise
+        pytest.skip("no git history here")
+    return ancestor.returncode == 0
+
+
 def load_colab():
     """tools/colab.py, the Colab notebook generator: build tooling outside the package."""
     return load_tool("colab")

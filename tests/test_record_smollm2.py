@@ -151,3 +151,47 @@ def test_two_drivers_never_run_one_recording(tmp_path, monkeypatch, capsys) -> N
 
         os.close(held)
     assert len(json.loads((out / "driver.json").read_text())["attempts"]) == 1
+
+
+def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_chose(tmp_path, monkeypatch, capsys):
+    """--pilots-from: the main runs only, at the rates the source's pilot logs give (recomputed, not copied),
+    the source read and never written; other settings, or a source without finished pilots, are refused in
+    one line before anything is written."""
+    tool = _tool()
+    gpu = tmp_path / "gpu"
+    first = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", first)
+    on_gpu = [a for a in ARGS if a != "--allow-cpu"]
+    assert tool.main(["--out", str(gpu), *on_gpu]) == 0
+    before = {p: p.read_bytes() for p in gpu.rglob("*") if p.is_file()}
+
+    cpu = tmp_path / "cpu"
+    second = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", second)
+    assert tool.main(["--out", str(cpu), "--pilots-from", str(gpu), *ARGS]) == 0
+    assert all("record-lm" in cmd and _is_main(cmd) for cmd in second.commands) and len(second.commands) == 9
+    assert all(cmd[cmd.index("--learning-rate") + 1] == "0.0003" and "--allow-cpu" in cmd for cmd in second.commands)
+    driver = json.loads((cpu / "driver.json").read_text())
+    assert driver["pilots_from"]["folder"] == str(gpu.resolve()) and driver["pilots_from"]["allow_cpu"] is False
+    assert driver["pilots"]["dapo"]["chosen_learning_rate"] == 3e-4 and not (cpu / "pilot").exists()
+    assert {p: p.read_bytes() for p in gpu.rglob("*") if p.is_file()} == before
+
+    # a pilot log whose curve now picks another rate than the source's record: refused, nothing written
+    run = gpu / "pilot" / "grpo-1e-4" / "grpo-seed100"
+    lines = [json.dumps({"step": s, "dial/pass_rate": 0.9}) for s in range(1, 13)]
+    with gzip.open(run / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    for args, words in (
+        (["--pilots-from", str(gpu), *ARGS], "do not give the rates"),
+        (["--pilots-from", str(tmp_path / "nowhere"), *ARGS], "holds no driver.json"),
+        (["--pilots-from", str(cpu / "logs"), *ARGS], "holds no driver.json"),
+    ):
+        assert tool.main(["--out", str(tmp_path / "new"), *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and not (tmp_path / "new").exists()
+    run.parent.rename(tmp_path / "moved")  # a pilot's logs missing
+    assert tool.main(["--out", str(tmp_path / "new"), "--pilots-from", str(gpu), *ARGS]) == 2
+    assert "cannot be read" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    (tmp_path / "moved").rename(run.parent)
+    assert tool.main(["--out", str(tmp_path / "new"), "--pilots-from", str(gpu), *ARGS, "--steps", "20"]) == 2
+    assert "--steps" in capsys.readouterr().err and not (tmp_path / "new").exists()

@@ -3,6 +3,7 @@ learning-rate pilot, the rule, then the main runs, each run in its own `record-l
 
     python tools/record_smollm2.py --out NEW_FOLDER [--jobs N] [--allow-cpu] [--steps 40] [--seeds 0 1 2]
     python tools/record_smollm2.py --out FOLDER --resume [the same options]
+    python tools/record_smollm2.py --out NEW_FOLDER --pilots-from RECORDING [the same options]
 
 Writes only into NEW_FOLDER, which it creates and marks as its own (refused when it exists):
 measure-train/, measure-heldout/ (`measure`, 64 samples), pilot/<recipe>-<lr>/ and main/<recipe>-seed<k>/
@@ -13,6 +14,12 @@ each). A recording stopped part way (a process failed or timed out, the machine 
 with --resume on the same folder and the same settings: each command runs again, and `measure` and
 `record-lm` keep what they finished and resume what they did not from its last checkpoint. The main runs
 start only once every pilot has finished.
+
+--pilots-from RECORDING records the main runs only, at the rates that another recording's finished pilots
+chose (read, never written; recomputed from its pilots' logs by the same rule): a recording whose main runs
+could not finish where its pilots ran (a lent GPU's time ran out) continues on another machine that way,
+since a run folder moved between machines is never resumed. Its settings must equal RECORDING's, except
+--allow-cpu; driver.json names RECORDING, the sha256 of its driver.json and the commits its pilots ran from.
 """
 
 from __future__ import annotations
@@ -70,21 +77,30 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--plan", default="data/runs/smollm2/PLAN.md", help="the plan the runs follow")
     parser.add_argument("--resume", action="store_true", help="continue the recording in --out (this tool's own)")
+    parser.add_argument(
+        "--pilots-from", type=Path, default=None, metavar="RECORDING",
+        help="record the main runs only, at the rates RECORDING's finished pilots chose (same settings)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
+        if args.pilots_from is not None:  # recorded in the settings as a folder name
+            args.pilots_from = str(Path(args.pilots_from).expanduser().resolve())
+        source = _pilots_source(args) if args.pilots_from is not None else None
         out, record = _open_recording(args)
         lock = _hold(out)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        return _record(args, out, record)
+        return _record(args, out, record, source)
     finally:
         os.close(lock)
 
 
-def _record(args: argparse.Namespace, out: Path, record: dict) -> int:
-    """The stages of a recording opened by :func:`_open_recording`; 0 when every process finished."""
+def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | None = None) -> int:
+    """The stages of a recording opened by :func:`_open_recording`; 0 when every process finished. With
+    ``source`` (:func:`_pilots_source`) the measure and pilot stages are that recording's, and only the main
+    runs are recorded here."""
     py = [sys.executable, "-m", "stddial_book"]
     cpu = ["--allow-cpu"] if args.allow_cpu else []
     common = [
@@ -104,36 +120,14 @@ def _record(args: argparse.Namespace, out: Path, record: dict) -> int:
     stages = record["attempts"][-1]["stages"]
     _write(out / "driver.json", record)  # at once: a killed attempt is on record, and the next one numbered past it
 
-    measures = [
-        (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
-               "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], _log(out, f"measure-{name}", attempt))
-        for name, src in (("train", TRAIN), ("heldout", HELDOUT))
-    ]  # fmt: skip
-    # one folder per recipe and rate: pilot/<recipe>-<rate>/<recipe>-seed100
-    pilots = [
-        (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(PILOT_SEED), "--learning-rate", rate,
-               "--work", str(out / "work" / f"pilot-{recipe}-{rate}"), "--out", str(out / "pilot" / f"{recipe}-{rate}")],
-         _log(out, f"pilot-{recipe}-{rate}", attempt))
-        for rate in PILOT_RATES for recipe in args.pilot_recipes
-    ]  # fmt: skip
-    stages["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
-    _write(out / "driver.json", record)
-    failed = [s for s in stages["measure+pilot"] if s["returncode"] != 0]
-    if failed:
-        print(f"{len(failed)} measure or pilot process(es) failed (logs/); the main runs need every pilot: "
-              f"rerun this command with --resume.", flush=True)  # fmt: skip
-        return 1
-
-    from stddial_book.experiments.smollm2.study import choose_learning_rate, pass_rate_curve
-
-    rates, chosen = {}, {}
-    for recipe in args.pilot_recipes:
-        curves = {
-            float(r): pass_rate_curve(out / "pilot" / f"{recipe}-{r}" / f"{recipe}-seed{PILOT_SEED}")
-            for r in PILOT_RATES
-        }
-        chosen[recipe] = choose_learning_rate(curves)
-        record.setdefault("pilots", {})[recipe] = {"curves": curves, "chosen_learning_rate": chosen[recipe]}
+    if source is None:
+        chosen = _measure_and_pilot(args, out, record, stages, py, common, attempt)
+        if chosen is None:
+            return 1
+    else:
+        chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in source["pilots"].items()}
+        record["pilots"], record["pilots_from"] = source["pilots"], source["record"]
+    rates = {}
     for recipe in RECIPES:  # a recipe without its own pilot takes the first pilot's rate
         rates[recipe] = chosen.get(recipe, chosen[args.pilot_recipes[0]])
     if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
@@ -158,6 +152,93 @@ def _record(args: argparse.Namespace, out: Path, record: dict) -> int:
     return 1 if failed else 0
 
 
+def _measure_and_pilot(args, out: Path, record: dict, stages: dict, py: list, common: list, attempt: int):
+    """The base model's pool and the learning-rate pilots, run here; the rate each pilot recipe chose, or
+    None when a process failed (the main runs need every pilot)."""
+    measures = [
+        (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
+               "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], _log(out, f"measure-{name}", attempt))
+        for name, src in (("train", TRAIN), ("heldout", HELDOUT))
+    ]  # fmt: skip
+    # one folder per recipe and rate: pilot/<recipe>-<rate>/<recipe>-seed100
+    pilots = [
+        (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(PILOT_SEED), "--learning-rate", rate,
+               "--work", str(out / "work" / f"pilot-{recipe}-{rate}"), "--out", str(out / "pilot" / f"{recipe}-{rate}")],
+         _log(out, f"pilot-{recipe}-{rate}", attempt))
+        for rate in PILOT_RATES for recipe in args.pilot_recipes
+    ]  # fmt: skip
+    stages["measure+pilot"] = _parallel(measures + pilots, args.jobs, args.timeout)
+    _write(out / "driver.json", record)
+    failed = [s for s in stages["measure+pilot"] if s["returncode"] != 0]
+    if failed:
+        print(f"{len(failed)} measure or pilot process(es) failed (logs/); the main runs need every pilot: "
+              f"rerun this command with --resume.", flush=True)  # fmt: skip
+        return None
+
+    record["pilots"] = _read_pilots(out, args.pilot_recipes)
+    chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in record["pilots"].items()}
+    return chosen
+
+
+def _read_pilots(recording: Path, recipes: list[str]) -> dict:
+    """Each recipe's pilot curves (mean batch pass rate per step, from its runs' logs in ``recording``) and the
+    rate the plan's rule chooses from them."""
+    from stddial_book.experiments.smollm2.study import choose_learning_rate, pass_rate_curve
+
+    pilots = {}
+    for recipe in recipes:
+        curves = {
+            float(r): pass_rate_curve(recording / "pilot" / f"{recipe}-{r}" / f"{recipe}-seed{PILOT_SEED}")
+            for r in PILOT_RATES
+        }
+        pilots[recipe] = {"curves": curves, "chosen_learning_rate": choose_learning_rate(curves)}
+    return pilots
+
+
+def _pilots_source(args: argparse.Namespace) -> dict:
+    """What --pilots-from names, checked before anything is written: a recording of this tool whose pilots
+    all finished under the settings given now (except --allow-cpu), its pilots recomputed from their logs and
+    agreeing with its record; else a ValueError."""
+    import hashlib
+
+    source = Path(args.pilots_from)
+    driver = source / "driver.json"
+    if not source.is_dir() or driver.is_symlink() or not driver.is_file():
+        raise ValueError(f"--pilots-from {source} holds no driver.json of this tool; name a recording it made.")
+    raw = driver.read_bytes()
+    try:
+        was = json.loads(raw)
+        recorded = was["pilots"]
+        settings = was["settings"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(
+            f"--pilots-from {source}: its driver.json records no finished pilots; finish them first."
+        ) from None
+    now = {name: getattr(args, name) for name in SETTINGS if name not in ("allow_cpu", "pilots_from")}
+    changed = sorted(k for k in now if settings.get(k) != now[k])
+    if changed:
+        raise ValueError(
+            f"--pilots-from {source} was recorded with other {', '.join('--' + k.replace('_', '-') for k in changed)} "
+            f"({', '.join(f'{k}={settings.get(k)!r}' for k in changed)}); give the same values."
+        )
+    try:
+        pilots = _read_pilots(source, args.pilot_recipes)
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"--pilots-from {source}: a pilot's log cannot be read ({err}); finish its pilots first."
+        ) from None
+    if {r: p["chosen_learning_rate"] for r, p in pilots.items()} != {
+        r: recorded.get(r, {}).get("chosen_learning_rate") for r in pilots
+    }:
+        raise ValueError(f"--pilots-from {source}: its pilots' logs do not give the rates its driver.json records.")
+    commits = sorted({a.get("git_commit") for a in was.get("attempts", []) if a.get("stages", {}).get("measure+pilot")})
+    return {
+        "pilots": pilots,
+        "record": {"folder": str(source.resolve()), "driver_sha256": hashlib.sha256(raw).hexdigest(),
+                   "pilot_commits": commits, "allow_cpu": settings.get("allow_cpu")},
+    }  # fmt: skip
+
+
 #: The marker kind of this tool's folders (stddial_book.core.outdir).
 KIND = "smollm2-recording"
 #: The options a continued recording must share with its start (--jobs and --timeout may change).
@@ -170,6 +251,7 @@ SETTINGS = (
     "allow_cpu",
     "pilot_recipes",
     "plan",
+    "pilots_from",
 )
 
 

@@ -1,7 +1,13 @@
 """Copy a finished SmolLM2 recording (tools/record_smollm2.py's --out) into a new folder of the repository,
 checked, with portable paths, and write the summary the wheel ships (stddial_book.experiments.smollm2.study).
 
-    python tools/ship_smollm2.py --recording REC --source-root SRC --out data/runs/smollm2/recording
+    python tools/ship_smollm2.py --recording REC --source-root SRC --recorded-root REC_ABS --out data/runs/smollm2/recording
+    python tools/ship_smollm2.py ... --pilots-recording GPU_REC --pilots-source-root SRC2 --pilots-recorded-root GPU_ABS
+
+With --pilots-recording (a recording whose main runs were made elsewhere with record_smollm2.py --pilots-from):
+the measurements and pilots come from that recording, checked to be the one REC's driver.json names (the
+sha256 of its driver.json), and its driver.json ships as pilots-driver.json; the main runs must share one
+clean commit, and the pilots another (or the same).
 
 Checks before writing anything: every main run and pilot run has its log, evaluations and provenance; every
 provenance names one clean commit; the training and held-out files each run read have the sha256 of the
@@ -14,6 +20,7 @@ the files). Writes only into --out, which it creates, and the summary file, whic
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -24,12 +31,12 @@ SUMMARY = ROOT / "data" / "smollm2" / "lm_study.json.gz"
 RUN_FILES = ("metrics.jsonl.gz", "eval.json.gz", "provenance.json")
 
 
-def _runs(recording: Path) -> dict[str, Path]:
-    """name in the shipped folder -> the run folder in the recording."""
+def _runs(recording: Path, pilots: Path | None = None) -> dict[str, Path]:
+    """name in the shipped folder -> the run folder in the recording (the pilots in ``pilots`` when given)."""
     found = {}
     for run in sorted(p for p in (recording / "main").glob("*/*") if p.is_dir()):
         found[f"main/{run.name}"] = run
-    for run in sorted(p for p in (recording / "pilot").glob("*/*") if p.is_dir()):
+    for run in sorted(p for p in ((pilots or recording) / "pilot").glob("*/*") if p.is_dir()):
         # <recipe>-<rate>, or only <rate> (the first plan's layout; a rate such as 1e-4 holds a dash itself)
         recipe = next((r for r in ("grpo", "dr_grpo", "dapo") if run.parent.name.startswith(r + "-")), "")
         rate = run.parent.name.removeprefix(recipe + "-") if recipe else run.parent.name
@@ -48,57 +55,78 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recorded-root", required=True, help="the folder the recording was written to (absolute)")
     parser.add_argument("--out", required=True, type=Path, help="a new folder")
     parser.add_argument("--summary", type=Path, default=SUMMARY, help=f"default: {SUMMARY.relative_to(ROOT)}")
+    parser.add_argument("--pilots-recording", type=Path, default=None, help="where the measurements and pilots ran")
+    parser.add_argument("--pilots-source-root", default=None, help="the checkout the pilots ran from (absolute)")
+    parser.add_argument("--pilots-recorded-root", default=None, help="the folder the pilots were written to")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from stddial_book.bridges.smollm2 import file_sha256
     from stddial_book.experiments.smollm2.study import write_study
 
     rec, out = args.recording, args.out
+    pil = args.pilots_recording or rec
     if out.exists() or out.is_symlink() or args.summary.exists():
         print(f"error: {out} or {args.summary} exists; ship into a new folder.", file=sys.stderr)
         return 2
-    runs = _runs(rec)
+    if args.pilots_recording is not None and not (args.pilots_source_root and args.pilots_recorded_root):
+        print("error: --pilots-recording needs --pilots-source-root and --pilots-recorded-root.", file=sys.stderr)
+        return 2
+    runs = _runs(rec, args.pilots_recording)
     problems = [f"{src}: lacks {n}" for src in runs.values() for n in RUN_FILES if not (src / n).is_file()]
-    problems += [f"{rec}: no {n}" for n in ("driver.json", "measure-train/pool.csv", "measure-heldout/pool.csv")
-                 if not (rec / n).is_file()]  # fmt: skip
+    problems += [f"{rec}: no driver.json" for _ in [0] if not (rec / "driver.json").is_file()]
+    problems += [f"{pil}: no {n}" for n in ("driver.json", "measure-train/pool.csv", "measure-heldout/pool.csv")
+                 if not (pil / n).is_file()]  # fmt: skip
+    if args.pilots_recording is not None and not problems:
+        named = json.loads((rec / "driver.json").read_text()).get("pilots_from", {}).get("driver_sha256")
+        if named != hashlib.sha256((pil / "driver.json").read_bytes()).hexdigest():
+            problems.append(f"{rec}: its driver.json does not name {pil}'s driver.json (--pilots-from)")
     if not any(name.startswith("main/") for name in runs):
         problems.append(f"{rec}: no main runs")
     expected = {
         k: file_sha256(ROOT / "data" / "smollm2" / f)
         for k, f in (("dataset", "pool_train.jsonl"), ("eval_file", "pool_heldout.jsonl"))
     }
-    commits = set()
-    for src in runs.values():
+    commits: dict[str, set] = {"main": set(), "pilot": set()}
+    for name, src in runs.items():
         if not (src / "provenance.json").is_file():
             continue
         prov = json.loads((src / "provenance.json").read_text())
-        commits.add(prov.get("git_commit"))
+        commits[name.split("/")[0] if args.pilots_recording is not None else "main"].add(prov.get("git_commit"))
         if prov.get("dirty") is not False:
             problems.append(f"{src}: not recorded from a clean commit")
         for key, sha in expected.items():
             if prov.get("inputs_sha256", {}).get(key) != sha:
                 problems.append(f"{src}: its {key} is not the repository's data/smollm2 file")
-    if len(commits) != 1:
-        problems.append(f"runs from several commits: {sorted(map(str, commits))}")
+    for group, found in commits.items():
+        if len(found) > 1:
+            problems.append(f"{group} runs from several commits: {sorted(map(str, found))}")
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
     out.mkdir(parents=True)
     fix = lambda text: _portable(text, args.source_root, args.recorded_root)
+    fix_pilots = fix
+    if args.pilots_recording is not None:
+        fix_pilots = lambda text: _portable(text, args.pilots_source_root, args.pilots_recorded_root)
     for name, src in runs.items():
         dst = out / name
         dst.mkdir(parents=True)
         for n in RUN_FILES:
             if n == "provenance.json":
-                (dst / n).write_text(fix((src / n).read_text()))
+                (dst / n).write_text((fix_pilots if name.startswith("pilot/") else fix)((src / n).read_text()))
             else:
                 shutil.copyfile(src / n, dst / n)
     for kind in ("train", "heldout"):
         dst = out / "measure" / kind
         dst.mkdir(parents=True)
-        shutil.copyfile(rec / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
-        (dst / "measure.json").write_text(fix((rec / f"measure-{kind}" / "measure.json").read_text()))
-    (out / "driver.json").write_text(fix((rec / "driver.json").read_text()))
+        shutil.copyfile(pil / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
+        (dst / "measure.json").write_text(fix_pilots((pil / f"measure-{kind}" / "measure.json").read_text()))
+    driver = fix((rec / "driver.json").read_text())
+    if args.pilots_recording is not None:  # the pilots' folder it names is this shipped folder
+        driver = driver.replace(json.dumps(str(pil.resolve())), json.dumps("."))
+    (out / "driver.json").write_text(driver)
+    if args.pilots_recording is not None:
+        (out / "pilots-driver.json").write_text(fix_pilots((pil / "driver.json").read_text()))
     write_study(out, args.summary)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0

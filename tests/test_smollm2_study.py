@@ -193,3 +193,24 @@ def test_accuracy_under_both_verifiers_on_the_same_completions() -> None:
         {"math-verify": 6 / 8, "last-number": 2 / 8, "strict_over_lenient": 2 / 6}
     )
     assert accuracy_by_verifier([{"prompt_id": "a", "correct": 1, "samples": 2}]) == {}
+
+
+def test_kept_completions_are_read_by_question() -> None:
+    from stddial_book.experiments.smollm2.study import kept_completions
+
+    rows = [
+        {"prompt_id": "a", "correct": 1, "samples": 2, "examples": ["5 + 8 = 13.", "13"]},
+        {"prompt_id": "b", "correct": 0, "samples": 2, "examples": []},
+        {"prompt_id": "c", "correct": 0, "samples": 2},  # the first recording kept none
+    ]
+    assert kept_completions(rows) == {"a": ["5 + 8 = 13.", "13"]}
+
+
+@logs_only
+def test_the_summary_names_where_the_pilots_ran() -> None:
+    shipped = load_study()
+    provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
+    assert len(provs) == 3 and shipped["pilot_devices"] == sorted({p["device"] for p in provs})
+    assert shipped["pilot_commits"] == shipped["commits"]  # the first plan's pilots ran from the runs' commit
+    assert all("heldout_examples" not in run for run in shipped["runs"])  # it kept no completions
+    assert load_study(study_mod.STUDY_FILE) == shipped

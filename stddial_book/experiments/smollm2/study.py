@@ -43,6 +43,9 @@ __all__ = [
     "lm_study",
     "accuracy_by_verifier",
     "pilot_curves",
+    "kept_completions",
+    "STUDY_FILE",
+    "STRICT_STUDY_FILE",
 ]
 
 #: The recipes of the recorded SmolLM2 runs: every recipe of the registry.
@@ -68,6 +71,8 @@ PILOT_LAST_STEPS = 10
 PILOT_TIE = 0.02
 #: Where the wheel keeps the summary of the recorded SmolLM2 runs (``tools/ship_smollm2.py`` writes it).
 STUDY_FILE = ("smollm2", "lm_study.json.gz")
+#: The summary of the runs of ``data/runs/smollm2/PLAN-strict.md`` (the last-number reward, completions kept).
+STRICT_STUDY_FILE = ("smollm2", "lm_study_strict.json.gz")
 
 
 def choose_learning_rate(
@@ -245,10 +250,18 @@ def accuracy_by_verifier(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def kept_completions(rows: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """The completions an evaluation kept, by question (``examples`` of each row; a question without any is
+    left out). ``rows`` holds one dict per question, as ``record-lm`` writes them into ``eval.json.gz``."""
+    return {r["prompt_id"]: list(r["examples"]) for r in rows if r.get("examples")}
+
+
 def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     before, after = run["eval"]["before"], run["eval"]["after"]
     bands = np.array([r["dial/mass_by_band"] for r in run["records"]], float)
+    kept = {"before": kept_completions(before["heldout"]), "after": kept_completions(after["heldout"])}
     return {
+        **({"heldout_examples": kept} if kept["before"] or kept["after"] else {}),  # the strict runs keep them
         "verifier": run["provenance"]["config"]["run"].get("verifier", "math-verify"),
         "learning_rate": run["provenance"]["config"]["run"]["learning_rate"],
         "heldout_before_by": accuracy_by_verifier(before["heldout"]),
@@ -344,10 +357,11 @@ def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
 
 def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
-    runs, the pilot's curves and the rate its rule picks, and the base model's measured pool (k of n per
-    question). ``recording`` is the recording's folder; ``path`` is the gzipped JSON file to write, which must
+    runs, the pilot's curves and the rate its rule picks, where the pilots ran (devices and commits), and the
+    base model's measured pool (k of n per question). ``recording`` is the recording's folder; ``path`` is the gzipped JSON file to write, which must
     not exist."""
     recording, path = Path(recording), Path(path)
+    provenances = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(recording.glob("pilot/*/provenance.json"))]
     pilots = {
         recipe: {"curves": curves, "chosen": choose_learning_rate({float(k): v for k, v in curves.items()}),
                  "window": PILOT_LAST_STEPS}
@@ -357,6 +371,8 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
         **lm_study(recording / "main"),
         "pilot": pilots["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
         "pilots": pilots,
+        "pilot_devices": sorted({str(p.get("device")) for p in provenances}),
+        "pilot_commits": sorted({str(p.get("git_commit")) for p in provenances}),
         "base_pool": {kind: _read_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")},
     }
     with gzip.open(path, "xt", encoding="utf-8") as handle:
@@ -364,8 +380,13 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     return path
 
 
-def load_study(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The shipped summary of the recorded SmolLM2 runs (chapter 15), or the one at ``path``."""
+def load_study(path: str | os.PathLike | tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The shipped summary of the recorded SmolLM2 runs (chapter 15), or the one at ``path``: a file, or a
+    location in the package's data such as :data:`STRICT_STUDY_FILE` (the strict plan's runs)."""
+    if isinstance(path, tuple):
+        from stddial_book.core.resources import data_path
+
+        path = data_path(*path)
     from stddial_book.core.resources import data_path
 
     with gzip.open(Path(path) if path is not None else data_path(*STUDY_FILE), "rt", encoding="utf-8") as handle:

@@ -214,3 +214,37 @@ def test_the_summary_names_where_the_pilots_ran() -> None:
     assert shipped["pilot_commits"] == shipped["commits"]  # the first plan's pilots ran from the runs' commit
     assert all("heldout_examples" not in run for run in shipped["runs"])  # it kept no completions
     assert load_study(study_mod.STUDY_FILE) == shipped
+
+
+def test_a_pool_table_is_read_with_every_verifiers_count(tmp_path) -> None:
+    """The columns `measure` writes (the chosen verifier's count, then each verifier's on the same completions);
+    a table of the first recording, without the per-verifier columns, has no ``correct_by``."""
+    from stddial_book.bridges.lm_rewards import VERIFIERS
+    from stddial_book.experiments.smollm2.study import read_pool_counts
+
+    header = ["prompt_id", "correct", "samples", *(f"correct_{v.replace('-', '_')}" for v in VERIFIERS)]
+    by = {"math-verify": [12, 30], "last-number": [1, 20]}
+    lines = [",".join(header)] + [
+        ",".join(map(str, [pid, by["last-number"][i], 64, *(by[v][i] for v in VERIFIERS)]))
+        for i, pid in enumerate(["1d+1d-000", "1d+1d-001"])
+    ]
+    (tmp_path / "pool.csv").write_text("\n".join(lines) + "\n")
+    counts = read_pool_counts(tmp_path / "pool.csv")
+    assert counts == {"prompt_id": ["1d+1d-000", "1d+1d-001"], "correct": [1, 20], "samples": [64], "correct_by": by}
+    (tmp_path / "old.csv").write_text("prompt_id,correct,samples\na,3,64\n")
+    assert read_pool_counts(tmp_path / "old.csv") == {"prompt_id": ["a"], "correct": [3], "samples": [64]}
+
+
+def test_the_pilot_figure_draws_a_panel_per_piloting_recipe() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from stddial_book.presentation.lm_figures import lm_pilot_figure
+
+    curve = {"0.0001": [0.1] * 12, "0.0003": [0.5] * 12}
+    pilot = {"curves": curve, "chosen": 3e-4, "window": 10}
+    fig = lm_pilot_figure({"pilots": {"dapo": pilot, "grpo": pilot, "dr_grpo": pilot}})
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["GRPO pilot, seed 100", "Dr. GRPO pilot, seed 100", "DAPO pilot, seed 100"]
+    assert [line.get_linewidth() for line in fig.axes[0].get_lines()] == [1.3, 2.5]  # the chosen rate drawn thick
+    assert len(lm_pilot_figure(load_study()).axes) == 1  # the first plan: GRPO piloted alone

@@ -81,19 +81,26 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
 
 
 def lm_pilot_figure(study: dict[str, Any]) -> plt.Figure:
-    """The GRPO pilot's batch pass rate per step at each learning rate, the rule's window shaded.
+    """Each piloting recipe's batch pass rate per step at each learning rate (one panel a recipe, stacked),
+    the chosen rate drawn thick and the rule's window shaded.
 
-    ``study`` is the runs' summary, as :func:`stddial_book.experiments.smollm2.study.load_study` returns it.
+    ``study`` is the runs' summary, as :func:`stddial_book.experiments.smollm2.study.load_study` returns it:
+    its ``pilots`` (every recipe that piloted its own rate), else the first plan's GRPO ``pilot``.
     """
-    fig, ax = plt.subplots(figsize=(STACKED_WIDTH, 3.4), constrained_layout=True)
-    curves = study["pilot"]["curves"]
-    shades = plt.cm.viridis(np.linspace(0.1, 0.8, len(curves)))
-    for (rate, curve), shade in zip(sorted(curves.items(), key=lambda kv: float(kv[0])), shades):
-        chosen = float(rate) == study["pilot"]["chosen"]
-        ax.plot(range(1, len(curve) + 1), curve, color=shade, lw=2.5 if chosen else 1.3,
-                label=f"lr {float(rate):g}" + (" (chosen)" if chosen else ""))  # fmt: skip
-    steps = len(next(iter(curves.values())))
-    ax.axvspan(steps - study["pilot"]["window"] + 0.5, steps + 0.5, color="0.85", zorder=0)
-    ax.set(xlabel="optimizer step", ylabel="batch pass rate", ylim=(0, 1.02), title="GRPO pilot, seed 100")
-    ax.legend(loc="lower right")
+    pilots = study.get("pilots") or {"grpo": study["pilot"]}
+    pilots = {r: pilots[r] for r in sorted(pilots, key=list(RECIPE_NAMES).index)}  # GRPO, Dr. GRPO, DAPO
+    fig, axes = plt.subplots(len(pilots), 1, figsize=(STACKED_WIDTH, 0.4 + 3.0 * len(pilots)), sharex=True,
+                             squeeze=False, constrained_layout=True)  # fmt: skip
+    for ax, (recipe, pilot) in zip(axes[:, 0], pilots.items()):
+        curves = pilot["curves"]
+        shades = plt.cm.viridis(np.linspace(0.1, 0.8, len(curves)))
+        for (rate, curve), shade in zip(sorted(curves.items(), key=lambda kv: float(kv[0])), shades):
+            chosen = float(rate) == pilot["chosen"]
+            ax.plot(range(1, len(curve) + 1), curve, color=shade, lw=2.5 if chosen else 1.3,
+                    label=f"lr {float(rate):g}" + (" (chosen)" if chosen else ""))  # fmt: skip
+        steps = len(next(iter(curves.values())))
+        ax.axvspan(steps - pilot["window"] + 0.5, steps + 0.5, color="0.85", zorder=0)
+        ax.set(ylabel="batch pass rate", ylim=(0, 1.02), title=f"{RECIPE_NAMES[recipe]} pilot, seed 100")
+        ax.legend(loc="upper left")
+    axes[-1, 0].set(xlabel="optimizer step")
     return legible(fig)

@@ -44,6 +44,7 @@ __all__ = [
     "accuracy_by_verifier",
     "pilot_curves",
     "kept_completions",
+    "read_pool_counts",
     "STUDY_FILE",
     "STRICT_STUDY_FILE",
 ]
@@ -332,13 +333,19 @@ def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
     }
 
 
-def _read_counts(path: Path) -> dict[str, Any]:
+def read_pool_counts(path: Path) -> dict[str, Any]:
+    """A pool.csv as ``measure`` writes it: ids, correct counts, the sample sizes, and, where it stores every
+    verifier's count (``correct_<verifier>`` columns, on the same completions), ``correct_by``."""
     import csv
 
     with open(path, encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    return {"prompt_id": [r["prompt_id"] for r in rows], "correct": [int(r["correct"]) for r in rows],
-            "samples": sorted({int(r["samples"]) for r in rows})}  # fmt: skip
+    counts = {"prompt_id": [r["prompt_id"] for r in rows], "correct": [int(r["correct"]) for r in rows],
+              "samples": sorted({int(r["samples"]) for r in rows})}  # fmt: skip
+    by = [c for c in (rows[0] if rows else {}) if c.startswith("correct_")]
+    if by:
+        counts["correct_by"] = {c.removeprefix("correct_").replace("_", "-"): [int(r[c]) for r in rows] for c in by}
+    return counts
 
 
 def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
@@ -373,7 +380,9 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
         "pilots": pilots,
         "pilot_devices": sorted({str(p.get("device")) for p in provenances}),
         "pilot_commits": sorted({str(p.get("git_commit")) for p in provenances}),
-        "base_pool": {kind: _read_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")},
+        "base_pool": {
+            kind: read_pool_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")
+        },
     }
     with gzip.open(path, "xt", encoding="utf-8") as handle:
         json.dump(study, handle, default=float)

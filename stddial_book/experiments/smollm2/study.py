@@ -334,8 +334,9 @@ def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def read_pool_counts(path: Path) -> dict[str, Any]:
-    """A pool.csv as ``measure`` writes it: ids, correct counts, the sample sizes, and, where it stores every
-    verifier's count (``correct_<verifier>`` columns, on the same completions), ``correct_by``."""
+    """The table at ``path``, a pool.csv as ``measure`` writes it: ids, correct counts, the sample sizes, and,
+    where it stores every verifier's count (``correct_<verifier>`` columns, on the same completions),
+    ``correct_by``."""
     import csv
 
     with open(path, encoding="utf-8", newline="") as handle:

@@ -173,6 +173,7 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
     assert all(cmd[cmd.index("--learning-rate") + 1] == "0.0003" and "--allow-cpu" in cmd for cmd in second.commands)
     driver = json.loads((cpu / "driver.json").read_text())
     assert driver["pilots_from"]["folder"] == str(gpu.resolve()) and driver["pilots_from"]["allow_cpu"] is False
+    assert driver["pilots_from"]["micro_batch_size"] == 64 and driver["settings"]["micro_batch_size"] == 64
     assert driver["pilots"]["dapo"]["chosen_learning_rate"] == 3e-4 and not (cpu / "pilot").exists()
     assert {p: p.read_bytes() for p in gpu.rglob("*") if p.is_file()} == before
 
@@ -195,3 +196,13 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
     (tmp_path / "moved").rename(run.parent)
     assert tool.main(["--out", str(tmp_path / "new"), "--pilots-from", str(gpu), *ARGS, "--steps", "20"]) == 2
     assert "--steps" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    # fewer completions a pass (a CPU's memory) computes the same step: accepted, and on record
+    third = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", third)
+    run.joinpath("metrics.jsonl.gz").write_bytes(gzip.compress(b"".join(
+        json.dumps({"step": s, "dial/pass_rate": 0.2}).encode() + b"\n" for s in range(1, 13))))  # fmt: skip
+    assert (
+        tool.main(["--out", str(tmp_path / "cpu16"), "--pilots-from", str(gpu), *ARGS, "--micro-batch-size", "16"]) == 0
+    )
+    assert all(cmd[cmd.index("--micro-batch-size") + 1] == "16" for cmd in third.commands)
+    assert json.loads((tmp_path / "cpu16" / "driver.json").read_text())["settings"]["micro_batch_size"] == 16

@@ -206,3 +206,11 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
     )
     assert all(cmd[cmd.index("--micro-batch-size") + 1] == "16" for cmd in third.commands)
     assert json.loads((tmp_path / "cpu16" / "driver.json").read_text())["settings"]["micro_batch_size"] == 16
+    # more seeds of the same study, at the same pilots' rates
+    fourth = _StandIn(pilots_succeed=True)
+    monkeypatch.setattr(tool, "_parallel", fourth)
+    more = ["--seeds", "3", "4", "--plan", "data/runs/smollm2/PLAN-more.md"]
+    assert tool.main(["--out", str(tmp_path / "more"), "--pilots-from", str(gpu), *ARGS, *more]) == 0
+    assert sorted(cmd[cmd.index("--seeds") + 1] for cmd in fourth.commands) == ["3"] * 3 + ["4"] * 3
+    driver = json.loads((tmp_path / "more" / "driver.json").read_text())
+    assert driver["plan"] == "data/runs/smollm2/PLAN-more.md" and driver["pilots_from"]["seeds"] == [0, 1, 2]

@@ -18,10 +18,11 @@ start only once every pilot has finished.
 --pilots-from RECORDING records the main runs only, at the rates that another recording's finished pilots
 chose (read, never written; recomputed from its pilots' logs by the same rule): a recording whose main runs
 could not finish where its pilots ran (a lent GPU's time ran out) continues on another machine that way,
-since a run folder moved between machines is never resumed. Its settings must equal RECORDING's, except
---allow-cpu and --micro-batch-size (where a step is computed, and in how many passes; TRL accumulates the
-passes into the same update); driver.json names RECORDING, the sha256 of its driver.json and the commits its
-pilots ran from.
+since a run folder moved between machines is never resumed; it also records more seeds of a finished
+study under a plan of their own (--seeds, --plan). Its settings must equal RECORDING's, except --seeds and
+--plan (the main runs' own), --allow-cpu and --micro-batch-size (where a step is computed, and in how many passes; TRL accumulates the passes into the
+same update); driver.json names RECORDING, the sha256 of its driver.json and the commits its pilots ran
+from.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def _pilots_source(args: argparse.Namespace) -> dict:
         raise ValueError(
             f"--pilots-from {source}: its driver.json records no finished pilots; finish them first."
         ) from None
-    now = {name: getattr(args, name) for name in SETTINGS if name not in HOW_A_STEP_RUNS + ("pilots_from",)}
+    now = {name: getattr(args, name) for name in SETTINGS if name not in HOW_A_STEP_RUNS + ("pilots_from",) + OWN}
     changed = sorted(k for k in now if settings.get(k) != now[k])
     if changed:
         raise ValueError(
@@ -237,13 +238,15 @@ def _pilots_source(args: argparse.Namespace) -> dict:
     return {
         "pilots": pilots,
         "record": {"folder": str(source.resolve()), "driver_sha256": hashlib.sha256(raw).hexdigest(),
-                   "pilot_commits": commits, **{k: settings.get(k) for k in HOW_A_STEP_RUNS}},
+                   "pilot_commits": commits, **{k: settings.get(k) for k in HOW_A_STEP_RUNS + OWN}},
     }  # fmt: skip
 
 
 #: The settings that say where and in how many passes a step is computed, not what it computes: --pilots-from
 #: may differ in them from the recording whose pilots it reads.
 HOW_A_STEP_RUNS = ("allow_cpu", "micro_batch_size")
+#: The main runs' own settings, which --pilots-from may also change: which seeds, under which plan.
+OWN = ("seeds", "plan")
 #: The marker kind of this tool's folders (stddial_book.core.outdir).
 KIND = "smollm2-recording"
 #: The options a continued recording must share with its start (--jobs and --timeout may change).

@@ -129,6 +129,27 @@ def test_persistence_counts_by_hand():
     assert got["always"] == {"before": 1, "stayed": 0, "share": 0.0}
 
 
+def test_remeasured_silence_against_counting_every_split():
+    """By hand on a tiny case: 8 stored draws, two measurements of 2. A question with 1 right of 8 is silent in
+    the first two draws with probability C(7,2)/C(8,2) = 21/28, and in the first four with C(7,4)/C(8,4) =
+    35/70; a never-solved one always; one with 4 of 8 with C(4,2)/C(8,2) = 6/28 and C(4,4)/C(8,4) = 1/70.
+    Also against enumerating every ordering of the stored draws, and refused without two disjoint draws."""
+    from itertools import permutations
+
+    from stddial_book.experiments.smollm2.study import remeasured_silence
+
+    got = remeasured_silence([1, 0, 4], samples=8, draw=2)
+    assert got["before"] == pytest.approx(21 / 28 + 1 + 6 / 28)
+    assert got["stayed"] == pytest.approx(35 / 70 + 1 + 1 / 70)
+    orders = list(permutations([1, 0, 0, 0, 0, 0]))  # k = 1 of n = 6, draws of 2 (distinct orderings suffice)
+    first = np.mean([sum(o[:2]) == 0 for o in orders])
+    both = np.mean([sum(o[:4]) == 0 for o in orders])
+    small = remeasured_silence([1], samples=6, draw=2)
+    assert (small["before"], small["stayed"]) == pytest.approx((first, both))
+    with pytest.raises(ValueError, match="two disjoint draws"):
+        remeasured_silence([1], samples=6, draw=4)
+
+
 def test_the_study_reads_the_bands_the_callback_logs():
     from stddial_book.bridges.lm_diagnostics import PASS_RATE_BANDS
 

@@ -40,6 +40,7 @@ __all__ = [
     "paired_test",
     "welch_test",
     "silent_persistence",
+    "remeasured_silence",
     "lm_study",
     "accuracy_by_verifier",
     "pilot_curves",
@@ -213,6 +214,21 @@ def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[st
         stayed = sum(silent(after_by_id[i]) for i in ids)
         out[name] = {"before": len(ids), "stayed": stayed, "share": stayed / len(ids) if ids else float("nan")}
     return out
+
+
+def remeasured_silence(correct: Sequence[int], samples: int, draw: int = 16) -> dict[str, float]:
+    """What :func:`silent_persistence` would find with no training at all: the base model measured twice,
+    ``draw`` samples each time, with each question's pass rate known through ``correct`` of ``samples``
+    stored draws (the two measurements taken as disjoint subsets of them, so a question never solved in all
+    ``samples`` counts as unsolvable). Expected questions with none of ``draw`` right (``before``), expected
+    of those still with none in a second ``draw`` (``stayed``), and their ratio (``share``): the share that
+    re-measurement noise alone leaves silent. ``samples`` must be at least ``2 * draw``."""
+    if samples < 2 * draw:
+        raise ValueError(f"samples={samples} holds no two disjoint draws of {draw}; give samples >= {2 * draw}.")
+    k = np.asarray(correct, dtype=int)
+    before = float(stats.hypergeom(samples, k, draw).pmf(0).sum())  # none right in the first `draw`
+    stayed = float(stats.hypergeom(samples, k, 2 * draw).pmf(0).sum())  # none in the first 2·draw
+    return {"before": before, "stayed": stayed, "share": stayed / before if before else float("nan")}
 
 
 def _curves(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:

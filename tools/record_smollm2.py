@@ -20,9 +20,9 @@ chose (read, never written; recomputed from its pilots' logs by the same rule): 
 could not finish where its pilots ran (a lent GPU's time ran out) continues on another machine that way,
 since a run folder moved between machines is never resumed; it also records more seeds of a finished
 study under a plan of their own (--seeds, --plan). Its settings must equal RECORDING's, except --seeds and
---plan (the main runs' own), --allow-cpu and --micro-batch-size (where a step is computed, and in how many passes; TRL accumulates the passes into the
-same update); driver.json names RECORDING, the sha256 of its driver.json and the commits its pilots ran
-from.
+--plan (the main runs' own), --allow-cpu and --micro-batch-size (where a step is computed, and in how many
+passes; TRL accumulates the passes into the same update); driver.json names RECORDING, the sha256 of its
+driver.json and the commits its pilots ran from.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue the recording in --out (this tool's own)")
     parser.add_argument(
         "--pilots-from", type=Path, default=None, metavar="RECORDING",
-        help="record the main runs only, at the rates RECORDING's finished pilots chose (same settings)",
+        help="record the main runs only, at the rates RECORDING's finished pilots chose (see above)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
@@ -124,12 +124,13 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
     _write(out / "driver.json", record)  # at once: a killed attempt is on record, and the next one numbered past it
 
     if source is None:
-        chosen = _measure_and_pilot(args, out, record, stages, py, common, attempt)
-        if chosen is None:
+        pilots = _measure_and_pilot(args, out, record, stages, py, common, attempt)
+        if pilots is None:
             return 1
     else:
-        chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in source["pilots"].items()}
-        record["pilots"], record["pilots_from"] = source["pilots"], source["record"]
+        pilots, record["pilots_from"] = source["pilots"], source["record"]
+    record["pilots"] = pilots
+    chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in pilots.items()}
     rates = {}
     for recipe in RECIPES:  # a recipe without its own pilot takes the first pilot's rate
         rates[recipe] = chosen.get(recipe, chosen[args.pilot_recipes[0]])
@@ -156,8 +157,8 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
 
 
 def _measure_and_pilot(args, out: Path, record: dict, stages: dict, py: list, common: list, attempt: int):
-    """The base model's pool and the learning-rate pilots, run here; the rate each pilot recipe chose, or
-    None when a process failed (the main runs need every pilot)."""
+    """The base model's pool and the learning-rate pilots, run here; each pilot recipe's curves and chosen rate
+    (:func:`_read_pilots`), or None when a process failed (the main runs need every pilot)."""
     measures = [
         (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
                "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], _log(out, f"measure-{name}", attempt))
@@ -178,9 +179,7 @@ def _measure_and_pilot(args, out: Path, record: dict, stages: dict, py: list, co
               f"rerun this command with --resume.", flush=True)  # fmt: skip
         return None
 
-    record["pilots"] = _read_pilots(out, args.pilot_recipes)
-    chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in record["pilots"].items()}
-    return chosen
+    return _read_pilots(out, args.pilot_recipes)
 
 
 def _read_pilots(recording: Path, recipes: list[str]) -> dict:
@@ -200,8 +199,8 @@ def _read_pilots(recording: Path, recipes: list[str]) -> dict:
 
 def _pilots_source(args: argparse.Namespace) -> dict:
     """What --pilots-from names, checked before anything is written: a recording of this tool whose pilots
-    all finished under the settings given now (except --allow-cpu), its pilots recomputed from their logs and
-    agreeing with its record; else a ValueError."""
+    all finished under the settings given now (except HOW_A_STEP_RUNS and OWN), its pilots recomputed from
+    their logs and agreeing with its record; else a ValueError."""
     import hashlib
 
     source = Path(args.pilots_from)

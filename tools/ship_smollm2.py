@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs = _runs(rec, args.pilots_recording)
     problems = [f"{src}: lacks {n}" for src in runs.values() for n in RUN_FILES if not (src / n).is_file()]
-    problems += [f"{rec}: no driver.json" for _ in [0] if not (rec / "driver.json").is_file()]
+    if not (rec / "driver.json").is_file():
+        problems.append(f"{rec}: no driver.json")
     problems += [f"{pil}: no {n}" for n in ("driver.json", "measure-train/pool.csv", "measure-heldout/pool.csv")
                  if not (pil / n).is_file()]  # fmt: skip
     if args.pilots_recording is not None and not problems:

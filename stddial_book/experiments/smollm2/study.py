@@ -382,8 +382,8 @@ def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
 def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
     """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
     runs, the pilot's curves and the rate its rule picks, where the pilots ran (devices and commits), and the
-    base model's measured pool (k of n per question). ``recording`` is the recording's folder; ``path`` is the gzipped JSON file to write, which must
-    not exist."""
+    base model's measured pool (k of n per question). ``recording`` is the recording's folder; ``path`` is the
+    gzipped JSON file to write, which must not exist."""
     recording, path = Path(recording), Path(path)
     provenances = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(recording.glob("pilot/*/provenance.json"))]
     pilots = {
@@ -409,11 +409,9 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
 def load_study(path: str | os.PathLike | tuple[str, ...] | None = None) -> dict[str, Any]:
     """The shipped summary of the recorded SmolLM2 runs (chapter 15), or the one at ``path``: a file, or a
     location in the package's data such as :data:`STRICT_STUDY_FILE` (the strict plan's runs)."""
-    if isinstance(path, tuple):
-        from stddial_book.core.resources import data_path
-
-        path = data_path(*path)
     from stddial_book.core.resources import data_path
 
-    with gzip.open(Path(path) if path is not None else data_path(*STUDY_FILE), "rt", encoding="utf-8") as handle:
+    if path is None or isinstance(path, tuple):
+        path = data_path(*(path or STUDY_FILE))
+    with gzip.open(Path(path), "rt", encoding="utf-8") as handle:
         return json.load(handle)

@@ -19,6 +19,13 @@ def _tool():
     return load_tool("record_smollm2")
 
 
+def _write_pilot_log(run: Path, level: float, steps: int = 12) -> None:
+    """A pilot run's metrics.jsonl.gz as record-lm logs it: ``level`` as the batch pass rate of every step."""
+    lines = [json.dumps({"step": s, "dial/pass_rate": level}) for s in range(1, steps + 1)]
+    with gzip.open(run / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
 class _StandIn:
     """Replaces the driver's process pool: records each command, writes its log, and for a pilot that is to
     succeed, the pass-rate curve record-lm would have logged (rate 3e-4 learns best)."""
@@ -39,10 +46,7 @@ class _StandIn:
                 recipe = cmd[cmd.index("--recipes") + 1]
                 run = out / f"{recipe}-seed100"
                 run.mkdir(parents=True)
-                level = {"1e-4": 0.2, "3e-4": 0.5, "1e-3": 0.3}[rate]
-                lines = [json.dumps({"step": s, "dial/pass_rate": level}) for s in range(1, 13)]
-                with gzip.open(run / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
-                    handle.write("\n".join(lines) + "\n")
+                _write_pilot_log(run, {"1e-4": 0.2, "3e-4": 0.5, "1e-3": 0.3}[rate])
             elif pilot:
                 code = 1
             results.append({"command": " ".join(cmd[2:]), "returncode": code, "wall_s": 0.0})
@@ -179,9 +183,7 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
 
     # a pilot log whose curve now picks another rate than the source's record: refused, nothing written
     run = gpu / "pilot" / "grpo-1e-4" / "grpo-seed100"
-    lines = [json.dumps({"step": s, "dial/pass_rate": 0.9}) for s in range(1, 13)]
-    with gzip.open(run / "metrics.jsonl.gz", "wt", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+    _write_pilot_log(run, 0.9)
     for args, words in (
         (["--pilots-from", str(gpu), *ARGS], "do not give the rates"),
         (["--pilots-from", str(tmp_path / "nowhere"), *ARGS], "holds no driver.json"),
@@ -199,8 +201,7 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
     # fewer completions a pass (a CPU's memory) computes the same step: accepted, and on record
     third = _StandIn(pilots_succeed=True)
     monkeypatch.setattr(tool, "_parallel", third)
-    run.joinpath("metrics.jsonl.gz").write_bytes(gzip.compress(b"".join(
-        json.dumps({"step": s, "dial/pass_rate": 0.2}).encode() + b"\n" for s in range(1, 13))))  # fmt: skip
+    _write_pilot_log(run, 0.2)  # the stand-in's own log again
     assert (
         tool.main(["--out", str(tmp_path / "cpu16"), "--pilots-from", str(gpu), *ARGS, "--micro-batch-size", "16"]) == 0
     )

@@ -232,3 +232,18 @@ def test_the_real_smollm2_file():
     reader = gguf.GGUFReader(str(path))
     assert {t.tensor_type.name for t in reader.tensors if t.name.endswith("attn_q.weight")} == {"Q4_1"}
     assert sum(int(np.prod(t.shape)) for t in reader.tensors) == 134_515_008
+
+
+def test_the_token_counter_reads_smollm2s_tokenizer():
+    """SmolLM2's tokenizer splits digits one by one and keeps a space before '+' and '=' with them, and a space
+    before a digit alone: "5 + 8 = 13" is 5, ' +', ' ', 8, ' =', ' ', 1, 3, eight tokens; an empty text none."""
+    try:
+        metadata.distribution(smollm2.SMOLLM2_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        if __import__("os").environ.get("CI_STRICT") == "1":
+            pytest.fail(f"CI installs {smollm2.SMOLLM2_DISTRIBUTION} (make .venv); it is missing")
+        pytest.skip(f"{smollm2.SMOLLM2_DISTRIBUTION} is not installed: {smollm2.SMOLLM2_INSTALL}")
+    count = smollm2.smollm2_token_counter()
+    assert count("5 + 8 = 13") == 8
+    assert count("") == 0
+    assert count("13") == 2

@@ -228,6 +228,29 @@ def test_kept_completions_are_read_by_question() -> None:
 
 
 @logs_only
+def test_the_kept_completions_token_counts_are_recorded_by_question(tmp_path) -> None:
+    """A recorded run given kept completions: with a counter, each run records one count per kept completion,
+    shaped like the completions (here a word count, by hand: 5 and 1); without one, no counts."""
+    from stddial_book.experiments.smollm2.study import lm_study
+
+    src = RECORDING / "main" / "grpo-seed0"
+    run = tmp_path / "main" / "grpo-seed0"
+    run.mkdir(parents=True)
+    for name in ("metrics.jsonl.gz", "provenance.json"):
+        (run / name).write_bytes((src / name).read_bytes())
+    with gzip.open(src / "eval.json.gz", "rt") as handle:
+        evals = json.load(handle)
+    first = evals["after"]["heldout"][0]["prompt_id"]
+    evals["after"]["heldout"][0]["examples"] = ["5 + 8 = 13", "13"]
+    with gzip.open(run / "eval.json.gz", "wt") as handle:
+        json.dump(evals, handle)
+    counted = lm_study(tmp_path / "main", count_tokens=lambda text: len(text.split()))["runs"][0]
+    assert counted["heldout_examples"] == {"before": {}, "after": {first: ["5 + 8 = 13", "13"]}}
+    assert counted["heldout_example_tokens"] == {"before": {}, "after": {first: [5, 1]}}
+    assert "heldout_example_tokens" not in lm_study(tmp_path / "main")["runs"][0]
+
+
+@logs_only
 def test_the_summary_names_where_the_pilots_ran() -> None:
     shipped = load_study()
     provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pilots-recorded-root", default=None, help="the folder the pilots were written to")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from stddial_book.bridges.smollm2 import file_sha256
+    from stddial_book.bridges.smollm2 import file_sha256, smollm2_token_counter
     from stddial_book.experiments.smollm2.study import write_study
 
     rec, out = args.recording, args.out
@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
+    try:  # the kept completions' token counts (which were cut off at the cap) need SmolLM2's tokenizer
+        count_tokens = smollm2_token_counter()
+    except (FileNotFoundError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     out.mkdir(parents=True)
     fix = lambda text: _portable(text, args.source_root, args.recorded_root)
     fix_pilots = fix
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "driver.json").write_text(driver)
     if args.pilots_recording is not None:
         (out / "pilots-driver.json").write_text(fix_pilots((pil / "driver.json").read_text()))
-    write_study(out, args.summary)
+    write_study(out, args.summary, count_tokens=count_tokens)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0
 

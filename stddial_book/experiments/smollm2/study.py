@@ -17,7 +17,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -273,12 +273,15 @@ def kept_completions(rows: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
     return {r["prompt_id"]: list(r["examples"]) for r in rows if r.get("examples")}
 
 
-def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
+def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
     before, after = run["eval"]["before"], run["eval"]["after"]
     bands = np.array([r["dial/mass_by_band"] for r in run["records"]], float)
     kept = {"before": kept_completions(before["heldout"]), "after": kept_completions(after["heldout"])}
+    tokens = {when: {pid: [count_tokens(t) for t in texts] for pid, texts in by_id.items()}
+              for when, by_id in kept.items()} if count_tokens else {}  # fmt: skip
     return {
         **({"heldout_examples": kept} if kept["before"] or kept["after"] else {}),  # the strict runs keep them
+        **({"heldout_example_tokens": tokens} if tokens and (kept["before"] or kept["after"]) else {}),
         "verifier": run["provenance"]["config"]["run"].get("verifier", "math-verify"),
         "learning_rate": run["provenance"]["config"]["run"]["learning_rate"],
         "heldout_before_by": accuracy_by_verifier(before["heldout"]),
@@ -301,12 +304,14 @@ def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def lm_study(folder: str | os.PathLike) -> dict[str, Any]:
+def lm_study(folder: str | os.PathLike, count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
     """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
     silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit). ``folder`` holds the
-    ``<recipe>-seed<k>`` runs (:func:`read_lm_runs`)."""
+    ``<recipe>-seed<k>`` runs (:func:`read_lm_runs`). With ``count_tokens`` (text → its number of tokens under
+    the runs' tokenizer), each run also records the token count of every completion its evaluations kept
+    (``heldout_example_tokens``, shaped like ``heldout_examples``), which says which were cut off at the cap."""
     raw = read_lm_runs(folder)
-    runs = [_run_summary(run) for run in raw]
+    runs = [_run_summary(run, count_tokens) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
     seeds = sorted({run["seed"] for run in runs})
     by = {r: sorted((run for run in runs if run["recipe"] == r), key=lambda run: run["seed"]) for r in recipes}
@@ -379,11 +384,13 @@ def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
     return found
 
 
-def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
+def write_study(
+    recording: str | os.PathLike, path: str | os.PathLike, count_tokens: Callable[[str], int] | None = None
+) -> Path:
     """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
     runs, the pilot's curves and the rate its rule picks, where the pilots ran (devices and commits), and the
     base model's measured pool (k of n per question). ``recording`` is the recording's folder; ``path`` is the
-    gzipped JSON file to write, which must not exist."""
+    gzipped JSON file to write, which must not exist; ``count_tokens`` goes to :func:`lm_study`."""
     recording, path = Path(recording), Path(path)
     provenances = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(recording.glob("pilot/*/provenance.json"))]
     pilots = {
@@ -392,7 +399,7 @@ def write_study(recording: str | os.PathLike, path: str | os.PathLike) -> Path:
         for recipe, curves in pilot_curves(recording / "pilot").items()
     }  # fmt: skip
     study = {
-        **lm_study(recording / "main"),
+        **lm_study(recording / "main", count_tokens),
         "pilot": pilots["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
         "pilots": pilots,
         "pilot_devices": sorted({str(p.get("device")) for p in provenances}),

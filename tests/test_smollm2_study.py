@@ -264,9 +264,10 @@ def test_a_pool_table_is_read_with_every_verifiers_count(tmp_path) -> None:
     """The columns `measure` writes (the chosen verifier's count, then each verifier's on the same completions);
     a table of the first recording, without the per-verifier columns, has no ``correct_by``."""
     from stddial_book.bridges.lm_rewards import VERIFIERS
+    from stddial_book.corpora.measured_pool import verifier_column
     from stddial_book.experiments.smollm2.study import read_pool_counts
 
-    header = ["prompt_id", "correct", "samples", *(f"correct_{v.replace('-', '_')}" for v in VERIFIERS)]
+    header = ["prompt_id", "correct", "samples", *(verifier_column(v) for v in VERIFIERS)]
     by = {"math-verify": [12, 30], "last-number": [1, 20]}
     lines = [",".join(header)] + [
         ",".join(map(str, [pid, by["last-number"][i], 64, *(by[v][i] for v in VERIFIERS)]))

@@ -16,9 +16,7 @@ would).
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 import time
@@ -29,9 +27,9 @@ from typing import Any
 from stddial_book.bridges.smollm2 import file_sha256
 from stddial_book.core.outdir import replace_own
 from stddial_book.core.transformers_compat import dtype_argument
+from stddial_book.corpora.measured_pool import pool_table_text
 
 __all__ = [
-    "MEASURE_COLUMNS",
     "chat_prompts",
     "sample_completions",
     "measure_rows",
@@ -40,7 +38,6 @@ __all__ = [
     "measure_to_folder",
 ]
 
-MEASURE_COLUMNS = ("prompt_id", "correct", "samples")
 POOL, SETTINGS = "pool.csv", "measure.json"
 MAX_SAMPLES = 4096
 
@@ -312,16 +309,11 @@ def _resumed(record: Path, key: str, out: Path) -> tuple[list[dict[str, Any]], f
 
 
 def _write_table(path: Path, rows: list[dict[str, Any]]) -> Path:
-    """``rows`` as the CSV table ``diagnose`` reads (a prompt_id holding a comma is quoted), with each verifier's
-    count beside the chosen one's (``correct_math_verify``, ``correct_last_number``)."""
+    """``rows`` as the CSV table ``diagnose`` reads (:mod:`stddial_book.corpora.measured_pool`), with each
+    verifier's count beside the chosen one's (``correct_math_verify``, ``correct_last_number``)."""
     from stddial_book.bridges.lm_rewards import VERIFIERS
 
-    extra = [f"correct_{v.replace('-', '_')}" for v in VERIFIERS]
-    table = io.StringIO()
-    writer = csv.writer(table, lineterminator="\n")
-    body = [[r["prompt_id"], r["correct"], r["samples"], *(r["correct_by"][v] for v in VERIFIERS)] for r in rows]
-    writer.writerows([[*MEASURE_COLUMNS, *extra], *body])
-    replace_own(path.parent, path.name, table.getvalue())
+    replace_own(path.parent, path.name, pool_table_text(rows, VERIFIERS))
     return path
 
 
@@ -342,12 +334,3 @@ def _load(model: str) -> tuple[Any, Any]:
     dtype = torch.bfloat16 if device == "cuda" and model != "smollm2" else torch.float32
     net = AutoModelForCausalLM.from_pretrained(folder, **dtype_argument(dtype)).to(device).eval()
     return net, AutoTokenizer.from_pretrained(folder)
-
-
-def read_measured(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a ``pool.csv`` that ``measure`` wrote."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        return [
-            {"prompt_id": r["prompt_id"], "correct": int(r["correct"]), "samples": int(r["samples"])}
-            for r in csv.DictReader(handle)
-        ]

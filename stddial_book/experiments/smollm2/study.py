@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from stddial_book.corpora.measured_pool import read_pool_table
 from stddial_book.theory.recipes import RECIPES
 
 __all__ = [
@@ -355,18 +356,14 @@ def lm_study(folder: str | os.PathLike, count_tokens: Callable[[str], int] | Non
 
 
 def read_pool_counts(path: Path) -> dict[str, Any]:
-    """The table at ``path``, a pool.csv as ``measure`` writes it: ids, correct counts, the sample sizes, and,
-    where it stores every verifier's count (``correct_<verifier>`` columns, on the same completions),
-    ``correct_by``."""
-    import csv
-
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    counts = {"prompt_id": [r["prompt_id"] for r in rows], "correct": [int(r["correct"]) for r in rows],
-              "samples": sorted({int(r["samples"]) for r in rows})}  # fmt: skip
-    by = [c for c in (rows[0] if rows else {}) if c.startswith("correct_")]
-    if by:
-        counts["correct_by"] = {c.removeprefix("correct_").replace("_", "-"): [int(r[c]) for r in rows] for c in by}
+    """The table at ``path``, a pool.csv as ``measure`` writes it (:mod:`stddial_book.corpora.measured_pool`),
+    by column: ids, correct counts, the sample sizes, and, where it stores every verifier's count on the same
+    completions, ``correct_by`` (verifier name to counts)."""
+    rows = read_pool_table(path)
+    counts = {"prompt_id": [r["prompt_id"] for r in rows], "correct": [r["correct"] for r in rows],
+              "samples": sorted({r["samples"] for r in rows})}  # fmt: skip
+    if rows and "correct_by" in rows[0]:
+        counts["correct_by"] = {name: [r["correct_by"][name] for r in rows] for name in rows[0]["correct_by"]}
     return counts
 
 

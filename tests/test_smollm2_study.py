@@ -111,6 +111,14 @@ def test_paired_and_welch_tests_agree_with_scipy():
     assert (got["low"], got["high"]) == pytest.approx((interval.low, interval.high))
 
 
+def test_a_test_without_seed_spread_has_no_p_not_p_one():
+    """Three seeds with the same rise (no spread) or two samples without spread: no t statistic, so the adjusted
+    p is NaN, not the 1.0 that ``min(1.0, nan)`` gives (which would read as a non-detection)."""
+    assert math.isnan(paired_test([0.25, 0.5, 0.75], [0.5, 0.75, 1.0], comparisons=3)["p_adjusted"])
+    assert math.isnan(welch_test([0.5, 0.5, 0.5], [0.5, 0.5, 0.5], comparisons=3)["p_adjusted"])
+    assert paired_test([0.1, 0.2, 0.3], [0.3, 0.45, 0.5], comparisons=3)["p_adjusted"] < 1.0
+
+
 def test_minimum_detectable_difference_has_the_stated_power():
     """At the reported MDE a simulated paired t test (scipy's) rejects in 80% of experiments."""
     sd, n, alpha = 0.05, 3, 0.05 / 3

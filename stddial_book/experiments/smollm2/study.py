@@ -156,6 +156,12 @@ def _mde(sd: float, n_eff: float, df: float, alpha: float, power: float = 0.8) -
     return float(shift * sd / math.sqrt(n_eff))
 
 
+def _adjusted(p: float, comparisons: int) -> float:
+    """Bonferroni's adjustment of ``p`` for a family of ``comparisons`` tests; NaN stays NaN (a test with no spread
+    has no p, and ``min(1.0, nan)`` would report it as 1, a non-detection)."""
+    return float("nan") if math.isnan(p) else min(1.0, p * comparisons)
+
+
 def paired_test(before: Sequence[float], after: Sequence[float], comparisons: int = 1) -> dict[str, float]:
     """after − before on the same seeds: mean, Student t interval at the Bonferroni level ``0.05/comparisons``,
     its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect.
@@ -172,7 +178,7 @@ def paired_test(before: Sequence[float], after: Sequence[float], comparisons: in
         "mean": float(diff.mean()),
         "low": float(diff.mean()) - half,
         "high": float(diff.mean()) + half,
-        "p_adjusted": min(1.0, p * comparisons),
+        "p_adjusted": _adjusted(p, comparisons),
         "n": n,
         "mde": _mde(sd, n, n - 1, alpha),
     }
@@ -198,7 +204,7 @@ def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> 
         "low": diff - half,
         "high": diff + half,
         "df": df,
-        "p_adjusted": min(1.0, p * comparisons),
+        "p_adjusted": _adjusted(p, comparisons),
         "mde": _mde(pooled, n_eff, df, alpha) if se > 0 else float("nan"),
     }
 

@@ -301,3 +301,20 @@ def test_the_pilot_figure_draws_a_panel_per_piloting_recipe() -> None:
     assert titles == ["GRPO pilot, seed 100", "Dr. GRPO pilot, seed 100", "DAPO pilot, seed 100"]
     assert [line.get_linewidth() for line in fig.axes[0].get_lines()] == [1.3, 2.5]  # the chosen rate drawn thick
     assert len(lm_pilot_figure(load_study()).axes) == 1  # the first plan: GRPO piloted alone
+
+
+def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:
+    """The titles read the summary's seed count and G, and the cap's label sits at the last step: on the first
+    recording's summary (3 seeds, G = 8, 40 steps) and on a copy claiming 5 seeds and G = 16."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from stddial_book.presentation.lm_figures import lm_dial_figure, lm_learning_figure
+
+    study = load_study()
+    assert lm_learning_figure(study).axes[0].get_title() == "Reward per step (3 seeds: mean and range)"
+    assert lm_learning_figure(study).axes[1].texts[0].get_position()[0] == study["steps"] == 40
+    other = {**study, "seeds": [0, 1, 2, 3, 4], "group_size": 16}
+    assert lm_learning_figure(other).axes[0].get_title() == "Reward per step (5 seeds: mean and range)"
+    titles = [ax.get_title() for ax in lm_dial_figure(other, {"wrong": 0.7, "right": 0.0}).axes]
+    assert titles[:2] == ["Groups silent because all G = 16 failed", "Groups silent because all G = 16 passed"]

@@ -34,7 +34,7 @@ def _band(ax: Any, values: np.ndarray, color: str, label: str, style: str = "-")
 
 def lm_learning_figure(study: dict[str, Any]) -> plt.Figure:
     """Top: the batch pass rate per step (mean over seeds, band from lowest to highest seed). Bottom: the
-    mean completion length, with the 24-token cap dashed. ``study`` is the runs' summary,
+    mean completion length, with the cap on new tokens dashed. ``study`` is the runs' summary,
     as :func:`stddial_book.experiments.smollm2.study.load_study` returns it."""
     fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, constrained_layout=True)
     for recipe, values in _by_recipe(study, "pass_rate").items():
@@ -43,8 +43,9 @@ def lm_learning_figure(study: dict[str, Any]) -> plt.Figure:
         _band(axes[1], values, RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
     cap = study["max_new_tokens"]
     axes[1].axhline(cap, color="0.4", ls="--", lw=1)
-    axes[1].text(40, cap - 1.0, f"the cap, {cap} tokens", ha="right", va="top", color="0.3", fontsize=10)
-    axes[0].set(ylabel="batch pass rate", ylim=(0, 1.02), title="Reward per step (3 seeds: mean and range)")
+    axes[1].text(study["steps"], cap - 1.0, f"the cap, {cap} tokens", ha="right", va="top", color="0.3", fontsize=10)
+    seeds = len(study["seeds"])
+    axes[0].set(ylabel="batch pass rate", ylim=(0, 1.02), title=f"Reward per step ({seeds} seeds: mean and range)")
     axes[1].set(xlabel="optimizer step", ylabel="mean completion tokens", ylim=(0, cap + 2))
     axes[0].legend(loc="lower right")
     return legible(fig)
@@ -59,7 +60,11 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
     and ``"right"`` to the predicted shares, fractions in [0, 1]."""
     fig, axes = plt.subplots(3, 1, figsize=(STACKED_WIDTH, 8.6), constrained_layout=True)
     curves = {"wrong": _by_recipe(study, "silent_wrong"), "right": _by_recipe(study, "silent_right")}
-    titles = {"wrong": "Groups silent because all G = 8 failed", "right": "Groups silent because all G = 8 passed"}
+    G = study["group_size"]
+    titles = {
+        "wrong": f"Groups silent because all G = {G} failed",
+        "right": f"Groups silent because all G = {G} passed",
+    }
     for ax, side in zip(axes, ("wrong", "right")):
         for recipe in study["recipes"]:
             _band(ax, curves[side][recipe], RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])

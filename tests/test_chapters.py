@@ -90,6 +90,49 @@ def test_first_cell_installs_only_when_missing(chapter: Path) -> None:
     assert not re.search(r"(torch|numpy|transformers)\s*==", first.source)
 
 
+def _discarded_displays(source: str, names: tuple[str, ...] = ("table",)) -> list[int]:
+    """Lines of a code cell where a call to one of ``names`` stands as a statement before the cell's last one:
+    such a call builds what the page should show (a Markdown table) and throws it away, since a cell displays
+    only its last expression. IPython lines (``%pip``, with their ``\\`` continuations) become ``pass``."""
+    import ast
+
+    lines, magic = [], False
+    for line in source.splitlines():
+        if magic or line.lstrip().startswith(("%", "!")):
+            lines.append("" if magic else line[: len(line) - len(line.lstrip())] + "pass")
+            magic = line.rstrip().endswith("\\")
+        else:
+            lines.append(line)
+    body = ast.parse("\n".join(lines)).body
+    return [
+        node.lineno
+        for node in body[:-1]
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id in names
+    ]
+
+
+def test_the_discarded_display_check_finds_a_table_before_the_last_line() -> None:
+    assert _discarded_displays("rows = []\ntable(['a'], rows)\nx = 1\n") == [2]
+    assert _discarded_displays("rows = []\nx = 1\ntable(['a'], rows)\n") == []
+    assert (
+        _discarded_displays("try:\n    import x\nexcept ImportError:\n    %pip install \\\n        x\n    import x\n")
+        == []
+    )
+    assert _discarded_displays("shown = table(['a'], [])\nshown\n") == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_no_table_is_built_and_thrown_away(chapter: Path) -> None:
+    """A chapter's table() shows only as its cell's last expression (chapter 15 once built its main table and
+    showed nothing)."""
+    cells = [c.source for c in jupytext.read(chapter).cells if c.cell_type == "code"]
+    lost = {i: lines for i, source in enumerate(cells) if (lines := _discarded_displays(source))}
+    assert not lost, f"{chapter.name}: code cell(s) {lost} call table() before their last line; display it last"
+
+
 @pytest.mark.chapters
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_executes(chapter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -318,3 +318,36 @@ def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:
     assert lm_learning_figure(other).axes[0].get_title() == "Reward per step (5 seeds: mean and range)"
     titles = [ax.get_title() for ax in lm_dial_figure(other, {"wrong": 0.7, "right": 0.0}).axes]
     assert titles[:2] == ["Groups silent because all G = 16 failed", "Groups silent because all G = 16 passed"]
+
+
+def test_sigma_shares_by_hand() -> None:
+    """G = 4: k = 0..4 give σ = 0, √3/4, 1/2, √3/4, 0. Two steps with 1 group at k = 0, 2 at k = 1, 1 at k = 2, and
+    1 at k = 3, 1 at k = 4, 2 at k = 2: 8 groups, σ = 0 twice (2/8), √3/4 three times (3/8), 1/2 three times (3/8)."""
+    from stddial_book.experiments.smollm2.study import sigma_shares
+
+    shares = sigma_shares([[1, 2, 1, 0, 0], [0, 0, 2, 1, 1]])
+    assert list(shares) == pytest.approx([0.0, math.sqrt(3) / 4, 0.5])
+    assert list(shares.values()) == pytest.approx([2 / 8, 3 / 8, 3 / 8])
+
+
+def test_the_sigma_figure_pools_each_recipes_seeds_over_its_first_and_last_steps() -> None:
+    """On the first recording's summary: each recipe's bars in the top panel are sigma_shares of its seeds' first
+    ten steps, in the bottom panel of its last ten; σ = 0's bar is the silent fraction of those steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from stddial_book.experiments.smollm2.study import sigma_shares
+    from stddial_book.presentation.lm_figures import lm_sigma_figure
+
+    study = load_study()
+    fig = lm_sigma_figure(study)
+    assert [ax.get_title() for ax in fig.axes] == ["Steps 1–10", "Steps 31–40"]
+    for ax, part in zip(fig.axes, (slice(0, 10), slice(-10, None))):
+        for i, recipe in enumerate(study["recipes"]):
+            rows = [row for run in study["runs"] if run["recipe"] == recipe for row in run["k_counts"][part]]
+            bars = ax.patches[i * 5 : (i + 1) * 5]  # G = 8: five values of σ
+            assert [b.get_height() for b in bars] == pytest.approx(list(sigma_shares(rows).values()))
+            silent = np.mean(
+                [run["curves"]["silent_fraction"][part] for run in study["runs"] if run["recipe"] == recipe]
+            )
+            assert bars[0].get_height() == pytest.approx(silent)

@@ -11,9 +11,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stddial_book.experiments.smollm2.study import sigma_shares
 from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, STACKED_WIDTH, legible
 
-__all__ = ["lm_learning_figure", "lm_dial_figure", "lm_pilot_figure"]
+__all__ = ["lm_learning_figure", "lm_dial_figure", "lm_sigma_figure", "lm_pilot_figure"]
 
 
 def _by_recipe(study: dict[str, Any], curve: str) -> dict[str, np.ndarray]:
@@ -82,6 +83,35 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
     axes[2].set(xlabel="the group's pass rate", ylabel="share of Σ|A|", title="Where each update's mass sat")
     axes[2].set_ylim(0, top * 1.35)  # room for the legend above the bars
     axes[2].legend(ncol=len(study["recipes"]), loc="upper center")
+    return legible(fig)
+
+
+def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:
+    """The distribution of σ over the groups of the first and of the last ``window`` steps: for each recipe
+    (all its seeds pooled), the share of groups at each value of σ = sqrt(k(G − k))/G, σ = 0 being the
+    silent groups. ``study`` is the runs' summary with each run's per-step ``k_counts``."""
+    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, sharey=True, constrained_layout=True)
+    recipes = study["recipes"]
+    width = 0.8 / len(recipes)
+    steps = study["steps"]
+    for ax, (title, part) in zip(
+        axes, ((f"Steps 1–{window}", slice(0, window)), (f"Steps {steps - window + 1}–{steps}", slice(-window, None)))
+    ):
+        for i, recipe in enumerate(recipes):
+            rows = [row for run in study["runs"] if run["recipe"] == recipe for row in run["k_counts"][part]]
+            shares = sigma_shares(rows)
+            x = np.arange(len(shares)) + (i - (len(recipes) - 1) / 2) * width
+            ax.bar(
+                x,
+                list(shares.values()),
+                width=width,
+                color=RECIPE_COLORS[RECIPE_NAMES[recipe]],
+                label=RECIPE_NAMES[recipe],
+            )
+        ax.set(ylabel="share of groups", ylim=(0, 1.02), title=title)
+    axes[1].set_xticks(range(len(shares)), [f"{sigma:.2f}" for sigma in shares])
+    axes[1].set(xlabel="the group's σ (0: silent)")
+    axes[0].legend(ncol=len(recipes), loc="upper right")
     return legible(fig)
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "welch_test",
     "silent_persistence",
     "remeasured_silence",
+    "sigma_shares",
     "lm_study",
     "accuracy_by_verifier",
     "pilot_curves",
@@ -223,6 +224,19 @@ def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[st
     return out
 
 
+def sigma_shares(k_counts: Sequence[Sequence[int]]) -> dict[float, float]:
+    """The share of groups at each value of σ = sqrt(k(G − k))/G, over the steps given: ``k_counts`` holds one
+    row a step of the number of groups with k = 0..G right (G + 1 entries). k and G − k share their σ, so
+    the keys are the distinct values of σ from 0 (a silent group) up to 1/2 (k = G/2), ascending."""
+    counts = np.asarray(k_counts, float).sum(axis=0)
+    G = counts.size - 1
+    shares: dict[float, float] = {}
+    for k, c in enumerate(counts):
+        sigma = round(math.sqrt(k * (G - k)) / G, 12)
+        shares[sigma] = shares.get(sigma, 0.0) + float(c / counts.sum())
+    return dict(sorted(shares.items()))
+
+
 def remeasured_silence(correct: Sequence[int], samples: int, draw: int = 16) -> dict[str, float]:
     """What :func:`silent_persistence` would find with no training at all: the base model measured twice,
     ``draw`` samples each time, with each question's pass rate known through ``correct`` of ``samples``
@@ -303,6 +317,8 @@ def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None 
         "tiers_after": _by_tier(after["heldout"]),
         "persistence": silent_persistence(before["pool"], after["pool"]) if "pool" in before else None,
         "curves": _curves(run["records"]),
+        # per step, how many groups had k = 0..G right: the distribution of σ = sqrt(k(G − k))/G over the batch
+        "k_counts": [[int(round(c)) for c in r["dial/k_counts"]] for r in run["records"]],
         # averaged over the steps that had any mass (an all-silent step has none to share)
         "mass_by_band": bands[bands.sum(axis=1) > 0].mean(axis=0).tolist() if bands.size else [],
         "wall_s": float(run["provenance"].get("wall_time_s", float("nan"))),

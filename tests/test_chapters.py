@@ -91,37 +91,41 @@ def test_first_cell_installs_only_when_missing(chapter: Path) -> None:
 
 
 def _discarded_displays(source: str, names: tuple[str, ...] = ("table",)) -> list[int]:
-    """Lines of a code cell where a call to one of ``names`` stands as a statement before the cell's last one:
-    such a call builds what the page should show (a Markdown table) and throws it away, since a cell displays
-    only its last expression. IPython lines (``%pip``, with their ``\\`` continuations) become ``pass``."""
-    import ast
+    """Lines of a code cell where a call to one of ``names`` (``table(...)`` or ``x.table(...)``) stands as a
+    statement that is not the cell's displayed last expression: such a call builds what the page should show (a
+    Markdown table) and throws it away, since a cell displays only its last expression, and not one ending in
+    ``;`` or inside a block. IPython's own transformer turns magics (``%pip``) into Python first."""
+    from IPython.core.inputtransformer2 import TransformerManager
 
-    lines, magic = [], False
-    for line in source.splitlines():
-        if magic or line.lstrip().startswith(("%", "!")):
-            lines.append("" if magic else line[: len(line) - len(line.lstrip())] + "pass")
-            magic = line.rstrip().endswith("\\")
-        else:
-            lines.append(line)
-    body = ast.parse("\n".join(lines)).body
-    return [
+    body = ast.parse(TransformerManager().transform_cell(source)).body
+    shown = body[-1] if body and isinstance(body[-1], ast.Expr) and not source.rstrip().endswith(";") else None
+
+    def named(call: ast.AST) -> bool:
+        func = call.func if isinstance(call, ast.Call) else None
+        return (isinstance(func, ast.Name) and func.id in names) or (
+            isinstance(func, ast.Attribute) and func.attr in names
+        )
+
+    return sorted(
         node.lineno
-        for node in body[:-1]
-        if isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Call)
-        and isinstance(node.value.func, ast.Name)
-        and node.value.func.id in names
-    ]
+        for top in body
+        for node in ast.walk(top)
+        if isinstance(node, ast.Expr) and node is not shown and named(node.value)
+    )
 
 
 def test_the_discarded_display_check_finds_a_table_before_the_last_line() -> None:
     assert _discarded_displays("rows = []\ntable(['a'], rows)\nx = 1\n") == [2]
     assert _discarded_displays("rows = []\nx = 1\ntable(['a'], rows)\n") == []
+    assert _discarded_displays("table(['a'], [])\n") == []
+    assert _discarded_displays("table(['a'], []);\n") == [1]  # a trailing ; suppresses the display
+    assert _discarded_displays("if True:\n    table(['a'], [])\n") == [2]  # a block shows nothing
+    assert _discarded_displays("md.table(['a'], [])\nx = 1\n") == [1]
     assert (
         _discarded_displays("try:\n    import x\nexcept ImportError:\n    %pip install \\\n        x\n    import x\n")
         == []
     )
-    assert _discarded_displays("shown = table(['a'], [])\nshown\n") == []
+    assert _discarded_displays("y = (10\n     % 3)\nshown = table(['a'], [])\nshown\n") == []
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)

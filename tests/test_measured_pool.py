@@ -40,3 +40,14 @@ def test_diagnose_reads_the_table_with_its_verifier_columns(tmp_path) -> None:
     pool = load_reader_pool(tmp_path / "pool.csv")
     assert list(pool.num_correct) == [0, 3, 16] and list(pool.num_samples) == [16, 16, 16]
     assert pool.prompt_ids == ["q0", "q1", "q2"]
+
+
+def test_a_table_missing_a_column_or_a_count_is_refused_in_one_line(tmp_path) -> None:
+    import pytest
+
+    (tmp_path / "a.csv").write_text("prompt_id,correct\nq,1\n")
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['samples'\]"):
+        read_pool_table(tmp_path / "a.csv")
+    (tmp_path / "b.csv").write_text("prompt_id,correct,samples\nq,one,16\n")
+    with pytest.raises(ValueError, match="line 2: a count is not a whole number"):
+        read_pool_table(tmp_path / "b.csv")

@@ -296,11 +296,16 @@ def test_the_pilot_figure_draws_a_panel_per_piloting_recipe() -> None:
 
     curve = {"0.0001": [0.1] * 12, "0.0003": [0.5] * 12}
     pilot = {"curves": curve, "chosen": 3e-4, "window": 10}
-    fig = lm_pilot_figure({"pilots": {"dapo": pilot, "grpo": pilot, "dr_grpo": pilot}})
+    fig = lm_pilot_figure({"pilots": {"dapo": pilot, "grpo": pilot, "dr_grpo": pilot}, "pilot_seeds": [100]})
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["GRPO pilot, seed 100", "Dr. GRPO pilot, seed 100", "DAPO pilot, seed 100"]
     assert [line.get_linewidth() for line in fig.axes[0].get_lines()] == [1.3, 2.5]  # the chosen rate drawn thick
-    assert len(lm_pilot_figure(load_study()).axes) == 1  # the first plan: GRPO piloted alone
+    first = lm_pilot_figure(load_study())
+    assert len(first.axes) == 1  # the first plan: GRPO piloted alone
+    provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
+    assert first.axes[0].get_title() == f"GRPO pilot, seed {provs[0]['seed']}"  # the pilots' own seed, read back
+    assert {p["seed"] for p in provs} == {provs[0]["seed"]}
+    assert lm_pilot_figure({"pilot": pilot}).axes[0].get_title() == "GRPO pilot"  # no seed recorded, none named
 
 
 def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:
@@ -330,24 +335,39 @@ def test_sigma_shares_by_hand() -> None:
     assert list(shares.values()) == pytest.approx([2 / 8, 3 / 8, 3 / 8])
 
 
+def test_sigma_shares_for_odd_g_and_refusals() -> None:
+    """G = 3: k = 0..3 give σ = 0, √2/3, √2/3, 0; one group each: half at 0, half at √2/3 (not 1/2)."""
+    from stddial_book.experiments.smollm2.study import sigma_shares
+
+    assert sigma_shares([[1, 1, 1, 1]]) == pytest.approx({0.0: 0.5, round(math.sqrt(2) / 3, 12): 0.5})
+    for bad in ([], [[1]], [[1, 2], [1, 2, 3]], [[0, 0, 0]]):
+        with pytest.raises(ValueError):
+            sigma_shares(bad)
+
+
 def test_the_sigma_figure_pools_each_recipes_seeds_over_its_first_and_last_steps() -> None:
-    """On the first recording's summary: each recipe's bars in the top panel are sigma_shares of its seeds' first
-    ten steps, in the bottom panel of its last ten; σ = 0's bar is the silent fraction of those steps."""
+    """On the first recording's summary (G = 8: five values of σ, so five bars a recipe): GRPO's σ = 0 bar over the
+    first ten steps is the share of silent groups in its three seeds' first ten steps, counted here from the
+    logged k counts (k = 0 or 8), and equals the logged silent fraction; the bars of each recipe sum to 1."""
     import matplotlib
+    import matplotlib.pyplot as plt
 
     matplotlib.use("Agg")
-    from stddial_book.experiments.smollm2.study import sigma_shares
     from stddial_book.presentation.lm_figures import lm_sigma_figure
 
     study = load_study()
     fig = lm_sigma_figure(study)
-    assert [ax.get_title() for ax in fig.axes] == ["Steps 1–10", "Steps 31–40"]
+    assert [ax.get_title() for ax in fig.axes] == ["The first 10 steps", "The last 10 steps"]
+    values = study["group_size"] // 2 + 1
     for ax, part in zip(fig.axes, (slice(0, 10), slice(-10, None))):
         for i, recipe in enumerate(study["recipes"]):
-            rows = [row for run in study["runs"] if run["recipe"] == recipe for row in run["k_counts"][part]]
-            bars = ax.patches[i * 5 : (i + 1) * 5]  # G = 8: five values of σ
-            assert [b.get_height() for b in bars] == pytest.approx(list(sigma_shares(rows).values()))
-            silent = np.mean(
-                [run["curves"]["silent_fraction"][part] for run in study["runs"] if run["recipe"] == recipe]
-            )
+            bars = ax.patches[i * values : (i + 1) * values]
+            runs = [run for run in study["runs"] if run["recipe"] == recipe]
+            rows = [row for run in runs for row in run["k_counts"][part]]
+            silent = sum(row[0] + row[-1] for row in rows) / sum(sum(row) for row in rows)
             assert bars[0].get_height() == pytest.approx(silent)
+            assert silent == pytest.approx(np.mean([run["curves"]["silent_fraction"][part] for run in runs]))
+            assert sum(b.get_height() for b in bars) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="half the shortest run"):
+        lm_sigma_figure(study, window=21)
+    plt.close("all")

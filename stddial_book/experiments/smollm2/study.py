@@ -17,7 +17,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ __all__ = [
     "PILOT_TIE",
     "choose_learning_rate",
     "pass_rate_curve",
+    "study_summary",
+    "dump_study",
     "write_study",
     "load_study",
     "read_lm_runs",
@@ -107,20 +109,29 @@ def pass_rate_curve(run: str | os.PathLike) -> list[float]:
     return [float(r["dial/pass_rate"]) for r in records]
 
 
-def read_lm_runs(folder: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every ``<recipe>-seed<k>`` run under ``folder``: recipe, seed, the per-step records (sorted by step),
-    the evaluations and the provenance. A ValueError naming the run when a file is missing."""
-    runs = []
-    for path in sorted(Path(folder).iterdir()):
-        match = _RUN.fullmatch(path.name)
-        if not match or not path.is_dir():
+def _named(runs: str | os.PathLike | Mapping[str, Path]) -> dict[str, Path]:
+    """``runs`` as name -> folder: a mapping as given, or a folder's subfolders by their names."""
+    if isinstance(runs, Mapping):
+        return {str(name): Path(path) for name, path in runs.items()}
+    return {path.name: path for path in sorted(Path(runs).iterdir()) if path.is_dir()}
+
+
+def read_lm_runs(runs: str | os.PathLike | Mapping[str, Path]) -> list[dict[str, Any]]:
+    """Every ``<recipe>-seed<k>`` run: recipe, seed, the per-step records (sorted by step), the evaluations and the
+    provenance. ``runs`` is a folder holding the runs as subfolders of those names, or a mapping from such a name
+    to the run's folder (a recording not yet shipped, whose folders are named otherwise). A ValueError naming the
+    run when a file is missing."""
+    found = []
+    for name, path in sorted(_named(runs).items()):
+        match = _RUN.fullmatch(name)
+        if not match:
             continue
         missing = [n for n in ("metrics.jsonl.gz", "eval.json.gz", "provenance.json") if not (path / n).is_file()]
         if missing:
             raise ValueError(f"{path} lacks {missing}: not a finished record-lm run with --eval.")
         with gzip.open(path / "metrics.jsonl.gz", "rt", encoding="utf-8") as handle:
             records = sorted((json.loads(line) for line in handle if line.strip()), key=lambda r: r["step"])
-        runs.append(
+        found.append(
             {
                 "recipe": match["recipe"],
                 "seed": int(match["seed"]),
@@ -129,7 +140,7 @@ def read_lm_runs(folder: str | os.PathLike) -> list[dict[str, Any]]:
                 "provenance": json.loads((path / "provenance.json").read_text(encoding="utf-8")),
             }
         )
-    return runs
+    return found
 
 
 def accuracy(rows: Sequence[dict[str, Any]]) -> float:
@@ -165,7 +176,9 @@ def _adjusted(p: float, comparisons: int) -> float:
 
 def paired_test(before: Sequence[float], after: Sequence[float], comparisons: int = 1) -> dict[str, float]:
     """after − before on the same seeds: mean, Student t interval at the Bonferroni level ``0.05/comparisons``,
-    its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect.
+    its p (``scipy.stats.ttest_rel``, Bonferroni-adjusted) and the smallest difference it would detect; with no
+    spread in the differences (every seed moved alike) there is no t statistic, and p and the smallest
+    difference are NaN.
     ``before`` and ``after`` are one value per seed, in the same seed order; ``comparisons`` is the size of the
     test's family (default 1: no adjustment)."""
     a, b = np.asarray(after, float), np.asarray(before, float)
@@ -187,7 +200,8 @@ def paired_test(before: Sequence[float], after: Sequence[float], comparisons: in
 
 def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> dict[str, float]:
     """mean(a) − mean(b): Welch's t (``scipy.stats.ttest_ind(equal_var=False)``), its interval at the Bonferroni
-    level with Welch's degrees of freedom, the adjusted p and the smallest difference it would detect.
+    level with Welch's degrees of freedom, the adjusted p and the smallest difference it would detect (NaN, with
+    the interval and df, when neither sample has any spread).
     ``a`` and ``b`` are two independent samples, one value per seed (two or more each, else NaN); ``comparisons`` is the
     size of the test's family, the Bonferroni level being ``0.05/comparisons`` (default 1: no adjustment)."""
     x, y = np.asarray(a, float), np.asarray(b, float)
@@ -226,9 +240,15 @@ def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[st
 
 def sigma_shares(k_counts: Sequence[Sequence[int]]) -> dict[float, float]:
     """The share of groups at each value of σ = sqrt(k(G − k))/G, over the steps given: ``k_counts`` holds one
-    row a step of the number of groups with k = 0..G right (G + 1 entries). k and G − k share their σ, so
-    the keys are the distinct values of σ from 0 (a silent group) up to 1/2 (k = G/2), ascending."""
-    counts = np.asarray(k_counts, float).sum(axis=0)
+    row a step of the number of groups with k = 0..G right (G + 1 entries, G ≥ 1, the same G every row, at least
+    one group in all). k and G − k share their σ, so the keys are the distinct values of σ, ascending, from 0 (a
+    silent group) to that of k = ⌊G/2⌋ (1/2 for even G); a ValueError otherwise."""
+    rows = [list(row) for row in k_counts]
+    if not rows or len({len(row) for row in rows}) != 1 or len(rows[0]) < 2:
+        raise ValueError("give at least one step's k counts, each with G + 1 >= 2 entries and the same G.")
+    counts = np.asarray(rows, float).sum(axis=0)
+    if counts.sum() <= 0:
+        raise ValueError("the k counts hold no group; give the steps of a run that sampled some.")
     G = counts.size - 1
     shares: dict[float, float] = {}
     for k, c in enumerate(counts):
@@ -327,12 +347,16 @@ def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None 
     }
 
 
-def lm_study(folder: str | os.PathLike, count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
+def lm_study(
+    folder: str | os.PathLike | Mapping[str, Path], count_tokens: Callable[[str], int] | None = None
+) -> dict[str, Any]:
     """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
     silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit). ``folder`` holds the
-    ``<recipe>-seed<k>`` runs (:func:`read_lm_runs`). With ``count_tokens`` (text → its number of tokens under
+    ``<recipe>-seed<k>`` runs, or maps those names to the runs' folders (:func:`read_lm_runs`). Each run's
+    entry also keeps its per-step ``k_counts`` (groups with k = 0..G right) and its kept completions. With ``count_tokens`` (text → its number of tokens under
     the runs' tokenizer), each run also records the token count of every completion its evaluations kept
-    (``heldout_example_tokens``, shaped like ``heldout_examples``), which says which were cut off at the cap."""
+    (``heldout_example_tokens``, shaped like ``heldout_examples``): about how long each was, against the cap
+    (a count of decoded text, not the generator's own)."""
     raw = read_lm_runs(folder)
     runs = [_run_summary(run, count_tokens) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
@@ -389,47 +413,68 @@ def read_pool_counts(path: Path) -> dict[str, Any]:
     return counts
 
 
-def pilot_curves(folder: Path) -> dict[str, dict[str, list[float]]]:
-    """Each recipe's pilot curves by learning rate, from ``<recipe>-lr<rate>/`` folders, or ``lr<rate>/`` (the
-    first plan's layout, GRPO's pilot only). ``folder`` (a :class:`~pathlib.Path`) is the recording's pilot
-    folder; a ValueError when it holds no GRPO pilot."""
+def pilot_curves(folder: str | os.PathLike | Mapping[str, Path]) -> dict[str, dict[str, list[float]]]:
+    """Each recipe's pilot curves by learning rate, from runs named ``<recipe>-lr<rate>``, or ``lr<rate>`` (the
+    first plan's layout, GRPO's pilot only). ``folder`` is the recording's pilot folder, or a mapping from those
+    names to the pilots' folders; a ValueError when it holds no GRPO pilot."""
     found: dict[str, dict[str, list[float]]] = {}
-    for run in sorted(p for p in folder.iterdir() if p.is_dir()):
-        recipe = next((r for r in LM_RECIPES if run.name.startswith(f"{r}-lr")), "grpo")
-        rate = run.name.removeprefix(f"{recipe}-").removeprefix("lr")
+    for name, run in sorted(_named(folder).items()):
+        recipe = next((r for r in LM_RECIPES if name.startswith(f"{r}-lr")), "grpo")
+        rate = name.removeprefix(f"{recipe}-").removeprefix("lr")
         found.setdefault(recipe, {})[rate] = pass_rate_curve(run)
     if "grpo" not in found:
         raise ValueError(f"{folder} holds no GRPO pilot (grpo-lr<rate>/ or lr<rate>/).")
     return found
 
 
+def study_summary(
+    main: str | os.PathLike | Mapping[str, Path],
+    pilots: str | os.PathLike | Mapping[str, Path],
+    pools: Mapping[str, str | os.PathLike],
+    count_tokens: Callable[[str], int] | None = None,
+) -> dict[str, Any]:
+    """The summary of a recording, in memory: :func:`lm_study` of the main runs (``main``, as it takes them, with
+    ``count_tokens``), each recipe's pilot curves and the rate its rule picks (``pilots``, as :func:`pilot_curves`
+    takes them), where the pilots ran (devices and commits, from their provenances), and the base model's measured
+    pool, k of n per question (``pools`` maps ``"train"`` and ``"heldout"`` to the ``pool.csv`` files)."""
+    pilot_runs = _named(pilots)
+    provenances = [
+        json.loads((run / "provenance.json").read_text(encoding="utf-8"))
+        for _, run in sorted(pilot_runs.items())
+        if (run / "provenance.json").is_file()
+    ]
+    picked = {
+        recipe: {"curves": curves, "chosen": choose_learning_rate({float(k): v for k, v in curves.items()}),
+                 "window": PILOT_LAST_STEPS}
+        for recipe, curves in pilot_curves(pilot_runs).items()
+    }  # fmt: skip
+    return {
+        **lm_study(main, count_tokens),
+        "pilot": picked["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
+        "pilots": picked,
+        "pilot_devices": sorted({str(p.get("device")) for p in provenances}),
+        "pilot_commits": sorted({str(p.get("git_commit")) for p in provenances}),
+        "pilot_seeds": sorted({int(p["seed"]) for p in provenances if p.get("seed") is not None}),
+        "base_pool": {kind: read_pool_counts(Path(pools[kind])) for kind in ("train", "heldout")},
+    }
+
+
+def dump_study(study: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write ``study`` (:func:`study_summary`) as gzipped JSON to ``path``, which must not exist."""
+    with gzip.open(Path(path), "xt", encoding="utf-8") as handle:
+        json.dump(study, handle, default=float)
+    return Path(path)
+
+
 def write_study(
     recording: str | os.PathLike, path: str | os.PathLike, count_tokens: Callable[[str], int] | None = None
 ) -> Path:
-    """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``): :func:`lm_study` of the main
-    runs, the pilot's curves and the rate its rule picks, where the pilots ran (devices and commits), and the
-    base model's measured pool (k of n per question). ``recording`` is the recording's folder; ``path`` is the
-    gzipped JSON file to write, which must not exist; ``count_tokens`` goes to :func:`lm_study`."""
-    recording, path = Path(recording), Path(path)
-    provenances = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(recording.glob("pilot/*/provenance.json"))]
-    pilots = {
-        recipe: {"curves": curves, "chosen": choose_learning_rate({float(k): v for k, v in curves.items()}),
-                 "window": PILOT_LAST_STEPS}
-        for recipe, curves in pilot_curves(recording / "pilot").items()
-    }  # fmt: skip
-    study = {
-        **lm_study(recording / "main", count_tokens),
-        "pilot": pilots["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
-        "pilots": pilots,
-        "pilot_devices": sorted({str(p.get("device")) for p in provenances}),
-        "pilot_commits": sorted({str(p.get("git_commit")) for p in provenances}),
-        "base_pool": {
-            kind: read_pool_counts(recording / "measure" / kind / "pool.csv") for kind in ("train", "heldout")
-        },
-    }
-    with gzip.open(path, "xt", encoding="utf-8") as handle:
-        json.dump(study, handle, default=float)
-    return path
+    """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``), :func:`study_summary`, to
+    ``path``, a gzipped JSON file that must not exist. ``recording`` is the recording's folder; ``count_tokens``
+    goes to :func:`lm_study`."""
+    recording = Path(recording)
+    pools = {kind: recording / "measure" / kind / "pool.csv" for kind in ("train", "heldout")}
+    return dump_study(study_summary(recording / "main", recording / "pilot", pools, count_tokens), path)
 
 
 def load_study(path: str | os.PathLike | tuple[str, ...] | None = None) -> dict[str, Any]:

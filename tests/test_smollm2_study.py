@@ -300,12 +300,17 @@ def test_the_pilot_figure_draws_a_panel_per_piloting_recipe() -> None:
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["GRPO pilot, seed 100", "Dr. GRPO pilot, seed 100", "DAPO pilot, seed 100"]
     assert [line.get_linewidth() for line in fig.axes[0].get_lines()] == [1.3, 2.5]  # the chosen rate drawn thick
-    first = lm_pilot_figure(load_study())
+    study = load_study()
+    first = lm_pilot_figure(study)
     assert len(first.axes) == 1  # the first plan: GRPO piloted alone
-    provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
-    assert first.axes[0].get_title() == f"GRPO pilot, seed {provs[0]['seed']}"  # the pilots' own seed, read back
-    assert {p["seed"] for p in provs} == {provs[0]["seed"]}
+    assert first.axes[0].get_title() == f"GRPO pilot, seed {study['pilot_seeds'][0]}"  # the pilots' own seed
     assert lm_pilot_figure({"pilot": pilot}).axes[0].get_title() == "GRPO pilot"  # no seed recorded, none named
+
+
+@logs_only
+def test_the_summary_keeps_the_pilots_recorded_seed() -> None:
+    provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
+    assert len(provs) == 3 and load_study()["pilot_seeds"] == sorted({p["seed"] for p in provs})
 
 
 def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:

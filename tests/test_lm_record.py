@@ -222,3 +222,57 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tiny, tmp_path, monkeypa
     assert any(r["grad_norm"] > 0 for r in records[:2])
     for name in ("loss", "grad_norm", "entropy", "reward"):
         assert [r[name] for r in records] == pytest.approx([r[name] for r in expected], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_in_its_last_evaluation_is_evaluated_not_trained_again(tiny, tmp_path, monkeypatch) -> None:
+    """Stopped after its last step's checkpoint, in the held-out measurement after training: the resumed run trains
+    no further step (TRL, resumed at max_steps, would train one: transformers looks at the step count only after a
+    step) and measures the checkpoint's adapters, the numbers of a run never stopped."""
+    monkeypatch.setattr(runlog, "git_state", lambda *a, **k: (COMMIT, True))
+    model, data = tiny
+    heldout = write_tiny_gsm8k(tmp_path / "heldout.jsonl", num_rows=4, seed=1)
+    config = colab_t4_config(
+        model_id=str(model),
+        dataset_id=str(data),
+        num_prompts=16,
+        group_size=8,
+        prompts_per_step=4,
+        micro_batch_size=32,
+        max_new_tokens=8,
+        max_steps=2,
+        eval_file=str(heldout),
+        eval_samples=4,
+    )  # seed 1: both steps move the adapters, so what is measured after them depends on what is restored
+
+    def plan(name: str):
+        return lm_record.check_record_lm(
+            ["grpo"], [1], config, tmp_path / name / "work", tmp_path / name / "out", allow_cpu=True,
+            allow_dirty=True, save_every=2,
+        )  # fmt: skip
+
+    real = lm_record._evaluate_into
+
+    def stopped_after_training(run, when, trainer, config):
+        if when == "after":
+            raise KeyboardInterrupt
+        real(run, when, trainer, config)
+
+    monkeypatch.setattr(lm_record, "_evaluate_into", stopped_after_training)
+    with pytest.raises(KeyboardInterrupt):
+        lm_record.record_lm_runs(plan("stopped"), print_every=0)
+    work = tmp_path / "stopped" / "work" / "grpo-seed1"
+    assert [p.name for p in (work / "trl").glob("checkpoint-*")] == ["checkpoint-2"]
+    monkeypatch.setattr(lm_record, "_evaluate_into", real)
+    [run] = lm_record.record_lm_runs(plan("stopped"), print_every=0)
+    provenance, records = load_run(run)
+    assert [r["step"] for r in records] == [1, 2]
+    assert [p.name for p in (work / "trl").glob("checkpoint-*")] == ["checkpoint-2"]  # no step 3 trained
+    assert [s["from_step"] for s in provenance["segments"]] == [0, 2]
+    [uninterrupted] = lm_record.record_lm_runs(plan("whole"), print_every=0)
+    with gzip.open(run / "eval.json.gz", "rt") as a, gzip.open(uninterrupted / "eval.json.gz", "rt") as b:
+        resumed, whole = json.load(a), json.load(b)
+    assert resumed["after"]["step"] == whole["after"]["step"] == 2
+    assert whole["after"]["heldout"] != whole["before"]["heldout"]  # the two steps changed what the model writes
+    for when in ("before", "after"):
+        assert resumed[when]["heldout"] == whole[when]["heldout"]

@@ -488,11 +488,31 @@ def _train_run(plan: LMRecordPlan, recipe: str, seed: int, name: str, command: s
             trainer.add_callback(_log_writer(log, dial))
         if checkpoint is None:
             _evaluate_into(run, "before", trainer, config)
-        with _quiet():
-            trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint[0]))
+        if checkpoint is not None and checkpoint[1] >= config.max_steps:
+            _restore_trained(trainer, *checkpoint)  # stopped in its last evaluation: trained already
+        else:
+            with _quiet():
+                trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint[0]))
         _evaluate_into(run, "after", trainer, config)
     on_main(_finish_run, log, run)
     return run
+
+
+def _restore_trained(trainer: Any, checkpoint: Path, step: int) -> None:
+    """The trainer as it was after its last step, read from that step's checkpoint: the LoRA adapters and the step
+    count. A run stopped after training (in its last evaluation) resumes here rather than through
+    ``trainer.train``, which at ``max_steps`` would train one step more (transformers looks at the step count
+    only after a step)."""
+    import peft
+
+    device = next(trainer.model.parameters()).device
+    loaded = peft.set_peft_model_state_dict(trainer.model, peft.load_peft_weights(str(checkpoint), device=str(device)))
+    if getattr(loaded, "unexpected_keys", None):
+        raise RuntimeError(
+            f"{checkpoint} holds adapters this run's model does not have ({loaded.unexpected_keys[0]}, ...): "
+            "it is another run's checkpoint; give the run its own --work."
+        )
+    trainer.state.global_step = step
 
 
 def _evaluate_into(run: Path, when: str, trainer: Any, config: LMRunConfig) -> None:

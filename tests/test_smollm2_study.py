@@ -102,6 +102,8 @@ def test_paired_and_welch_tests_agree_with_scipy():
     assert got["p_adjusted"] == pytest.approx(min(1.0, 3 * t.pvalue))
     half = stats.t.ppf(1 - 0.05 / 6, 4) * np.std(after - before, ddof=1) / np.sqrt(5)
     assert (got["low"], got["high"]) == pytest.approx((np.mean(after - before) - half, np.mean(after - before) + half))
+    with pytest.raises(ValueError, match="one value per seed on each side.*got 2 after and 3 before"):
+        paired_test(before[:3], after[:2])  # a recipe short of a seed: no pairs to form
     a, b = rng.normal(0.8, 0.05, 3), rng.normal(0.7, 0.01, 4)
     got = welch_test(a, b, comparisons=3)
     ref = stats.ttest_ind(a, b, equal_var=False)

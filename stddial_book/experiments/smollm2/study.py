@@ -183,6 +183,11 @@ def paired_test(before: Sequence[float], after: Sequence[float], comparisons: in
     ``before`` and ``after`` are one value per seed, in the same seed order; ``comparisons`` is the size of the
     test's family (default 1: no adjustment)."""
     a, b = np.asarray(after, float), np.asarray(before, float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(
+            f"a paired test takes one value per seed on each side, the same seeds in the same order; got "
+            f"{a.size} after and {b.size} before: compare runs of the same seeds (or use welch_test)."
+        )
     diff = a - b
     n = diff.size
     alpha = 0.05 / comparisons

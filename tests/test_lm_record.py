@@ -159,20 +159,18 @@ def test_tiny_cpu_run_records_log_and_provenance(tiny, tmp_path, monkeypatch, ca
     assert "other settings" in _one_line_error(capsys)
 
 
+def _resumable_config(tiny, **changes):
+    """The tiny run the resume tests stop and resume: 4 questions × G = 8 a step, 8 tokens, one pass a step."""
+    model, data = tiny
+    sizes = {"num_prompts": 16, "group_size": 8, "prompts_per_step": 4, "micro_batch_size": 32, "max_new_tokens": 8}
+    return colab_t4_config(model_id=str(model), dataset_id=str(data), **sizes, **changes)
+
+
 @pytest.mark.slow
 def test_an_interrupted_run_resumes_from_its_checkpoint(tiny, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(runlog, "git_state", lambda *a, **k: (COMMIT, True))  # allowed, and said so
-    model, data = tiny
-    config = colab_t4_config(
-        model_id=str(model),
-        dataset_id=str(data),
-        num_prompts=16,
-        group_size=8,
-        prompts_per_step=4,
-        micro_batch_size=32,
-        max_new_tokens=8,
-        max_steps=3,
-    )  # seed 1: steps 1 and 2 move the adapters, so step 3 depends on what the checkpoint restores
+    config = _resumable_config(tiny, max_steps=3)
+    # seed 1: steps 1 and 2 move the adapters, so step 3 depends on what the checkpoint restores
     plan = lm_record.check_record_lm(
         ["grpo"], [1], config, tmp_path / "work", tmp_path / "out", allow_cpu=True, allow_dirty=True, save_every=2
     )
@@ -230,20 +228,9 @@ def test_a_run_stopped_in_its_last_evaluation_is_evaluated_not_trained_again(tin
     no further step (TRL, resumed at max_steps, would train one: transformers looks at the step count only after a
     step) and measures the checkpoint's adapters, the numbers of a run never stopped."""
     monkeypatch.setattr(runlog, "git_state", lambda *a, **k: (COMMIT, True))
-    model, data = tiny
     heldout = write_tiny_gsm8k(tmp_path / "heldout.jsonl", num_rows=4, seed=1)
-    config = colab_t4_config(
-        model_id=str(model),
-        dataset_id=str(data),
-        num_prompts=16,
-        group_size=8,
-        prompts_per_step=4,
-        micro_batch_size=32,
-        max_new_tokens=8,
-        max_steps=2,
-        eval_file=str(heldout),
-        eval_samples=4,
-    )  # seed 1: both steps move the adapters, so what is measured after them depends on what is restored
+    config = _resumable_config(tiny, max_steps=2, eval_file=str(heldout), eval_samples=4)
+    # seed 1: both steps move the adapters, so what is measured after them depends on what is restored
 
     def plan(name: str):
         return lm_record.check_record_lm(

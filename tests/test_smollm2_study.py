@@ -265,6 +265,7 @@ def test_the_summary_names_where_the_pilots_ran() -> None:
     shipped = load_study()
     provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
     assert len(provs) == 3 and shipped["pilot_devices"] == sorted({p["device"] for p in provs})
+    assert shipped["pilot_seeds"] == sorted({p["seed"] for p in provs})  # the seed the pilot figure names
     assert shipped["pilot_commits"] == shipped["commits"]  # the first plan's pilots ran from the runs' commit
     assert all("heldout_examples" not in run for run in shipped["runs"])  # it kept no completions
     assert load_study(study_mod.STUDY_FILE) == shipped
@@ -307,12 +308,6 @@ def test_the_pilot_figure_draws_a_panel_per_piloting_recipe() -> None:
     assert len(first.axes) == 1  # the first plan: GRPO piloted alone
     assert first.axes[0].get_title() == f"GRPO pilot, seed {study['pilot_seeds'][0]}"  # the pilots' own seed
     assert lm_pilot_figure({"pilot": pilot}).axes[0].get_title() == "GRPO pilot"  # no seed recorded, none named
-
-
-@logs_only
-def test_the_summary_keeps_the_pilots_recorded_seed() -> None:
-    provs = [json.loads(p.read_text()) for p in sorted((RECORDING / "pilot").glob("*/provenance.json"))]
-    assert len(provs) == 3 and load_study()["pilot_seeds"] == sorted({p["seed"] for p in provs})
 
 
 def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:

@@ -215,3 +215,49 @@ def test_main_runs_continue_elsewhere_at_the_rates_another_recordings_pilots_cho
     assert sorted(cmd[cmd.index("--seeds") + 1] for cmd in fourth.commands) == ["3"] * 3 + ["4"] * 3
     driver = json.loads((tmp_path / "more" / "driver.json").read_text())
     assert driver["plan"] == "data/runs/smollm2/PLAN-more.md" and driver["pilots_from"]["seeds"] == [0, 1, 2]
+
+
+def test_a_rate_the_plan_fixes_runs_no_pilots_and_a_lost_part_is_finished_in_a_new_folder(
+    tmp_path, monkeypatch, capsys
+):
+    """--learning-rate: the base pool, then the main runs at that rate, no pilot; with --recipes, --seeds and
+    --no-measure only the runs named (a recording lost before it was shipped is finished elsewhere); what
+    contradicts itself is refused in one line before anything is written."""
+    tool = _tool()
+    fixed = ["--allow-cpu", "--jobs", "2", "--steps", "12", "--learning-rate", "3e-4"]
+    first = _StandIn(pilots_succeed=False)  # a pilot would fail: none may run
+    monkeypatch.setattr(tool, "_parallel", first)
+    assert tool.main(["--out", str(tmp_path / "rec"), *fixed]) == 0
+    assert [Path(cmd[cmd.index("--out") + 1]).name for cmd in first.commands[:2]] == [
+        "measure-train",
+        "measure-heldout",
+    ]
+    mains = first.commands[2:]
+    assert len(mains) == 9 and all(_is_main(cmd) and cmd[cmd.index("--learning-rate") + 1] == "0.0003" for cmd in mains)
+    driver = json.loads((tmp_path / "rec" / "driver.json").read_text())
+    assert (
+        "pilots" not in driver
+        and driver["settings"]["learning_rate"] == 3e-4
+        and not (tmp_path / "rec" / "pilot").exists()
+    )
+    assert tool.main(["--out", str(tmp_path / "rec"), "--resume", *fixed]) == 0  # continues under the same settings
+    assert tool.main(["--out", str(tmp_path / "rec"), "--resume", *fixed[:-1], "1e-4"]) == 2
+    assert "--learning-rate" in capsys.readouterr().err
+
+    second = _StandIn(pilots_succeed=False)
+    monkeypatch.setattr(tool, "_parallel", second)
+    rest = ["--no-measure", "--recipes", "dr_grpo", "dapo", "--seeds", "1"]
+    assert tool.main(["--out", str(tmp_path / "rest"), *fixed, *rest]) == 0
+    assert sorted((cmd[cmd.index("--recipes") + 1], cmd[cmd.index("--seeds") + 1]) for cmd in second.commands) == [
+        ("dapo", "1"), ("dr_grpo", "1")
+    ]  # fmt: skip
+
+    for args, words in (
+        ([*fixed, "--pilots-from", str(tmp_path / "rec")], "without --pilots-from"),
+        ([*fixed[:-1], "0"], "> 0"),
+        (["--no-measure"], "goes with --learning-rate"),
+        ([*fixed, "--recipes", "dapo", "dapo"], "each recipe once"),
+    ):
+        assert tool.main(["--out", str(tmp_path / "new"), *args]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and not (tmp_path / "new").exists()

@@ -23,6 +23,11 @@ study under a plan of their own (--seeds, --plan). Its settings must equal RECOR
 --plan (the main runs' own), --allow-cpu and --micro-batch-size (where a step is computed, and in how many
 passes; TRL accumulates the passes into the same update); driver.json names RECORDING, the sha256 of its
 driver.json and the commits its pilots ran from.
+
+--learning-rate RATE runs no pilots: every main run trains at RATE, the rate a plan fixes in advance (the
+base model's pool is measured first, unless --no-measure). With --recipes and --seeds naming the runs still
+missing and --no-measure, a recording lost with its machine before it was shipped is finished in a new
+folder from the same commit, beside the part of it that was shipped.
 """
 
 from __future__ import annotations
@@ -84,8 +89,23 @@ def main(argv: list[str] | None = None) -> int:
         "--pilots-from", type=Path, default=None, metavar="RECORDING",
         help="record the main runs only, at the rates RECORDING's finished pilots chose (see above)",
     )  # fmt: skip
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, metavar="RATE",
+        help="the rate the plan fixes for every main run: no pilots are run (see above)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--recipes", nargs="+", default=list(RECIPES), choices=RECIPES, help="the main runs' recipes (default all)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-measure", dest="measure", action="store_false",
+        help="with --learning-rate: record the main runs only, without the base model's pool",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
+        if args.learning_rate is not None and (args.pilots_from is not None or not args.learning_rate > 0):
+            raise ValueError("--learning-rate takes a rate > 0 and replaces the pilots: give it without --pilots-from.")
+        if not args.measure and args.learning_rate is None:
+            raise ValueError("--no-measure goes with --learning-rate (a recording with pilots measures the pool too).")
         if args.pilots_from is not None:  # recorded in the settings as a folder name
             args.pilots_from = str(Path(args.pilots_from).expanduser().resolve())
         source = _pilots_source(args) if args.pilots_from is not None else None
@@ -123,19 +143,24 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
     stages = record["attempts"][-1]["stages"]
     _write(out / "driver.json", record)  # at once: a killed attempt is on record, and the next one numbered past it
 
-    if source is None:
-        pilots = _measure_and_pilot(args, out, record, stages, py, common, attempt)
-        if pilots is None:
-            return 1
+    measures = []
+    if args.learning_rate is not None:  # the plan fixes the rate: no pilots, the pool measured beside the runs
+        measures = _measure_jobs(args, out, py, attempt) if args.measure else []
+        rates = dict.fromkeys(RECIPES, args.learning_rate)
     else:
-        pilots, record["pilots_from"] = source["pilots"], source["record"]
-    record["pilots"] = pilots
-    chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in pilots.items()}
-    rates = {}
-    for recipe in RECIPES:  # a recipe without its own pilot takes the first pilot's rate
-        rates[recipe] = chosen.get(recipe, chosen[args.pilot_recipes[0]])
-    if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
-        record["pilot"] = record["pilots"]["grpo"]
+        if source is None:
+            pilots = _measure_and_pilot(args, out, record, stages, py, common, attempt)
+            if pilots is None:
+                return 1
+        else:
+            pilots, record["pilots_from"] = source["pilots"], source["record"]
+        record["pilots"] = pilots
+        chosen = {recipe: pilot["chosen_learning_rate"] for recipe, pilot in pilots.items()}
+        rates = {}
+        for recipe in RECIPES:  # a recipe without its own pilot takes the first pilot's rate
+            rates[recipe] = chosen.get(recipe, chosen[args.pilot_recipes[0]])
+        if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
+            record["pilot"] = record["pilots"]["grpo"]
     _write(out / "driver.json", record)
     print(f"pilot: learning rates {rates}", flush=True)
 
@@ -143,9 +168,12 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
                "--work", str(out / "work" / f"{recipe}-seed{seed}"), "--out", str(out / "main" / f"{recipe}-seed{seed}")],
          _log(out, f"{recipe}-seed{seed}", attempt))
-        for seed in args.seeds for recipe in RECIPES
+        for seed in args.seeds for recipe in RECIPES if recipe in args.recipes
     ]  # fmt: skip
-    stages["main"] = _parallel(mains, args.jobs, args.timeout)
+    done = _parallel(measures + mains, args.jobs, args.timeout)  # nothing waits on the pool: one queue
+    if measures:
+        stages["measure"] = done[: len(measures)]
+    stages["main"] = done[len(measures) :]
     record["attempts"][-1]["wall_s"] = round(time.perf_counter() - start, 1)
     failed = [s for stage in stages.values() for s in stage if s["returncode"] != 0]
     if not failed:
@@ -156,14 +184,19 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
     return 1 if failed else 0
 
 
-def _measure_and_pilot(args, out: Path, record: dict, stages: dict, py: list, common: list, attempt: int):
-    """The base model's pool and the learning-rate pilots, run here; each pilot recipe's curves and chosen rate
-    (:func:`_read_pilots`), or None when a process failed (the main runs need every pilot)."""
-    measures = [
+def _measure_jobs(args, out: Path, py: list, attempt: int) -> list:
+    """The two `measure` processes of the base model's pool (training and held-out questions), with their logs."""
+    return [
         (py + ["measure", "--model", "smollm2", "--prompts", str(src), "--samples", str(args.measure_samples),
                "--out", str(out / f"measure-{name}"), "--batch-size", "1024"], _log(out, f"measure-{name}", attempt))
         for name, src in (("train", TRAIN), ("heldout", HELDOUT))
     ]  # fmt: skip
+
+
+def _measure_and_pilot(args, out: Path, record: dict, stages: dict, py: list, common: list, attempt: int):
+    """The base model's pool and the learning-rate pilots, run here; each pilot recipe's curves and chosen rate
+    (:func:`_read_pilots`), or None when a process failed (the main runs need every pilot)."""
+    measures = _measure_jobs(args, out, py, attempt)
     # one folder per recipe and rate: pilot/<recipe>-<rate>/<recipe>-seed100
     pilots = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(PILOT_SEED), "--learning-rate", rate,
@@ -217,7 +250,7 @@ def _pilots_source(args: argparse.Namespace) -> dict:
             f"--pilots-from {source}: its driver.json records no finished pilots; finish them first."
         ) from None
     now = {name: getattr(args, name) for name in SETTINGS if name not in HOW_A_STEP_RUNS + ("pilots_from",) + OWN}
-    changed = sorted(k for k in now if settings.get(k) != now[k])
+    changed = sorted(k for k in now if settings.get(k, BEFORE.get(k)) != now[k])
     if changed:
         raise ValueError(
             f"--pilots-from {source} was recorded with other {', '.join('--' + k.replace('_', '-') for k in changed)} "
@@ -244,8 +277,10 @@ def _pilots_source(args: argparse.Namespace) -> dict:
 #: The settings that say where and in how many passes a step is computed, not what it computes: --pilots-from
 #: may differ in them from the recording whose pilots it reads.
 HOW_A_STEP_RUNS = ("allow_cpu", "micro_batch_size")
-#: The main runs' own settings, which --pilots-from may also change: which seeds, under which plan.
-OWN = ("seeds", "plan")
+#: The main runs' own settings, which --pilots-from may also change: which seeds and recipes, under which plan.
+OWN = ("seeds", "plan", "recipes", "measure")
+#: What a recording made before a setting existed ran as (its driver.json does not name it).
+BEFORE = {"learning_rate": None, "recipes": list(RECIPES), "measure": True}
 #: The marker kind of this tool's folders (stddial_book.core.outdir).
 KIND = "smollm2-recording"
 #: The options a continued recording must share with its start (--jobs and --timeout may change).
@@ -259,6 +294,9 @@ SETTINGS = (
     "pilot_recipes",
     "plan",
     "pilots_from",
+    "learning_rate",
+    "recipes",
+    "measure",
 )
 
 
@@ -276,8 +314,10 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
         )
     if any(seed < 0 for seed in args.seeds) or len(set(args.seeds)) < len(args.seeds):
         raise ValueError("--seeds must be distinct whole numbers >= 0 (two processes must never share a run).")
-    if len(set(args.pilot_recipes)) < len(args.pilot_recipes):
-        raise ValueError("--pilot-recipes must name each recipe once (two processes must never share a run).")
+    if len(set(args.pilot_recipes)) < len(args.pilot_recipes) or len(set(args.recipes)) < len(args.recipes):
+        raise ValueError(
+            "--pilot-recipes and --recipes must name each recipe once (two processes must never share a run)."
+        )
     settings = {name: getattr(args, name) for name in SETTINGS}
     if not args.resume:
         out = args.out.expanduser()
@@ -304,7 +344,7 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
     except ValueError:
         raise ValueError(f"cannot resume: {driver} is not this tool's record; start a new --out.") from None
     was = record.get("settings", {})
-    changed = sorted(k for k in SETTINGS if was.get(k) != settings[k])
+    changed = sorted(k for k in SETTINGS if was.get(k, BEFORE.get(k)) != settings[k])
     if changed:
         raise ValueError(
             f"cannot resume: {', '.join('--' + k.replace('_', '-') for k in changed)} differ from the recording's "

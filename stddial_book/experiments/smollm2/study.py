@@ -44,6 +44,7 @@ __all__ = [
     "welch_test",
     "silent_persistence",
     "remeasured_silence",
+    "predicted_silence",
     "group_sigmas",
     "sigma_shares",
     "lm_study",
@@ -282,6 +283,18 @@ def remeasured_silence(correct: Sequence[int], samples: int, draw: int = 16) -> 
     return {"before": before, "stayed": stayed, "share": stayed / before if before else float("nan")}
 
 
+def predicted_silence(correct: Sequence[int], samples: int, group_size: int) -> dict[str, float]:
+    """Chapter 5's silent probability averaged over a measured pool, with each question's pass rate known only
+    through ``correct`` of ``samples`` stored draws: a group is ``group_size`` of those draws, all wrong with the
+    hypergeometric probability C(samples − k, G)/C(samples, G) and all right with C(k, G)/C(samples, G). The
+    pool's mean of each (``wrong``, ``right``) and their sum (``silent``); ``group_size`` ≤ ``samples``."""
+    if not 1 <= group_size <= samples or not len(correct):
+        raise ValueError(f"give some counts and a group size from 1 to samples={samples} (got {group_size}).")
+    draws = stats.hypergeom(samples, np.asarray(correct, dtype=int), group_size)
+    wrong, right = float(np.mean(draws.pmf(0))), float(np.mean(draws.pmf(group_size)))
+    return {"wrong": wrong, "right": right, "silent": wrong + right}
+
+
 def _curves(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     """Per step: the logged curves, and the silent fraction split into all-wrong and all-right groups."""
     curves = {name: [float(r.get(key, float("nan"))) for r in records] for name, key in _CURVES.items()}
@@ -346,6 +359,10 @@ def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None 
         "tiers_before": _by_tier(before["heldout"]),
         "tiers_after": _by_tier(after["heldout"]),
         "persistence": silent_persistence(before["pool"], after["pool"]) if "pool" in before else None,
+        # each training question's correct count of its eval_samples draws, before and after (file order)
+        "pool_correct": {w: [r["correct"] for r in ev["pool"]] for w, ev in (("before", before), ("after", after))}
+        if "pool" in before
+        else None,
         "curves": _curves(run["records"]),
         # per step, how many groups had k = 0..G right: the distribution of σ = sqrt(k(G − k))/G over the batch
         "k_counts": [[int(round(c)) for c in r["dial/k_counts"]] for r in run["records"]],

@@ -359,8 +359,11 @@ def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None 
         "tiers_before": _by_tier(before["heldout"]),
         "tiers_after": _by_tier(after["heldout"]),
         "persistence": silent_persistence(before["pool"], after["pool"]) if "pool" in before else None,
-        # each training question's correct count of its eval_samples draws, before and after (file order)
-        "pool_correct": {w: [r["correct"] for r in ev["pool"]] for w, ev in (("before", before), ("after", after))}
+        # each training question's correct count of its draws, before and after (file order), and the draws
+        "pool_correct": {
+            **{w: [r["correct"] for r in ev["pool"]] for w, ev in (("before", before), ("after", after))},
+            "samples": before["pool"][0]["samples"],
+        }
         if "pool" in before
         else None,
         "curves": _curves(run["records"]),

@@ -162,7 +162,7 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
         if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
             record["pilot"] = record["pilots"]["grpo"]
     _write(out / "driver.json", record)
-    print(f"pilot: learning rates {rates}", flush=True)
+    print(f"{'the plan' if args.learning_rate is not None else 'pilot'}: learning rates {rates}", flush=True)
 
     mains = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),

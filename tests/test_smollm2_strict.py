@@ -51,8 +51,10 @@ def test_every_shipped_run_is_what_the_amended_plan_says():
     steps of 16 completions a pass, the strict check, the committed question files, 40 steps each logged once,
     before and after evaluated under both checks with two completions of each held-out question kept; all from
     one clean commit whose plan holds the third amendment."""
-    provenances = _provenances()
-    assert provenances, "no finished run shipped"
+    provenances = _provenances() if (STRICT / "main").is_dir() else {}
+    if not provenances:
+        assert not COMPLETE, "a complete recording ships its main runs"
+        pytest.skip("no main run has finished yet")
     commits = {prov["git_commit"] for prov in provenances.values()}
     assert len(commits) == 1 and all(prov["dirty"] is False for prov in provenances.values())
     assert "## Third amendment" in _plan_at(commits.pop())

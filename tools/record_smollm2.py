@@ -25,9 +25,9 @@ passes; TRL accumulates the passes into the same update); driver.json names RECO
 driver.json and the commits its pilots ran from.
 
 --learning-rate RATE runs no pilots: every main run trains at RATE, the rate a plan fixes in advance (the
-base model's pool is measured first, unless --no-measure). With --recipes and --seeds naming the runs still
-missing and --no-measure, a recording lost with its machine before it was shipped is finished in a new
-folder from the same commit, beside the part of it that was shipped.
+base model's pool is measured first, unless --no-measure). With --no-measure, --recipes and --seeds it records
+only the runs named, in a new folder: the runs that a recording lost with its machine had not finished (its
+finished part having been shipped with ship_smollm2.py --partial), recorded from the same commit.
 """
 
 from __future__ import annotations

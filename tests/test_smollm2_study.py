@@ -111,6 +111,13 @@ def test_paired_and_welch_tests_agree_with_scipy():
     assert got["df"] == pytest.approx(ref.df)
     interval = ref.confidence_interval(confidence_level=1 - 0.05 / 3)
     assert (got["low"], got["high"]) == pytest.approx((interval.low, interval.high))
+    # the detectable difference is on Welch's own standard error, also with unequal seeds (3 against 4)
+    se = math.sqrt(a.var(ddof=1) / 3 + b.var(ddof=1) / 4)
+    assert got["mde"] == pytest.approx(study_mod._mde(se, 1.0, ref.df, 0.05 / 3))
+    # with equal seeds that is the pooled spread over the effective sample size
+    c = rng.normal(0.7, 0.02, 3)
+    pooled = math.sqrt((a.var(ddof=1) + c.var(ddof=1)) / 2)
+    assert welch_test(a, c, 3)["mde"] == pytest.approx(study_mod._mde(pooled, 1.5, welch_test(a, c)["df"], 0.05 / 3))
 
 
 def test_a_test_without_seed_spread_has_no_p_not_p_one():
@@ -325,6 +332,29 @@ def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:
     assert lm_learning_figure(other).axes[0].get_title() == "Reward per step (5 seeds: mean and range)"
     titles = [ax.get_title() for ax in lm_dial_figure(other, {"wrong": 0.7, "right": 0.0}).axes]
     assert titles[:2] == ["Groups silent because all G = 16 failed", "Groups silent because all G = 16 passed"]
+
+
+def test_the_dial_figure_labels_each_band_by_the_counts_its_mass_comes_from() -> None:
+    """The mass panel's ticks name the k of G right in each band; a single group of each k, its mass binned by the
+    callback's own diagnostics, lands in the band whose label holds that k (G = 8 and G = 6); the predictions are
+    one point each, at step 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from stddial_book.bridges.lm_diagnostics import batch_diagnostics
+    from stddial_book.presentation.lm_figures import lm_dial_figure
+
+    study = load_study()
+    for G in (8, 6):
+        fig = lm_dial_figure({**study, "group_size": G}, {"wrong": 0.7, "right": 0.1})
+        labels = [t.get_text() for t in fig.axes[2].get_xticklabels()]
+        for k in range(1, G):  # a silent group carries no mass under the verifier's reward
+            passed = [1] * k + [0] * (G - k)
+            adv = [1.0 if p else -1.0 for p in passed]
+            mass = batch_diagnostics(passed, passed, adv, group_size=G, recipe="grpo")["mass_by_band"]
+            low, _, high = labels[int(np.argmax(mass))].removeprefix("k = ").partition("–")
+            assert int(low) <= k <= int(high or low), (G, k, labels)
+        assert [line.get_xydata().tolist() for line in fig.axes[0].lines if line.get_marker() == "D"] == [[[1.0, 0.7]]]
 
 
 def test_sigma_shares_by_hand() -> None:

@@ -30,7 +30,9 @@ from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 
 __all__ = ["PASS_RATE_BANDS", "batch_diagnostics"]
 
-#: Edges of the pass-rate bands of the gradient mass (silent groups, p̂ = 0 or 1, carry none).
+#: Edges of the pass-rate bands of the gradient mass: [0, 1/4], (1/4, 1/2], (1/2, 3/4], (3/4, 1]. Silent groups
+#: (p̂ = 0 or 1) fall in the edge bands; they carry no mass under the verifier's reward alone, but a shaped
+#: reward (DAPO's length penalty) can spread their rewards and give them some.
 PASS_RATE_BANDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 

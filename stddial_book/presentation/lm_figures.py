@@ -54,9 +54,10 @@ def lm_learning_figure(study: dict[str, Any]) -> plt.Figure:
 
 def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Figure:
     """Top and middle: the share of groups silent because all G completions failed, and because all passed,
-    per step (mean and range over seeds), each with what the base model's measured pool predicts at the
-    start (dotted; ``predicted["wrong"]``, ``predicted["right"]``). Bottom: each recipe's share of Σ|A| by
-    the group's pass-rate band, averaged over the steps that had any. ``study`` is the runs' summary (as
+    per step (mean and range over seeds), each with what the base model's measured pool predicts for the first
+    step (a diamond at step 1; ``predicted["wrong"]``, ``predicted["right"]``). Bottom: each recipe's share of
+    Σ|A| by the group's pass-rate band, labelled by the counts k of G right it holds, averaged over the steps
+    that had any. ``study`` is the runs' summary (as
     :func:`stddial_book.experiments.smollm2.study.load_study` returns it); ``predicted`` maps ``"wrong"``
     and ``"right"`` to the predicted shares, fractions in [0, 1]."""
     fig, axes = plt.subplots(3, 1, figsize=(STACKED_WIDTH, 8.6), constrained_layout=True)
@@ -69,7 +70,7 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
     for ax, side in zip(axes, ("wrong", "right")):
         for recipe in study["recipes"]:
             _band(ax, curves[side][recipe], RECIPE_COLORS[RECIPE_NAMES[recipe]], RECIPE_NAMES[recipe])
-        ax.axhline(predicted[side], color="0.2", ls=":", lw=1.5, label="predicted at the start")
+        ax.plot([1], [predicted[side]], "D", color="0.15", ms=8, zorder=5, label="predicted for step 1")
         ax.set(xlabel="optimizer step", ylabel="share of groups", ylim=(0, 1.02), title=titles[side])
     axes[0].legend(loc="upper right")
     edges = study["bands"]
@@ -78,12 +79,25 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
         mass = np.mean([run["mass_by_band"] for run in study["runs"] if run["recipe"] == recipe], axis=0)
         x = np.arange(len(mass)) + (i - (len(study["recipes"]) - 1) / 2) * width
         axes[2].bar(x, mass, width=width, color=RECIPE_COLORS[RECIPE_NAMES[recipe]], label=RECIPE_NAMES[recipe])
-    axes[2].set_xticks(range(len(edges) - 1), [f"{a:g}–{b:g}" for a, b in zip(edges[:-1], edges[1:])])
+    axes[2].set_xticks(range(len(edges) - 1), _band_labels(edges, G))
     top = max(bar.get_height() for bar in axes[2].patches)
-    axes[2].set(xlabel="the group's pass rate", ylabel="share of Σ|A|", title="Where each update's mass sat")
+    axes[2].set(
+        xlabel=f"the group's count of right answers, of G = {G}",
+        ylabel="share of Σ|A|",
+        title="Where each update's mass sat",
+    )
     axes[2].set_ylim(0, top * 1.35)  # room for the legend above the bars
     axes[2].legend(ncol=len(study["recipes"]), loc="upper center")
     return legible(fig)
+
+
+def _band_labels(edges: list[float], G: int) -> list[str]:
+    """Each pass-rate band as the k of G right it holds: [0, e₁] then (eᵢ, eᵢ₊₁] (``lm_diagnostics``' bands)."""
+    labels = []
+    for i, (low, high) in enumerate(zip(edges[:-1], edges[1:])):
+        ks = [k for k in range(G + 1) if (k / G >= low if i == 0 else k / G > low) and k / G <= high]
+        labels.append(f"k = {ks[0]}–{ks[-1]}" if len(ks) > 1 else f"k = {ks[0]}" if ks else "none")
+    return labels
 
 
 def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:

@@ -65,6 +65,10 @@ _CURVES = {
     "sigma_mean": "dial/sigma_mean",
     "mean_length": "completions/mean_length",
     "clipped_ratio": "completions/clipped_ratio",
+    # Σ|A| of the groups silent by correctness: 0 where the reward is the verifier's alone (TRL zeroes them), but
+    # DAPO's length penalty can spread a silent group's rewards, and TRL's division by the std then gives it mass
+    "mass_in_silent": "dial/mass_in_silent",
+    "step_s": "dial/step_s",
 }
 
 
@@ -219,15 +223,13 @@ def welch_test(a: Sequence[float], b: Sequence[float], comparisons: int = 1) -> 
     diff = float(x.mean() - y.mean())
     half = float(stats.t.ppf(1 - alpha / 2, df) * se) if se > 0 else float("nan")
     p = float(stats.ttest_ind(x, y, equal_var=False).pvalue) if se > 0 else float("nan")
-    n_eff = 1.0 / (1.0 / x.size + 1.0 / y.size)
-    pooled = math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
     return {
         "mean": diff,
         "low": diff - half,
         "high": diff + half,
         "df": df,
         "p_adjusted": _adjusted(p, comparisons),
-        "mde": _mde(pooled, n_eff, df, alpha) if se > 0 else float("nan"),
+        "mde": _mde(se, 1.0, df, alpha) if se > 0 else float("nan"),  # Welch's own standard error
     }
 
 

@@ -367,6 +367,7 @@ SUBJECT_TESTS = {
     "recorded_runs",  # the recorded runs in data/runs
     "release",  # the release's pins
     "run_summaries",  # the numbers chapters 9-12 glue
+    "smollm2_strict",  # chapter 15's strict recording in data/runs/smollm2/strict
     "sources",  # data/sources
     "statistics_scipy",  # experiments.statistics against scipy.stats
     "trainer_allocation",  # rl.trainer under every allocation rule

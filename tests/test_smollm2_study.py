@@ -334,6 +334,16 @@ def test_the_run_figures_name_the_runs_seeds_and_group_size() -> None:
     assert titles[:2] == ["Groups silent because all G = 16 failed", "Groups silent because all G = 16 passed"]
 
 
+def test_band_counts_by_hand() -> None:
+    """The bands [0, 1/4], (1/4, 1/2], (1/2, 3/4], (3/4, 1] as counts of G right: G = 8, 4 and 2 (where no count
+    falls in (1/2, 3/4])."""
+    from stddial_book.bridges.lm_diagnostics import band_counts
+
+    assert band_counts(8) == [(0, 2), (3, 4), (5, 6), (7, 8)]
+    assert band_counts(4) == [(0, 1), (2, 2), (3, 3), (4, 4)]
+    assert band_counts(2) == [(0, 0), (1, 1), (-1, -1), (2, 2)]
+
+
 def test_the_dial_figure_labels_each_band_by_the_counts_its_mass_comes_from() -> None:
     """The mass panel's ticks name the k of G right in each band; a single group of each k, its mass binned by the
     callback's own diagnostics, lands in the band whose label holds that k (G = 8 and G = 6); the predictions are

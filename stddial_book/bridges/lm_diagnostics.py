@@ -28,7 +28,7 @@ from stddial_book.bridges.trl_differences import trl_equivalent_recipe
 from stddial_book.theory.identity import update_weight
 from stddial_book.theory.recipes import Recipe, as_recipe, group_advantages
 
-__all__ = ["PASS_RATE_BANDS", "batch_diagnostics"]
+__all__ = ["PASS_RATE_BANDS", "band_counts", "batch_diagnostics"]
 
 #: Edges of the pass-rate bands of the gradient mass: [0, 1/4], (1/4, 1/2], (1/2, 3/4], (3/4, 1]. Silent groups
 #: (p̂ = 0 or 1) fall in the edge bands; they carry no mass under the verifier's reward alone, but a shaped
@@ -36,10 +36,25 @@ __all__ = ["PASS_RATE_BANDS", "batch_diagnostics"]
 PASS_RATE_BANDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
+def _band_of(rates: np.ndarray) -> np.ndarray:
+    """The index of each pass rate's band in :data:`PASS_RATE_BANDS`."""
+    edges = PASS_RATE_BANDS
+    return np.clip(np.searchsorted(edges, rates, side="left") - 1, 0, len(edges) - 2)
+
+
+def band_counts(group_size: int) -> list[tuple[int, int]]:
+    """For each band of :data:`PASS_RATE_BANDS`, the lowest and highest count k of ``group_size`` right that
+    falls in it ((-1, -1) for a band no count reaches): what a band of the gradient mass is made of."""
+    k = np.arange(group_size + 1)
+    band = _band_of(k / group_size)
+    return [(int(k[band == b].min()), int(k[band == b].max())) if (band == b).any() else (-1, -1)
+            for b in range(len(PASS_RATE_BANDS) - 1)]  # fmt: skip
+
+
 def _band_masses(rates: np.ndarray, mass: np.ndarray) -> list[float]:
     """Each band's share of the batch's gradient mass (zeros when the batch carries none)."""
     edges = PASS_RATE_BANDS
-    band = np.clip(np.searchsorted(edges, rates, side="left") - 1, 0, len(edges) - 2)
+    band = _band_of(rates)
     sums = np.array([mass[band == b].sum() for b in range(len(edges) - 1)])
     total = sums.sum()
     return (sums / total if total > 0 else sums).tolist()

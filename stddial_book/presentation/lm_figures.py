@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stddial_book.bridges.lm_diagnostics import band_counts
 from stddial_book.experiments.smollm2.study import group_sigmas, sigma_shares
 from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, STACKED_WIDTH, legible
 
@@ -79,7 +80,7 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
         mass = np.mean([run["mass_by_band"] for run in study["runs"] if run["recipe"] == recipe], axis=0)
         x = np.arange(len(mass)) + (i - (len(study["recipes"]) - 1) / 2) * width
         axes[2].bar(x, mass, width=width, color=RECIPE_COLORS[RECIPE_NAMES[recipe]], label=RECIPE_NAMES[recipe])
-    axes[2].set_xticks(range(len(edges) - 1), _band_labels(edges, G))
+    axes[2].set_xticks(range(len(edges) - 1), _band_labels(G))
     top = max(bar.get_height() for bar in axes[2].patches)
     axes[2].set(
         xlabel=f"the group's count of right answers, of G = {G}",
@@ -91,13 +92,9 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
     return legible(fig)
 
 
-def _band_labels(edges: list[float], G: int) -> list[str]:
-    """Each pass-rate band as the k of G right it holds: [0, e₁] then (eᵢ, eᵢ₊₁] (``lm_diagnostics``' bands)."""
-    labels = []
-    for i, (low, high) in enumerate(zip(edges[:-1], edges[1:])):
-        ks = [k for k in range(G + 1) if (k / G >= low if i == 0 else k / G > low) and k / G <= high]
-        labels.append(f"k = {ks[0]}–{ks[-1]}" if len(ks) > 1 else f"k = {ks[0]}" if ks else "none")
-    return labels
+def _band_labels(G: int) -> list[str]:
+    """Each pass-rate band of the mass panel as the counts k of G right it holds (the callback's own bands)."""
+    return [f"k = {lo}" if lo == hi else f"k = {lo}–{hi}" if lo >= 0 else "none" for lo, hi in band_counts(G)]
 
 
 def lm_sigma_figure(study: dict[str, Any], window: int = 10) -> plt.Figure:

@@ -15,6 +15,7 @@ it, since a clone of the public repository has no shared folder.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -233,3 +234,20 @@ def smollm2_wheel_or_skip() -> None:
         if os.environ.get(STRICT_ENV) == "1":
             pytest.fail(f"CI installs {smollm2.SMOLLM2_DISTRIBUTION} (make .venv); it is missing")
         pytest.skip(f"{smollm2.SMOLLM2_DISTRIBUTION} is not installed: {smollm2.SMOLLM2_INSTALL}")
+
+
+def same_summary(a, b, path="study"):
+    """Equal up to float rounding, NaN equal to NaN (JSON round trip); floats to a relative 1e-6, because another
+    scipy rounds the last digits of a t interval differently (scipy 1.11 against 1.17: 1e-11 relative)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for key in a:
+            same_summary(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            same_summary(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-6, abs=1e-12), path
+    else:
+        assert a == b, path

@@ -203,3 +203,19 @@ def _worker(model_dir: str, out: str) -> None:
 
 if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
+
+
+def test_a_resumed_run_times_only_the_steps_it_trained(model_dir, tmp_path):
+    """Resumed from step 1's checkpoint, the process trains step 2 alone: its pace is the time since it began
+    over one step (counting step 1 too would halve it, and the time left with it)."""
+    from stddial_book import DialDiagnostics
+
+    first = tiny_trainer(model_dir, tmp_path / "run", [parity_reward], [DialDiagnostics()],
+                         save_strategy="steps", save_steps=1)  # fmt: skip
+    first.train()
+    dial = DialDiagnostics()
+    again = tiny_trainer(model_dir, tmp_path / "run", [parity_reward], [dial], save_strategy="no")
+    again.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1"))
+    assert [r["step"] for r in dial.records] == [2]
+    assert dial.records[0]["step_s"] == pytest.approx(dial.records[0]["elapsed_s"])
+    assert dial.records[0]["eta_s"] == 0.0

@@ -261,3 +261,45 @@ def test_a_rate_the_plan_fixes_runs_no_pilots_and_a_lost_part_is_finished_in_a_n
         assert tool.main(["--out", str(tmp_path / "new"), *args]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0] and not (tmp_path / "new").exists()
+
+
+def test_the_pool_shares_one_queue_with_the_main_runs_and_old_recordings_resume_as_they_ran(
+    tmp_path, monkeypatch, capsys
+):
+    """With a fixed rate the measurements go first into the one queue of the main runs (one call of the process
+    pool, so no core waits on the pool), on record as their own stage. The recipes name the same runs in any
+    order. A recording made before --learning-rate, --recipes and --no-measure existed (its driver.json names
+    none of them) resumes as it ran: all recipes, measured, piloted; another value is refused naming what it ran."""
+    tool = _tool()
+    calls = []
+
+    def queue(jobs, workers, timeout):
+        calls.append([Path(cmd[cmd.index("--out") + 1]).name for cmd, _ in jobs])
+        return _StandIn(pilots_succeed=False)(jobs, workers, timeout)
+
+    monkeypatch.setattr(tool, "_parallel", queue)
+    fixed = ["--allow-cpu", "--steps", "12", "--learning-rate", "3e-4", "--recipes", "dapo", "grpo", "--seeds", "0"]
+    assert tool.main(["--out", str(tmp_path / "rec"), *fixed]) == 0
+    assert calls == [["measure-train", "measure-heldout", "grpo-seed0", "dapo-seed0"]]
+    driver = json.loads((tmp_path / "rec" / "driver.json").read_text())
+    assert [s["command"].split()[1] for s in driver["stages"]["measure"]] == ["measure", "measure"]
+    assert driver["settings"]["recipes"] == ["grpo", "dapo"]
+    reordered = [*fixed[:-5], "--recipes", "grpo", "dapo", "--seeds", "0"]
+    assert tool.main(["--out", str(tmp_path / "rec"), "--resume", *reordered]) == 0
+
+    old = tmp_path / "old"
+    first = _StandIn(pilots_succeed=False)
+    monkeypatch.setattr(tool, "_parallel", first)
+    assert tool.main(["--out", str(old), *ARGS]) == 1  # its pilots failed; it is to be resumed
+    driver = json.loads((old / "driver.json").read_text())
+    for key in ("learning_rate", "recipes", "measure"):  # as a recording made before these settings wrote it
+        del driver["settings"][key]
+    (old / "driver.json").write_text(json.dumps(driver))
+    monkeypatch.setattr(tool, "_parallel", _StandIn(pilots_succeed=True))
+    assert tool.main(["--out", str(old), "--resume", *ARGS]) == 0
+    assert tool.main(["--out", str(old), "--resume", *ARGS, "--recipes", "grpo"]) == 2
+    assert "recipes=['grpo', 'dr_grpo', 'dapo']" in capsys.readouterr().err
+    for rate, words in (("inf", "finite rate > 0"), ("0", "finite rate > 0")):
+        assert tool.main(["--out", str(tmp_path / "new"), "--learning-rate", rate]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0] and not (tmp_path / "new").exists()

@@ -133,3 +133,56 @@ def test_a_recording_still_running_ships_what_has_finished_and_names_the_rest(tm
     prov.write_text(prov.read_text().replace('"dirty": false', '"dirty": true'))
     out2 = tmp_path / "out2"
     _refused(_ship(rec, out2, summary, "--partial"), capsys, out2, summary, "not recorded from a clean commit")
+
+
+def _as_fixed_rate(rec: Path, **settings) -> None:
+    """The recording's driver.json as record_smollm2.py --learning-rate writes it (its settings name the runs)."""
+    driver = json.loads((rec / "driver.json").read_text())
+    driver["settings"] = {"seeds": [0, 1, 2], "recipes": ["grpo", "dr_grpo", "dapo"], "learning_rate": 3e-4, **settings}
+    (rec / "driver.json").write_text(json.dumps(driver))
+
+
+def test_what_a_partial_or_full_ship_cannot_tell_or_lacks_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """--partial without a readable driver.json, without settings naming the runs, or with nothing left to
+    finish; a full ship missing a run its driver asks for: one line each, nothing written."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path, ("main",)), tmp_path / "out", tmp_path / "study.json.gz"
+    _refused(_ship(rec, out, summary, "--partial"), capsys, out, summary, "records no settings")
+    (rec / "driver.json").write_text("[1, 2")
+    _refused(_ship(rec, out, summary, "--partial"), capsys, out, summary, "not JSON")
+    (rec / "driver.json").unlink()
+    _refused(_ship(rec, out, summary, "--partial"), capsys, out, summary, "holds no driver.json")
+    (rec / "driver.json").write_text(json.dumps({"settings": {}}))
+    _as_fixed_rate(rec)
+    _refused(_ship(rec, out, summary, "--partial"), capsys, out, summary, "nothing", "without --partial")
+    shutil.rmtree(rec / "main" / "dapo-seed2")  # a run that never started
+    _refused(_ship(rec, out, summary), capsys, out, summary, "main/dapo-seed2 are missing", "--partial")
+    assert _ship(rec, out, summary, "--partial") == 0
+    assert json.loads((out / "partial.json").read_text())["unfinished"] == ["main/dapo-seed2"]
+
+
+def test_a_recording_without_its_pool_ships_its_runs_and_measurements_are_checked(tmp_path, monkeypatch, capsys):
+    """--no-measure: the measurements are not asked for, so not unfinished. A measurement of other questions, from a
+    checkout with changes or from another commit than the runs' is refused."""
+    monkeypatch.setattr("stddial_book.bridges.smollm2.smollm2_token_counter", _word_counter)
+    rec, out, summary = _recording(tmp_path, ("main",)), tmp_path / "out", tmp_path / "study.json.gz"
+    _as_fixed_rate(rec, measure=False)
+    shutil.rmtree(rec / "main" / "grpo-seed1" / "grpo-seed1")
+    for kind in ("train", "heldout"):
+        shutil.move(rec / f"measure-{kind}", tmp_path / f"measure-{kind}")
+    assert _ship(rec, out, summary, "--partial") == 0
+    assert json.loads((out / "partial.json").read_text())["unfinished"] == ["main/grpo-seed1"]
+    assert not (out / "measure").exists()
+
+    _as_fixed_rate(rec)
+    shutil.move(tmp_path / "measure-train", rec / "measure-train")
+    record = json.loads((rec / "measure-train" / "measure.json").read_text())
+    commit = json.loads((rec / "main" / "grpo-seed0" / "grpo-seed0" / "provenance.json").read_text())["git_commit"]
+    for provenance, words in (({"git_commit": commit, "dirty": True}, "not measured from a clean commit"),
+                              ({"git_commit": "0" * 40, "dirty": False}, "another commit than the runs'")):  # fmt: skip
+        (rec / "measure-train" / "measure.json").write_text(json.dumps({**record, "provenance": provenance}))
+        out2 = tmp_path / "out2"
+        _refused(_ship(rec, out2, summary, "--partial"), capsys, out2, summary, words)
+    other = {**record["settings"], "prompts_sha256": "f" * 64}
+    (rec / "measure-train" / "measure.json").write_text(json.dumps({**record, "settings": other}))
+    _refused(_ship(rec, tmp_path / "out3", summary, "--partial"), capsys, tmp_path / "out3", summary, "questions")

@@ -13,8 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import STRICT_ENV, smollm2_wheel_or_skip
-from test_smollm2_study import _same
+from conftest import STRICT_ENV, same_summary, smollm2_wheel_or_skip
 
 from stddial_book.core.resources import data_path
 from stddial_book.experiments.smollm2.study import STRICT_STUDY_FILE, load_study, write_study
@@ -88,6 +87,20 @@ def test_the_base_pool_is_measured_under_both_checks():
         assert record["settings"]["samples"] == 64 and len(record["rows"]) == count
         assert all(set(row["correct_by"]) == {"last-number", "math-verify"} for row in record["rows"])
         assert record["provenance"]["dirty"] is False and record["provenance"]["device"].startswith("cpu")
+        assert record["settings"]["prompts_sha256"] == _sha(f"pool_{kind}.jsonl")
+        assert "## Third amendment" in _plan_at(record["provenance"]["git_commit"])  # the runs' commit (above)
+        commits = {p["git_commit"] for p in _provenances().values()} if (STRICT / "main").is_dir() else set()
+        assert commits <= {record["provenance"]["git_commit"]}
+
+
+def test_the_shipped_part_and_what_is_unfinished_make_the_whole_recording():
+    """Every run the plan asks for and both measurements are either shipped or named as unfinished, never both;
+    a complete recording names none."""
+    runs = {f"main/{r}-seed{s}" for r in ("grpo", "dr_grpo", "dapo") for s in (0, 1, 2)}
+    shipped = {f"main/{run}" for run in _provenances()} if (STRICT / "main").is_dir() else set()
+    shipped |= {f"measure/{kind}" for kind in ("train", "heldout") if (STRICT / "measure" / kind).is_dir()}
+    unfinished = set(json.loads((STRICT / "partial.json").read_text())["unfinished"]) if not COMPLETE else set()
+    assert not shipped & unfinished and shipped | unfinished == runs | {"measure/train", "measure/heldout"}
 
 
 @complete_only
@@ -101,4 +114,4 @@ def test_the_shipped_summary_recomputes_from_the_logs(tmp_path):
     from stddial_book.bridges.smollm2 import smollm2_token_counter
 
     fresh = write_study(STRICT, tmp_path / "study.json.gz", count_tokens=smollm2_token_counter())
-    _same(load_study(fresh), load_study(STRICT_STUDY_FILE))
+    same_summary(load_study(fresh), load_study(STRICT_STUDY_FILE))

@@ -24,16 +24,18 @@ study under a plan of their own (--seeds, --plan). Its settings must equal RECOR
 passes; TRL accumulates the passes into the same update); driver.json names RECORDING, the sha256 of its
 driver.json and the commits its pilots ran from.
 
---learning-rate RATE runs no pilots: every main run trains at RATE, the rate a plan fixes in advance (the
-base model's pool is measured first, unless --no-measure). With --no-measure, --recipes and --seeds it records
-only the runs named, in a new folder: the runs that a recording lost with its machine had not finished (its
-finished part having been shipped with ship_smollm2.py --partial), recorded from the same commit.
+--learning-rate RATE runs no pilots: every main run trains at RATE, the rate a plan fixes in advance, and the
+base model's pool (unless --no-measure) is measured in the same queue as the main runs, its two processes first
+(nothing waits on it). With --no-measure, --recipes and --seeds it records only the runs named, in a new
+folder: the runs that a recording lost with its machine had not finished (its finished part having been shipped
+with ship_smollm2.py --partial); run it from that recording's commit, which each run's provenance records.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -102,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        if args.learning_rate is not None and (args.pilots_from is not None or not args.learning_rate > 0):
-            raise ValueError("--learning-rate takes a rate > 0 and replaces the pilots: give it without --pilots-from.")
+        if args.learning_rate is not None and not (math.isfinite(args.learning_rate) and args.learning_rate > 0):
+            raise ValueError(f"--learning-rate {args.learning_rate}: give a finite rate > 0, such as 3e-4.")
+        if args.learning_rate is not None and args.pilots_from is not None:
+            raise ValueError("--learning-rate replaces the pilots: give it without --pilots-from.")
+        args.recipes = sorted(args.recipes, key=list(RECIPES).index)  # the same runs, in whatever order given
         if not args.measure and args.learning_rate is None:
             raise ValueError("--no-measure goes with --learning-rate (a recording with pilots measures the pool too).")
         if args.pilots_from is not None:  # recorded in the settings as a folder name
@@ -123,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | None = None) -> int:
     """The stages of a recording opened by :func:`_open_recording`; 0 when every process finished. With
     ``source`` (:func:`_pilots_source`) the measure and pilot stages are that recording's, and only the main
-    runs are recorded here."""
+    runs are recorded here; with ``args.learning_rate`` no pilot runs, and the measurements (unless
+    ``args.measure`` is False) share one queue with the main runs."""
     py = [sys.executable, "-m", "stddial_book"]
     cpu = ["--allow-cpu"] if args.allow_cpu else []
     common = [
@@ -162,7 +168,8 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
         if args.pilot_recipes == ["grpo"]:  # the first plan's record, as its study reads it
             record["pilot"] = record["pilots"]["grpo"]
     _write(out / "driver.json", record)
-    print(f"{'the plan' if args.learning_rate is not None else 'pilot'}: learning rates {rates}", flush=True)
+    shown = {recipe: rate for recipe, rate in rates.items() if recipe in args.recipes}
+    print(f"{'the plan' if args.learning_rate is not None else 'pilot'}: learning rates {shown}", flush=True)
 
     mains = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
@@ -254,7 +261,7 @@ def _pilots_source(args: argparse.Namespace) -> dict:
     if changed:
         raise ValueError(
             f"--pilots-from {source} was recorded with other {', '.join('--' + k.replace('_', '-') for k in changed)} "
-            f"({', '.join(f'{k}={settings.get(k)!r}' for k in changed)}); give the same values."
+            f"({', '.join(f'{k}={settings.get(k, BEFORE.get(k))!r}' for k in changed)}); give the same values."
         )
     try:
         pilots = _read_pilots(source, args.pilot_recipes)
@@ -348,7 +355,7 @@ def _open_recording(args: argparse.Namespace) -> tuple[Path, dict]:
     if changed:
         raise ValueError(
             f"cannot resume: {', '.join('--' + k.replace('_', '-') for k in changed)} differ from the recording's "
-            f"start ({', '.join(f'{k}={was.get(k)!r}' for k in changed)}); give the same values."
+            f"start ({', '.join(f'{k}={was.get(k, BEFORE.get(k))!r}' for k in changed)}); give the same values."
         )
     return out, record
 

@@ -19,9 +19,12 @@ ran from, and REC) by paths relative to the repository and to the recording (the
 the files). Writes only into --out, which it creates, and the summary file, which must not exist.
 
 A recording whose plan fixed the rate (record_smollm2.py --learning-rate) has no pilots; its summary has none.
---partial ships a recording still running, so that what has finished is kept whatever happens to the machine:
-its finished main runs and measurements, under the same checks, and partial.json naming what has not finished
-(the runs its driver.json asks for, and the measurements); it writes no summary.
+A full ship holds every run the recording's driver.json asks for. --partial ships a recording still running, so
+that what has finished is kept whatever happens to the machine: its finished main runs and measurements, under
+the same checks, and partial.json naming what its driver.json asks for that has not finished (no measurement
+under --no-measure); it writes no summary, and refuses a recording with nothing left to finish. Measurements
+must have read the repository's question files and, where they record their provenance, come from a clean
+checkout of the runs' commit.
 """
 
 from __future__ import annotations
@@ -98,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rec, out = args.recording, args.out
     pil = args.pilots_recording or rec
-    if out.exists() or out.is_symlink() or args.summary.exists():
+    if out.exists() or out.is_symlink() or (not args.partial and args.summary.exists()):
         print(f"error: {out} or {args.summary} exists; ship into a new folder.", file=sys.stderr)
         return 2
-    if not args.summary.parent.is_dir():
+    if not args.partial and not args.summary.parent.is_dir():
         print(
             f"error: --summary {args.summary}: its folder does not exist; give a file in an existing folder.",
             file=sys.stderr,
@@ -110,19 +113,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.pilots_recording is not None and not (args.pilots_source_root and args.pilots_recorded_root):
         print("error: --pilots-recording needs --pilots-source-root and --pilots-recorded-root.", file=sys.stderr)
         return 2
+    if args.partial and args.pilots_recording is not None:
+        print("error: --partial ships one recording; give it without --pilots-recording.", file=sys.stderr)
+        return 2
+    settings = _driver_settings(rec)
     runs = _runs(rec, args.pilots_recording)
-    unfinished = []
+    measured, unfinished = ["train", "heldout"], []
     if args.partial:
-        if args.pilots_recording is not None:
-            print("error: --partial ships one recording; give it without --pilots-recording.", file=sys.stderr)
+        if isinstance(settings, str):
+            print(f"error: --partial needs the runs the recording asks for: {settings}.", file=sys.stderr)
             return 2
-        finished = {n for n, src in runs.items() if all((src / f).is_file() for f in RUN_FILES)}
-        unfinished = (_expected(rec) | set(runs)) - finished
-        runs = {n: src for n, src in runs.items() if n not in unfinished}
+        runs, measured, unfinished = _finished_part(rec, runs, settings)
+        if not unfinished:
+            print(f"error: nothing in {rec} is unfinished; ship it without --partial.", file=sys.stderr)
+            return 2
     problems = [f"{src}: lacks {n}" for src in runs.values() for n in RUN_FILES if not (src / n).is_file()]
     if not (rec / "driver.json").is_file():
         problems.append(f"{rec}: no driver.json")
-    measured = [k for k in ("train", "heldout") if (pil / f"measure-{k}" / "pool.csv").is_file() or not args.partial]
+    elif not args.partial and isinstance(settings, dict):  # a full ship holds every run its driver asks for
+        missing = sorted(_expected(settings) - set(runs))
+        if missing:
+            problems.append(f"{rec}: the runs {', '.join(missing)} are missing (ship what has finished with --partial)")
     problems += [f"{pil}: no {n}" for n in ("driver.json", *(f"measure-{k}/pool.csv" for k in measured))
                  if not (pil / n).is_file()]  # fmt: skip
     if args.pilots_recording is not None and not problems:
@@ -149,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     for group, found in commits.items():
         if len(found) > 1:
             problems.append(f"{group} runs from several commits: {sorted(map(str, found))}")
+    problems += _measure_problems(pil, measured, commits["pilot" if args.pilots_recording is not None else "main"])
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
@@ -181,22 +193,69 @@ def main(argv: list[str] | None = None) -> int:
     if args.pilots_recording is not None:
         (out / "pilots-driver.json").write_text(fix_pilots((pil / "driver.json").read_text()))
     if args.partial:
-        missing = sorted(unfinished) + [f"measure/{k}" for k in ("train", "heldout") if k not in measured]
-        (out / "partial.json").write_text(json.dumps({"unfinished": missing}, indent=1) + "\n")
-        print(f"shipped {len(runs)} finished runs into {out} ({len(missing)} part(s) unfinished); no summary")
+        (out / "partial.json").write_text(json.dumps({"unfinished": unfinished}, indent=1) + "\n")
+        print(f"shipped {len(runs)} finished runs into {out} ({len(unfinished)} part(s) unfinished); no summary")
         return 0
     dump_study(summary, args.summary)
     print(f"shipped {len(runs)} runs into {out}; summary {args.summary}")
     return 0
 
 
-def _expected(recording: Path) -> set[str]:
-    """The main runs the recording's driver.json settings ask for (seeds × recipes), as shipped names."""
+def _driver_settings(recording: Path) -> dict[str, Any] | str:
+    """The settings the recording's driver.json records, or the one-line reason there are none to read."""
+    path = recording / "driver.json"
+    if path.is_symlink() or not path.is_file():
+        return f"{recording} holds no driver.json"
+    try:
+        record = json.loads(path.read_text())
+    except ValueError:
+        return f"{path} is not JSON"
+    settings = record.get("settings") if isinstance(record, dict) else None
+    if not isinstance(settings, dict) or not isinstance(settings.get("seeds"), list):
+        return f"{path} records no settings (seeds) to tell which runs it asks for"
+    return settings
+
+
+def _expected(settings: dict[str, Any]) -> set[str]:
+    """The main runs a recording's driver.json ``settings`` ask for (seeds × recipes), as shipped names."""
     from stddial_book.theory.recipes import RECIPES
 
-    settings = json.loads((recording / "driver.json").read_text()).get("settings", {})
     recipes = settings.get("recipes") or list(RECIPES)
     return {f"main/{recipe}-seed{seed}" for seed in settings.get("seeds", []) for recipe in recipes}
+
+
+def _finished_part(recording: Path, runs: dict[str, Path], settings: dict[str, Any]):
+    """--partial: the runs that have finished (every file of :data:`RUN_FILES`), the measurements that have (none
+    asked for under ``--no-measure``), and the names of every run and measurement asked for that has not."""
+    finished = {n: src for n, src in runs.items() if all((src / f).is_file() for f in RUN_FILES)}
+    kinds = ("train", "heldout") if settings.get("measure", True) else ()
+    measured = [k for k in kinds if (recording / f"measure-{k}" / "pool.csv").is_file()]
+    unfinished = sorted((_expected(settings) | set(runs)) - set(finished))
+    return finished, measured, unfinished + [f"measure/{k}" for k in kinds if k not in measured]
+
+
+def _measure_problems(recording: Path, kinds: list[str], commits: set) -> list[str]:
+    """What stops the measurements ``kinds`` of ``recording`` from shipping: questions other than the repository's,
+    and, where the measurement records its provenance, a checkout with changes or a commit other than the runs'."""
+    from stddial_book.bridges.smollm2 import file_sha256
+
+    files = {"train": "pool_train.jsonl", "heldout": "pool_heldout.jsonl"}
+    problems = []
+    for kind in kinds:
+        path = recording / f"measure-{kind}" / "measure.json"
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            problems.append(f"{path}: cannot be read")
+            continue
+        if record.get("settings", {}).get("prompts_sha256") != file_sha256(ROOT / "data" / "smollm2" / files[kind]):
+            problems.append(f"{path}: its questions are not the repository's data/smollm2/{files[kind]}")
+        prov = record.get("provenance")
+        if prov is not None and prov.get("dirty") is not False:
+            problems.append(f"{path}: not measured from a clean commit")
+        if prov is not None and commits and prov.get("git_commit") not in commits:
+            problems.append(f"{path}: measured from another commit than the runs'")
+    return problems
 
 
 if __name__ == "__main__":

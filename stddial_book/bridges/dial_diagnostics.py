@@ -190,12 +190,15 @@ class DialDiagnostics(_callback_base()):
     * ``dial/sigma_mean``: the mean over groups of σ = sqrt(k(G − k))/G, and ``dial/k_counts/<k>``: the
       number of groups with k passes, k = 0..G;
     * ``dial/mass_by_band/<lo>-<hi>``: each pass-rate band's share of the update's advantage mass Σ|Aᵢ|,
-      and ``dial/mass_in_silent``: the mass in silent groups (0 when TRL zeroes them);
+      and ``dial/mass_in_silent``: the mass in silent groups (0 when TRL zeroes them; a shaped reward, such
+      as DAPO's length penalty, can give a group silent by the verifier some);
     * ``dial/advantage_gap``: the largest difference between TRL's advantages and the book's for the
       recipe TRL runs; ``dial/identity_gap``: the largest |mean |A| − 2w(p̂)| over groups, where the
       identity's closed form applies (two-valued rewards; chapter 3).
 
-    ``records`` keeps one dict per optimizer step with the same numbers (lists unsplit, plus progress).
+    ``records`` keeps one dict per optimizer step with the same numbers (lists unsplit, plus progress:
+    ``elapsed_s`` since this process began training, ``step_s`` the mean seconds of the steps it has trained,
+    a resumed run's earlier steps not counted, and ``eta_s`` the time left at that pace).
 
     ``verifier`` is the reward function that says whether a completion passed, by its TRL name (its
     ``__name__``) or position in ``reward_funcs``; the first (0) by default. A completion passes when the
@@ -226,6 +229,7 @@ class DialDiagnostics(_callback_base()):
         self._step_batches: list[dict[str, Any]] = []  # batches since the last optimizer step
         self._seen: Any = None
         self._start = time.perf_counter()
+        self._begun_at = 0
 
     # -- setting up -------------------------------------------------------------------------------------
 
@@ -238,6 +242,7 @@ class DialDiagnostics(_callback_base()):
         self._window, self._step_batches = [], []
         self._mark_seen()
         self._start = time.perf_counter()
+        self._begun_at = int(getattr(state, "global_step", 0) or 0)  # a resumed run begins past step 0
 
     def _check_trainer(self, trainer: Any, args: Any) -> None:
         import trl
@@ -333,7 +338,7 @@ class DialDiagnostics(_callback_base()):
             record.update(_combine(self._step_batches))
         self._step_batches = []
         elapsed = time.perf_counter() - self._start
-        per_step = elapsed / max(state.global_step, 1)
+        per_step = elapsed / max(state.global_step - self._begun_at, 1)  # the steps this process has trained
         eta = per_step * max(state.max_steps - state.global_step, 0)
         record.update(elapsed_s=elapsed, step_s=per_step, eta_s=eta)
         self.records.append(record)

@@ -45,6 +45,8 @@ def _band_of(rates: np.ndarray) -> np.ndarray:
 def band_counts(group_size: int) -> list[tuple[int, int]]:
     """For each band of :data:`PASS_RATE_BANDS`, the lowest and highest count k of ``group_size`` right that
     falls in it ((-1, -1) for a band no count reaches): what a band of the gradient mass is made of."""
+    if not (isinstance(group_size, int) and group_size >= 1):
+        raise ValueError(f"group_size must be a whole number >= 1 (got {group_size!r}).")
     k = np.arange(group_size + 1)
     band = _band_of(k / group_size)
     return [(int(k[band == b].min()), int(k[band == b].max())) if (band == b).any() else (-1, -1)

@@ -11,7 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stddial_book.bridges.lm_diagnostics import band_counts
+from stddial_book.bridges.lm_diagnostics import PASS_RATE_BANDS, band_counts
 from stddial_book.experiments.smollm2.study import group_sigmas, sigma_shares
 from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, STACKED_WIDTH, legible
 
@@ -75,6 +75,8 @@ def lm_dial_figure(study: dict[str, Any], predicted: dict[str, float]) -> plt.Fi
         ax.set(xlabel="optimizer step", ylabel="share of groups", ylim=(0, 1.02), title=titles[side])
     axes[0].legend(loc="upper right")
     edges = study["bands"]
+    if list(edges) != list(PASS_RATE_BANDS):
+        raise ValueError(f"the summary's mass bands {edges} are not the callback's {list(PASS_RATE_BANDS)}.")
     width = 0.8 / len(study["recipes"])
     for i, recipe in enumerate(study["recipes"]):
         mass = np.mean([run["mass_by_band"] for run in study["runs"] if run["recipe"] == recipe], axis=0)

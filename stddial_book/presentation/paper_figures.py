@@ -6,7 +6,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stddial_book.core.checks import check_int, to_numpy
-from stddial_book.presentation.style import RECIPE_COLORS, RECIPE_NAMES, TYPE_SIZES, legible_figure, stacked_figure
+from stddial_book.presentation.style import (
+    RECIPE_COLORS,
+    RECIPE_NAMES,
+    STACKED_WIDTH,
+    TYPE_SIZES,
+    legible_figure,
+    stacked_figure,
+)
 from stddial_book.theory.recipes import DR_GRPO, GRPO, RECIPES
 
 __all__ = [
@@ -341,7 +348,7 @@ def silent_by_group_size_figure(
             sizes = _values(pair[0], f"markers[{name!r}] sizes")
             checked[name] = (sizes, _values(pair[1], f"markers[{name!r}] values", sizes.size))
         markers = checked
-    fig, ax = plt.subplots(figsize=(9.5, 3.8), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(STACKED_WIDTH, 5.4), constrained_layout=True)
     for name, curve in curves.items():
         ax.plot(group_sizes, curve, lw=2.5 if name.startswith("Big-Math") else 1.5, label=name)
     for name, (sizes, values) in (markers or {}).items():
@@ -350,7 +357,8 @@ def silent_by_group_size_figure(
     ax.set_xticks(group_sizes)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set(xlabel="group size G", ylabel="silent fraction", ylim=(0, 1.0))
-    ax.legend(frameon=False, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside: inside it hides curves
+    # below the axes, in two columns: inside it hides curves, and beside them it squeezes the plot on a phone
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     return fig
 
 

@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     for group, found in commits.items():
         if len(found) > 1:
             problems.append(f"{group} runs from several commits: {sorted(map(str, found))}")
-    problems += _measure_problems(pil, measured, commits["pilot" if args.pilots_recording is not None else "main"])
+    questions = {"train": expected["dataset"], "heldout": expected["eval_file"]}  # the sha256 each run read
+    problems += _measure_problems(pil, measured, questions, commits["pilot" if args.pilots_recording else "main"])
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
@@ -234,12 +235,10 @@ def _finished_part(recording: Path, runs: dict[str, Path], settings: dict[str, A
     return finished, measured, unfinished + [f"measure/{k}" for k in kinds if k not in measured]
 
 
-def _measure_problems(recording: Path, kinds: list[str], commits: set) -> list[str]:
-    """What stops the measurements ``kinds`` of ``recording`` from shipping: questions other than the repository's,
-    and, where the measurement records its provenance, a checkout with changes or a commit other than the runs'."""
-    from stddial_book.bridges.smollm2 import file_sha256
-
-    files = {"train": "pool_train.jsonl", "heldout": "pool_heldout.jsonl"}
+def _measure_problems(recording: Path, kinds: list[str], questions: dict[str, str], commits: set) -> list[str]:
+    """What stops the measurements ``kinds`` of ``recording`` from shipping: questions other than the repository's
+    (``questions`` maps each kind to its file's sha256), and, where the measurement records its provenance, a
+    checkout with changes or a commit other than the runs'."""
     problems = []
     for kind in kinds:
         path = recording / f"measure-{kind}" / "measure.json"
@@ -248,8 +247,8 @@ def _measure_problems(recording: Path, kinds: list[str], commits: set) -> list[s
         except (OSError, ValueError):
             problems.append(f"{path}: cannot be read")
             continue
-        if record.get("settings", {}).get("prompts_sha256") != file_sha256(ROOT / "data" / "smollm2" / files[kind]):
-            problems.append(f"{path}: its questions are not the repository's data/smollm2/{files[kind]}")
+        if record.get("settings", {}).get("prompts_sha256") != questions[kind]:
+            problems.append(f"{path}: its questions are not the repository's {kind} file in data/smollm2")
         prov = record.get("provenance")
         if prov is not None and prov.get("dirty") is not False:
             problems.append(f"{path}: not measured from a clean commit")

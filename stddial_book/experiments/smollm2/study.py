@@ -4,8 +4,8 @@
 ``metrics.jsonl.gz``, ``eval.json.gz`` and ``provenance.json``). :func:`lm_study` turns them into one
 JSON-ready summary: per run the held-out and pool accuracy before and after training, the per-step curves
 (batch pass rate, silent fraction and its two sides, mean σ, completion length, truncated share, the mass in
-silent groups, seconds a step) and the gradient mass by pass-rate band; per recipe the planned tests (family A: after − before, paired Student t over seeds;
-family B: recipes pairwise after training, Welch t with Welch's degrees of freedom; each family Bonferroni
+silent groups, seconds a step) and the gradient mass by pass-rate band; per recipe the planned tests (family A:
+after − before, paired Student t over seeds; family B: recipes pairwise after training, Welch t with Welch's degrees of freedom; each family Bonferroni
 over its three comparisons, with the smallest difference the seeds would detect at 80% power); the
 persistence of silence in the training pool; accuracy by tier. Statistics come from ``scipy.stats``.
 """
@@ -185,7 +185,7 @@ def _welch_mde(sd_a: float, n_a: int, sd_b: float, n_b: int, alpha: float, power
     noise = np.random.default_rng(20_000).standard_normal((20_000, n_a + n_b))
     x, y = noise[:, :n_a] * sd_a, noise[:, n_a:] * sd_b
     reach = lambda shift: float(np.mean(stats.ttest_ind(x + shift, y, axis=1, equal_var=False).pvalue < alpha))
-    low, high = 0.0, (sd_a + sd_b) or 1.0
+    low, high = 0.0, sd_a + sd_b  # > 0, checked above
     while reach(high) < power:  # double until the power passes
         high *= 2.0
     for _ in range(40):  # bisection on a step function: to 2⁻⁴⁰ of the bracket
@@ -335,8 +335,8 @@ def _curves(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
 
 def step_seconds(elapsed: Sequence[float]) -> list[float]:
     """Each step's seconds from ``elapsed``, the callback's ``elapsed_s`` of each step (seconds since its process
-    began training, logged at the step's end): the difference from the step before, or, at a run's first step and at the first step
-    after a resume (where the clock starts again), the elapsed time itself."""
+    began training, logged at the step's end): the difference from the step before, or, at a run's first step
+    and at the first step after a resume (where the clock starts again), the elapsed time itself."""
     out, before = [], None
     for now in (float(e) for e in elapsed):
         out.append(now - before if before is not None and now > before else now)
@@ -517,15 +517,17 @@ def study_summary(
     pool, k of n per question (``pools`` maps ``"train"`` and ``"heldout"`` to the ``pool.csv`` files). With
     ``pilots`` None (a plan that fixed the rate, ``record_smollm2.py --learning-rate``) the pilot keys are empty
     and ``"pilot"`` is absent."""
+    return {
+        **lm_study(main, count_tokens),
+        **_pilot_keys(pilots),
+        "base_pool": {kind: read_pool_counts(Path(pools[kind])) for kind in ("train", "heldout")},
+    }
+
+
+def _pilot_keys(pilots: str | os.PathLike | Mapping[str, Path] | None) -> dict[str, Any]:
+    """The summary's pilot keys (:func:`study_summary`): empty, without ``"pilot"``, when ``pilots`` is None."""
     if pilots is None:
-        return {
-            **lm_study(main, count_tokens),
-            **{
-                key: ({} if key == "pilots" else [])
-                for key in ("pilots", "pilot_devices", "pilot_commits", "pilot_seeds")
-            },
-            "base_pool": {kind: read_pool_counts(Path(pools[kind])) for kind in ("train", "heldout")},
-        }
+        return {"pilots": {}, "pilot_devices": [], "pilot_commits": [], "pilot_seeds": []}
     pilot_runs = _named(pilots)
     provenances = [
         json.loads((run / "provenance.json").read_text(encoding="utf-8"))
@@ -538,13 +540,11 @@ def study_summary(
         for recipe, curves in pilot_curves(pilot_runs).items()
     }  # fmt: skip
     return {
-        **lm_study(main, count_tokens),
         "pilot": picked["grpo"],  # the first plan's key: GRPO's pilot, whose rate every recipe used
         "pilots": picked,
         "pilot_devices": sorted({str(p.get("device")) for p in provenances}),
         "pilot_commits": sorted({str(p.get("git_commit")) for p in provenances}),
         "pilot_seeds": sorted({int(p["seed"]) for p in provenances if p.get("seed") is not None}),
-        "base_pool": {kind: read_pool_counts(Path(pools[kind])) for kind in ("train", "heldout")},
     }
 
 

@@ -43,6 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stddial_book.bridges.lm_record import lm_run_name
 from stddial_book.theory.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,8 +174,8 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
 
     mains = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
-               "--work", str(out / "work" / f"{recipe}-seed{seed}"), "--out", str(out / "main" / f"{recipe}-seed{seed}")],
-         _log(out, f"{recipe}-seed{seed}", attempt))
+               "--work", str(out / "work" / lm_run_name(recipe, seed)), "--out", str(out / "main" / lm_run_name(recipe, seed))],
+         _log(out, lm_run_name(recipe, seed), attempt))
         for seed in args.seeds for recipe in RECIPES if recipe in args.recipes
     ]  # fmt: skip
     done = _parallel(measures + mains, args.jobs, args.timeout)  # nothing waits on the pool: one queue
@@ -230,7 +231,7 @@ def _read_pilots(recording: Path, recipes: list[str]) -> dict:
     pilots = {}
     for recipe in recipes:
         curves = {
-            float(r): pass_rate_curve(recording / "pilot" / f"{recipe}-{r}" / f"{recipe}-seed{PILOT_SEED}")
+            float(r): pass_rate_curve(recording / "pilot" / f"{recipe}-{r}" / lm_run_name(recipe, PILOT_SEED))
             for r in PILOT_RATES
         }
         pilots[recipe] = {"curves": curves, "chosen_learning_rate": choose_learning_rate(curves)}

@@ -219,10 +219,11 @@ def _driver_settings(recording: Path) -> dict[str, Any] | str:
 
 def _expected(settings: dict[str, Any]) -> set[str]:
     """The main runs a recording's driver.json ``settings`` ask for (seeds × recipes), as shipped names."""
+    from stddial_book.bridges.lm_record import lm_run_name
     from stddial_book.theory.recipes import RECIPES
 
-    recipes = settings.get("recipes") or list(RECIPES)
-    return {f"main/{recipe}-seed{seed}" for seed in settings.get("seeds", []) for recipe in recipes}
+    recipes = settings.get("recipes") or list(RECIPES)  # a recording older than --recipes ran every recipe
+    return {f"main/{lm_run_name(recipe, seed)}" for seed in settings.get("seeds", []) for recipe in recipes}
 
 
 def _finished_part(recording: Path, runs: dict[str, Path], settings: dict[str, Any]):

@@ -412,6 +412,25 @@ def test_predicted_silence_by_hand_and_by_enumeration():
             predicted_silence([1], **bad)
 
 
+def test_predicted_silence_is_the_teaching_pool_silent_fraction() -> None:
+    """The study's split (all wrong, all right) sums to the teaching version chapters 5 and 7 show (``math.comb``
+    ratios, G of the n stored draws) on seeded random pools, and each side is that version's own term."""
+    import math
+
+    from stddial_book.experiments.smollm2.study import predicted_silence
+    from stddial_book.teaching.silent_fraction import pool_silent_fraction
+
+    rng = np.random.default_rng(15)
+    for _ in range(40):
+        n = int(rng.integers(1, 70))
+        k = rng.binomial(n, rng.beta(0.5, 0.5, size=int(rng.integers(1, 300))))
+        G = int(rng.integers(1, n + 1))
+        got = predicted_silence(k, samples=n, group_size=G)
+        assert got["silent"] == pytest.approx(pool_silent_fraction(k, n, G, subsample=True), rel=1e-9, abs=1e-12)
+        wrong = np.mean([math.comb(n - int(j), G) / math.comb(n, G) for j in k])
+        assert got["wrong"] == pytest.approx(wrong, rel=1e-9, abs=1e-12)
+
+
 def test_step_seconds_by_hand() -> None:
     """Differences of the callback's elapsed time; the first step, and the first after a resume (the clock starts
     again), count from the process's start."""

@@ -174,7 +174,8 @@ def _record(args: argparse.Namespace, out: Path, record: dict, source: dict | No
 
     mains = [
         (py + ["record-lm", *common, "--recipes", recipe, "--seeds", str(seed), "--learning-rate", repr(rates[recipe]),
-               "--work", str(out / "work" / lm_run_name(recipe, seed)), "--out", str(out / "main" / lm_run_name(recipe, seed))],
+               "--work", str(out / "work" / lm_run_name(recipe, seed)),
+               "--out", str(out / "main" / lm_run_name(recipe, seed))],
          _log(out, lm_run_name(recipe, seed), attempt))
         for seed in args.seeds for recipe in RECIPES if recipe in args.recipes
     ]  # fmt: skip

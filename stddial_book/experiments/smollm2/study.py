@@ -5,9 +5,10 @@
 JSON-ready summary: per run the held-out and pool accuracy before and after training, the per-step curves
 (batch pass rate, silent fraction and its two sides, mean σ, completion length, truncated share, the mass in
 silent groups, seconds a step) and the gradient mass by pass-rate band; per recipe the planned tests (family A:
-after − before, paired Student t over seeds; family B: recipes pairwise after training, Welch t with Welch's degrees of freedom; each family Bonferroni
-over its three comparisons, with the smallest difference the seeds would detect at 80% power); the
-persistence of silence in the training pool; accuracy by tier. Statistics come from ``scipy.stats``.
+after − before, paired Student t over seeds; family B: recipes pairwise after training, Welch t with Welch's
+degrees of freedom; each family Bonferroni over its three comparisons, with the smallest difference the seeds
+would detect at 80% power); the persistence of silence in the training pool; accuracy by tier. Statistics come
+from ``scipy.stats``.
 """
 
 from __future__ import annotations

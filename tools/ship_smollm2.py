@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(found) > 1:
             problems.append(f"{group} runs from several commits: {sorted(map(str, found))}")
     questions = {"train": expected["dataset"], "heldout": expected["eval_file"]}  # the sha256 each run read
-    measured_by = commits["pilot" if args.pilots_recording is not None else "main"]  # the measurements must come from these runs' commit
+    # the measurements must come from the commit of the runs recorded beside them
+    measured_by = commits["pilot" if args.pilots_recording is not None else "main"]
     problems += _measure_problems(pil, measured, questions, measured_by)
     if problems:
         print("error: " + "; ".join(problems), file=sys.stderr)

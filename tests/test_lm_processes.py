@@ -3,6 +3,8 @@ by ``accelerate launch``, train one run together; the main process alone writes,
 out as a one-process run's; the dial's numbers in the log are TRL's own at every step; a refusal ends both
 processes with one line and status 2, writing nothing; an interrupted two-process run resumes from its
 checkpoint to the very numbers of a run never stopped. A tiny random Qwen2 model, three steps; no network.
+A finished run's processes wait for each other before they leave the group (so none leaves while the group's
+worker threads still hold a collective's tensors); a failed run's leave at once.
 
 Run as a script (``python tests/test_lm_processes.py ARGS...``) it is a process of the interrupted run: the
 ``record-lm`` command with ARGS, stopped on every process (as Ctrl-C stops it) once checkpoint 2 is saved.
@@ -292,3 +294,51 @@ print("loaded after")
 
     # the pinned torch refuses it (the failure this guards against); a later one may accept it by itself
     assert lines[0] == "refused before: True" if torch.__version__.startswith("2.13.") else lines[0] != ""
+
+
+#: How record-lm leaves its group (end_processes), in two processes where the main one arrives LATE_S later.
+LATE_S = 2.0
+END_SCRIPT = f"""
+import os, sys, time
+import torch.distributed as dist
+from stddial_book.bridges.lm_setup import end_processes, start_processes
+
+finished = sys.argv[1] == "finished"
+assert start_processes(cpu=True) and dist.get_world_size() == 2
+dist.barrier()  # both processes are here: the clocks below start together
+if dist.get_rank() == 0:
+    time.sleep({LATE_S})
+start = time.monotonic()
+end_processes(finished)
+print(f"rank {{os.environ['RANK']}} waited {{time.monotonic() - start:.2f}} initialized {{dist.is_initialized()}}")
+"""
+
+
+def _end_in_two_processes(tmp_path, how: str) -> dict[str, tuple[float, str]]:
+    """The two processes' wait in end_processes(finished or not) and whether a group is left afterwards."""
+    script = tmp_path / "end.py"
+    script.write_text(END_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    done = subprocess.run(
+        [*command, str(script), how], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = {}
+    for line in done.stdout.splitlines():
+        _, rank, _, waited, _, initialized = line.split()
+        found[rank] = (float(waited), initialized)
+    assert sorted(found) == ["0", "1"]
+    return found
+
+
+def test_a_finished_run_waits_for_every_process_then_leaves_the_group(tmp_path) -> None:
+    found = _end_in_two_processes(tmp_path, "finished")
+    assert found["1"][0] >= LATE_S - 0.5  # the other process waited for the late main process
+    assert {initialized for _, initialized in found.values()} == {"False"}
+
+
+def test_a_failed_run_leaves_the_group_without_waiting(tmp_path) -> None:
+    found = _end_in_two_processes(tmp_path, "failed")
+    assert found["1"][0] < LATE_S - 0.5  # it did not wait: after a failure the others may never arrive
+    assert {initialized for _, initialized in found.values()} == {"False"}

@@ -214,12 +214,13 @@ def main_record_lm(args: Any, argv: list[str] | None) -> int:
     import torch
 
     from stddial_book.bridges.lm_record import gpu_description
-    from stddial_book.bridges.lm_setup import start_processes
+    from stddial_book.bridges.lm_setup import end_processes, start_processes
 
-    started = False
+    started = finished = False
     try:
         started = start_processes(cpu=gpu_description() is None)
         run_record_lm(args, _command(argv))
+        finished = True
     except torch.cuda.OutOfMemoryError:
         print(
             "error: the GPU ran out of memory; rerun the same command with a smaller --micro-batch-size (or "
@@ -233,8 +234,8 @@ def main_record_lm(args: Any, argv: list[str] | None) -> int:
         print("interrupted; rerun the same command to resume from the last checkpoint.", file=sys.stderr)
         return 130
     finally:
-        if started and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        if started:
+            end_processes(finished)
     return 0
 
 

@@ -199,6 +199,10 @@ def _worker(model_dir: str, out: str) -> None:
     rank = trainer.accelerator.process_index
     history = train_logs(trainer)
     (Path(out) / f"rank{rank}.json").write_text(json.dumps({"history": history}), encoding="utf-8")
+    # leave the process group together, as a script under torchrun should: a process that exits while a worker
+    # thread of the gloo group still holds a collective's tensors can end on SIGABRT (see lm_setup.end_processes)
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":

@@ -318,11 +318,7 @@ def _end_in_two_processes(tmp_path, how: str) -> dict[str, tuple[float, str]]:
     """The two processes' wait in end_processes(finished or not) and whether a group is left afterwards."""
     script = tmp_path / "end.py"
     script.write_text(END_SCRIPT)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    done = subprocess.run(
-        [*command, str(script), how], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
-    )
+    done = launch([*TORCHRUN, str(script), how], tmp_path, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     found = {}
     for line in done.stdout.splitlines():

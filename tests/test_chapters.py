@@ -685,7 +685,6 @@ def _dial_in_trl() -> dict[str, Any]:
     "s_after_dr_grpo",
     "s_after_dapo",
     "s_pairs_detected",
-    "s_share_before",
 )
 def _real_language_model() -> dict[str, Any]:
     return {
@@ -697,8 +696,7 @@ def _real_language_model() -> dict[str, Any]:
 def _smollm2_headlines() -> dict[str, Any]:
     """Chapter 15's recorded numbers, recomputed from the strict runs' own eval logs (not from the shipped
     summary the chapter reads): held-out accuracy is the last-number check's correct samples over samples; a
-    recipe pair differs when scipy's Welch test rejects at 0.05/3; the strict check's share of math-verify's
-    right answers before training, over every run's held-out draws."""
+    recipe pair differs when scipy's Welch test rejects at 0.05/3."""
     import gzip
     import json
 
@@ -710,7 +708,7 @@ def _smollm2_headlines() -> dict[str, Any]:
     if not main.is_dir():
         pytest.skip("the recorded SmolLM2 logs are in the repository only")
     after: dict[str, list[float]] = {}
-    before, by = [], {"last-number": 0, "math-verify": 0}
+    before = []
     for run in sorted(main.iterdir()):
         with gzip.open(run / "eval.json.gz", "rt") as handle:
             evals = json.load(handle)
@@ -718,8 +716,6 @@ def _smollm2_headlines() -> dict[str, Any]:
                / sum(r["samples"] for r in evals[w]["heldout"]) for w in ("before", "after")}  # fmt: skip
         before.append(acc["before"])
         after.setdefault(run.name.rsplit("-seed", 1)[0], []).append(acc["after"])
-        for verifier in by:
-            by[verifier] += sum(r["correct_by"][verifier] for r in evals["before"]["heldout"])
     pairs = [("grpo", "dr_grpo"), ("grpo", "dapo"), ("dr_grpo", "dapo")]
     return {
         "s_before": sum(before) / len(before),
@@ -727,7 +723,6 @@ def _smollm2_headlines() -> dict[str, Any]:
         "s_pairs_detected": sum(
             stats.ttest_ind(after[a], after[b], equal_var=False).pvalue < 0.05 / 3 for a, b in pairs
         ),
-        "s_share_before": by["last-number"] / by["math-verify"],
     }
 
 

